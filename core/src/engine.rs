@@ -1,0 +1,745 @@
+//! The prediction engine: DeepUM's correlation prefetcher and pre-eviction
+//! policy over caller-provided storage.
+//!
+//! # Events in, commands out
+//! The backend (kernel module, daemon or simulator) reports what happened:
+//! [`Engine::kernel_start`] (execution-id mode only), [`Engine::fault`],
+//! [`Engine::migrated_in`], [`Engine::evicted`], [`Engine::mark_dead`]. It asks
+//! for work: [`Engine::prefetches`] (blocks to migrate to the GPU, soonest
+//! needed first) and [`Engine::victims`] (blocks to discard or evict). Every
+//! call does bounded work and never allocates.
+//!
+//! # Chaining (DeepUM 5.2.2)
+//! A *window* is one run of predictions. It starts at a fault (from the
+//! faulted block's successors in the running kernel's table) or at a kernel
+//! start that was not predicted (from that kernel's start block). Inside a
+//! kernel the chain walks successors breadth first, MRU successor first, and
+//! does not expand the kernel's end block. When the kernel is exhausted it
+//! predicts the next execution id and continues from that kernel's start
+//! block, up to `lookahead` kernels beyond the running one. A kernel start
+//! that the window predicted slides the window on by one kernel instead of
+//! restarting it. Each block is emitted at most once per window.
+//!
+//! State machine of the chain:
+//! ```text
+//!   Idle --fault / unpredicted kernel_start--> Running
+//!   Running --kernel exhausted, lookahead reached--> Paused
+//!   Paused --predicted kernel_start--> Running
+//!   Running|Paused --prediction failed or window full--> Idle
+//!   any --fault--> Running (new window)
+//! ```
+//! In transparent mode there are no kernels: one global table, and a window
+//! is the breadth-first walk from the faulted block, up to `window_blocks`.
+
+use crate::block_table::{BlockTable, BlockTableRef, Geometry};
+use crate::exec_table::{ExecTable, NO_EXEC};
+use crate::ledger::{Ledger, LedgerState};
+use crate::params::{Layout, Mode, ParamError, Params, WINDOW_SLOT_WORDS};
+use crate::{Block, ExecId, NONE};
+use core::fmt;
+use core::ops::DerefMut;
+
+/// Kernels remembered for checking predictions: lookahead plus the running one.
+const PRED_RING: usize = Params::MAX_LOOKAHEAD as usize + 1;
+/// Live blocks examined per victim search before giving up (bounded work).
+pub const VICTIM_SCAN: usize = 1024;
+/// Chain steps per [`Engine::prefetches`] call, per output slot.
+const STEPS_PER_SLOT: usize = 4;
+
+/// A block to migrate to the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Prefetch {
+    pub block: Block,
+    /// Kernels between the running one and the one predicted to use it
+    /// (0: the running kernel).
+    pub ahead: u32,
+}
+
+/// A block to take off the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Victim {
+    pub block: Block,
+    /// The block holds only dead data: discard it, no copy.
+    pub discard: bool,
+}
+
+/// Counters, all monotonic since the last reset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub faults: u64,
+    pub kernel_starts: u64,
+    pub windows: u64,
+    pub prefetches: u64,
+    pub predictions: u64,
+    pub mispredictions: u64,
+    pub prediction_failures: u64,
+    pub window_full: u64,
+    pub table_replacements: u64,
+    pub entry_replacements: u64,
+    pub exec_evictions: u64,
+    pub victims_discard: u64,
+    pub victims_evict: u64,
+    pub victim_shortfall: u64,
+    pub ledger_overflow: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineError {
+    Param(ParamError),
+    /// The storage slice is shorter than `Params::storage_words`.
+    StorageTooSmall {
+        need: usize,
+        got: usize,
+    },
+}
+
+impl From<ParamError> for EngineError {
+    fn from(e: ParamError) -> Self {
+        EngineError::Param(e)
+    }
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Param(e) => e.fmt(f),
+            EngineError::StorageTooSmall { need, got } => write!(
+                f,
+                "engine storage too small: {need} words needed, {got} given"
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainState {
+    Idle,
+    Running,
+    Paused,
+}
+
+/// The whole engine. `S` owns the storage: `Vec<u64>`, a kernel `KVec<u64>`,
+/// or `&mut [u64]`.
+pub struct Engine<S> {
+    p: Params,
+    l: Layout,
+    g: Geometry,
+    storage: S,
+    ledger: LedgerState,
+    clock: u64,
+    stats: Stats,
+
+    // What runs now.
+    cur: ExecId,
+    hist: [ExecId; 3],
+    seq: u64,
+    last_fault: Block,
+    kernel_faults: u32,
+
+    // The chain.
+    state: ChainState,
+    gen: u64,
+    window_len: u32,
+    front_head: u32,
+    front_len: u32,
+    exp_block: Block,
+    exp_next: u32,
+    chain_exec: ExecId,
+    chain_hist: [ExecId; 3],
+    chain_seq: u64,
+    chain_table: Option<u32>,
+    pred: [ExecId; PRED_RING],
+}
+
+/// Mutable views of every storage region at once.
+struct Regions<'a> {
+    exec: ExecTable<'a>,
+    window: &'a mut [u64],
+    ledger: Ledger<'a>,
+}
+
+fn hash_block(b: Block, mask: usize) -> usize {
+    (b.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 24) as usize & mask
+}
+
+impl<S: DerefMut<Target = [u64]>> Engine<S> {
+    /// Validates `params` and takes `storage` (at least
+    /// `params.storage_words()` words; its contents are overwritten).
+    pub fn new(params: Params, storage: S) -> Result<Self, EngineError> {
+        params.validate()?;
+        let l = params.layout();
+        if storage.len() < l.total {
+            return Err(EngineError::StorageTooSmall {
+                need: l.total,
+                got: storage.len(),
+            });
+        }
+        let mut e = Engine {
+            p: params,
+            l,
+            g: Geometry {
+                rows: params.rows as usize,
+                assoc: params.assoc as usize,
+                succs: params.succs as usize,
+            },
+            storage,
+            ledger: LedgerState::new(params.max_resident_blocks),
+            clock: 1,
+            stats: Stats::default(),
+            cur: NO_EXEC,
+            hist: [NO_EXEC; 3],
+            seq: 0,
+            last_fault: NONE,
+            kernel_faults: 0,
+            state: ChainState::Idle,
+            gen: 0,
+            window_len: 0,
+            front_head: 0,
+            front_len: 0,
+            exp_block: NONE,
+            exp_next: 0,
+            chain_exec: NO_EXEC,
+            chain_hist: [NO_EXEC; 3],
+            chain_seq: 0,
+            chain_table: None,
+            pred: [NO_EXEC; PRED_RING],
+        };
+        e.reset();
+        Ok(e)
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.p
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    pub fn chain_state(&self) -> ChainState {
+        self.state
+    }
+
+    /// Bytes of storage the engine uses (tables, window, ledger).
+    pub fn storage_bytes(&self) -> usize {
+        self.l.total * 8
+    }
+
+    /// Bytes of the correlation tables alone (execution-id and block tables).
+    pub fn table_bytes(&self) -> usize {
+        (self.l.exec.len() + self.l.tables.len()) * 8
+    }
+
+    pub fn resident_blocks(&self) -> u32 {
+        self.ledger.len()
+    }
+
+    /// Forgets everything learnt and every resident block; keeps parameters.
+    pub fn reset(&mut self) {
+        self.storage[..self.l.total].fill(NONE);
+        let mut r = self.regions();
+        r.exec.clear();
+        r.ledger.clear();
+        self.clock = 1;
+        self.stats = Stats::default();
+        self.cur = NO_EXEC;
+        self.hist = [NO_EXEC; 3];
+        self.seq = 0;
+        self.last_fault = NONE;
+        self.kernel_faults = 0;
+        self.state = ChainState::Idle;
+        self.gen = 1;
+        self.window_len = 0;
+        self.front_head = 0;
+        self.front_len = 0;
+        self.exp_block = NONE;
+        if self.p.mode == Mode::Transparent {
+            let g = self.g;
+            let tw = self.l.table_words;
+            let mut t = BlockTable::new(&mut self.storage[self.l.tables.start..][..tw], g);
+            t.clear(0);
+        }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn regions(&mut self) -> Regions<'_> {
+        let l = &self.l;
+        let (exec, rest) = self.storage[..l.total].split_at_mut(l.exec.len());
+        let (_tables, rest) = rest.split_at_mut(l.tables.len());
+        let (window, rest) = rest.split_at_mut(l.window.len());
+        let (_frontier, rest) = rest.split_at_mut(l.frontier.len());
+        let (slots, index) = rest.split_at_mut(l.ledger_slots.len());
+        Regions {
+            exec: ExecTable::new(exec, l.exec_sets, self.p.exec_records as usize),
+            window,
+            ledger: Ledger::new(&mut self.ledger, slots, index),
+        }
+    }
+
+    fn table_ref(&self, idx: u32) -> BlockTableRef<'_> {
+        let tw = self.l.table_words;
+        let at = self.l.tables.start + idx as usize * tw;
+        BlockTableRef::new(&self.storage[at..at + tw], self.g)
+    }
+
+    fn table_mut(&mut self, idx: u32) -> BlockTable<'_> {
+        let tw = self.l.table_words;
+        let at = self.l.tables.start + idx as usize * tw;
+        BlockTable::new(&mut self.storage[at..at + tw], self.g)
+    }
+
+    /// The block table of `exec`, allocating one from the pool (replacing the
+    /// least recently used table when the pool is full).
+    fn table_for(&mut self, exec: ExecId) -> u32 {
+        let stamp = self.tick();
+        let mut r = self.regions();
+        if let Some(ev) = r.exec.ensure(exec, stamp) {
+            self.stats.exec_evictions += 1;
+            if let Some(t) = ev.table {
+                self.table_mut(t).clear(NONE);
+            }
+        }
+        if let Some(t) = self.regions().exec.table_of(exec) {
+            self.table_mut(t).touch(stamp);
+            return t;
+        }
+        // Pool scan: a free table (owner NONE) first, else the oldest.
+        let mut best = 0u32;
+        let mut best_stamp = u64::MAX;
+        for t in 0..self.p.max_tables {
+            let tr = self.table_ref(t);
+            let s = if tr.owner() == NONE { 0 } else { tr.stamp() };
+            if s < best_stamp {
+                best_stamp = s;
+                best = t;
+                if s == 0 {
+                    break;
+                }
+            }
+        }
+        let old_owner = self.table_ref(best).owner();
+        if old_owner != NONE {
+            self.stats.table_replacements += 1;
+            self.regions().exec.set_table(old_owner as ExecId, None);
+        }
+        let mut t = self.table_mut(best);
+        t.clear(exec as u64);
+        t.set_owner(exec as u64, stamp);
+        self.regions().exec.set_table(exec, Some(best));
+        best
+    }
+
+    fn existing_table(&mut self, exec: ExecId) -> Option<u32> {
+        match self.p.mode {
+            Mode::Transparent => Some(0),
+            Mode::ExecId => self.regions().exec.table_of(exec),
+        }
+    }
+
+    /// The runtime reports that kernel `exec` starts now (execution-id mode;
+    /// ignored in transparent mode). Records the transition and slides or
+    /// restarts the prediction window.
+    pub fn kernel_start(&mut self, exec: ExecId) {
+        if self.p.mode == Mode::Transparent || exec == NO_EXEC {
+            return;
+        }
+        self.stats.kernel_starts += 1;
+        let stamp = self.tick();
+        if self.cur != NO_EXEC {
+            // The kernel that just ended: remember its last fault as its end
+            // block when that block leads nowhere inside the kernel.
+            if self.kernel_faults > 0 {
+                let cur = self.cur;
+                if let Some(t) = self.regions().exec.table_of(cur) {
+                    let last = self.last_fault;
+                    let tail = self
+                        .table_ref(t)
+                        .successors(last)
+                        .is_none_or(|s| s[0] == NONE);
+                    if tail {
+                        self.table_mut(t).set_end(last);
+                    }
+                }
+            }
+            let (hist, cur) = (self.hist, self.cur);
+            if let Some(ev) = self.regions().exec.record(hist, cur, exec, stamp) {
+                self.stats.exec_evictions += 1;
+                if let Some(t) = ev.table {
+                    self.table_mut(t).clear(NONE);
+                }
+            }
+        }
+        self.hist = [self.hist[1], self.hist[2], self.cur];
+        self.cur = exec;
+        self.seq += 1;
+        self.last_fault = NONE;
+        self.kernel_faults = 0;
+        if let Some(t) = self.existing_table(exec) {
+            self.table_mut(t).touch(stamp);
+        }
+
+        let predicted = self.state != ChainState::Idle
+            && self.chain_seq >= self.seq
+            && self.pred[self.seq as usize % PRED_RING] == exec;
+        if predicted {
+            let half = (self.l.window_slots / 2) as u32;
+            if self.window_len < half.min(self.p.window_blocks) {
+                if self.state == ChainState::Paused {
+                    self.state = ChainState::Running;
+                }
+                return;
+            }
+            // The window is nearly full of blocks for kernels that ran:
+            // start a fresh one from this kernel.
+        } else if self.state != ChainState::Idle && self.chain_seq >= self.seq {
+            self.stats.mispredictions += 1;
+        }
+        self.start_window_at_kernel();
+    }
+
+    /// A GPU fault on `block`: learn from it, and restart the window from it.
+    pub fn fault(&mut self, block: Block) {
+        if block == NONE {
+            return;
+        }
+        self.stats.faults += 1;
+        let stamp = self.tick();
+        let table = match self.p.mode {
+            Mode::Transparent => Some(0),
+            Mode::ExecId if self.cur == NO_EXEC => None,
+            Mode::ExecId => Some(self.table_for(self.cur)),
+        };
+        let Some(t) = table else {
+            return;
+        };
+        let prev = self.last_fault;
+        let first_in_kernel = self.kernel_faults == 0;
+        let mut tm = self.table_mut(t);
+        if tm.record(prev, block, stamp) {
+            self.stats.entry_replacements += 1;
+        }
+        if self.p.mode == Mode::ExecId && first_in_kernel {
+            let tr = self.table_ref(t);
+            let start = tr.start();
+            if start == NONE {
+                self.table_mut(t).set_start(block);
+            } else if start != block && !tr.contains(block) {
+                // A block never seen in this kernel faulted first: it becomes
+                // the start and leads to the old start, so that everything
+                // learnt before stays reachable.
+                let mut tm = self.table_mut(t);
+                let replaced = tm.record(block, start, stamp);
+                tm.set_start(block);
+                self.stats.entry_replacements += replaced as u64;
+            }
+        }
+        self.last_fault = block;
+        self.kernel_faults = self.kernel_faults.saturating_add(1);
+        self.new_window();
+        self.chain_table = Some(t);
+        // The faulted block is being fetched on demand: mark it, expand it.
+        let seq = self.seq;
+        if self.visit(block, seq) {
+            self.window_len += 1;
+        }
+        self.push_front(block);
+    }
+
+    fn new_window(&mut self) {
+        self.stats.windows += 1;
+        self.gen += 1;
+        self.window_len = 0;
+        self.front_head = 0;
+        self.front_len = 0;
+        self.exp_block = NONE;
+        self.state = ChainState::Running;
+        self.chain_exec = self.cur;
+        self.chain_hist = self.hist;
+        self.chain_seq = self.seq;
+        self.pred[self.seq as usize % PRED_RING] = self.cur;
+    }
+
+    fn start_window_at_kernel(&mut self) {
+        self.new_window();
+        self.chain_table = self.existing_table(self.cur);
+        self.enter_kernel_start();
+    }
+
+    /// Emits and queues the start block of the kernel the chain is in.
+    fn enter_kernel_start(&mut self) -> Option<Block> {
+        let t = self.chain_table?;
+        let start = self.table_ref(t).start();
+        if start == NONE {
+            return None;
+        }
+        let seq = self.chain_seq;
+        if self.visit(start, seq) {
+            self.window_len += 1;
+            self.push_front(start);
+            return Some(start);
+        }
+        self.push_front(start);
+        None
+    }
+
+    fn push_front(&mut self, b: Block) {
+        let cap = self.l.frontier.len() as u32;
+        if self.front_len >= cap {
+            return;
+        }
+        let at = (self.front_head + self.front_len) % cap;
+        self.storage[self.l.frontier.start + at as usize] = b;
+        self.front_len += 1;
+    }
+
+    fn pop_front(&mut self) -> Option<Block> {
+        if self.front_len == 0 {
+            return None;
+        }
+        let cap = self.l.frontier.len() as u32;
+        let b = self.storage[self.l.frontier.start + self.front_head as usize];
+        self.front_head = (self.front_head + 1) % cap;
+        self.front_len -= 1;
+        Some(b)
+    }
+
+    /// Marks `b` as predicted for kernel `seq` in this window. Returns true
+    /// if `b` was not yet in the window (emit it), false if it was (its
+    /// protection is extended to `seq`) or if the window is full.
+    fn visit(&mut self, b: Block, seq: u64) -> bool {
+        let gen = self.gen;
+        let r = self.regions();
+        let mask = r.window.len() / WINDOW_SLOT_WORDS - 1;
+        let mut i = hash_block(b, mask);
+        loop {
+            let w = &mut r.window[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
+            if w[1] != gen {
+                // Empty in this generation: claim it.
+                w[0] = b;
+                w[1] = gen;
+                w[2] = seq;
+                return true;
+            }
+            if w[0] == b {
+                if w[2] < seq {
+                    w[2] = seq;
+                }
+                return false;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// True if `b` is predicted for the running kernel or one of the next
+    /// `lookahead` (in transparent mode: for the current window).
+    pub fn is_predicted(&self, b: Block) -> bool {
+        let win = &self.storage[self.l.window.clone()];
+        let mask = win.len() / WINDOW_SLOT_WORDS - 1;
+        let mut i = hash_block(b, mask);
+        loop {
+            let w = &win[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
+            if w[1] != self.gen {
+                return false;
+            }
+            if w[0] == b {
+                return w[2] >= self.seq;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Fills `out` with the next blocks to prefetch, soonest needed first;
+    /// returns how many. Does at most `STEPS_PER_SLOT * out.len()` steps; call
+    /// again while [`Engine::chain_state`] is `Running`.
+    pub fn prefetches(&mut self, out: &mut [Prefetch]) -> usize {
+        let mut n = 0;
+        let mut steps = STEPS_PER_SLOT * out.len();
+        while n < out.len() && steps > 0 && self.state == ChainState::Running {
+            steps -= 1;
+            if self.window_len >= self.p.window_blocks {
+                self.stats.window_full += 1;
+                self.state = ChainState::Idle;
+                break;
+            }
+            // Resume the block being expanded, else take the next one.
+            if self.exp_block == NONE {
+                match self.pop_front() {
+                    Some(b) => {
+                        self.exp_block = b;
+                        self.exp_next = 0;
+                    }
+                    None => {
+                        if !self.next_kernel() {
+                            break;
+                        }
+                        if let Some(start) = self.enter_kernel_start() {
+                            out[n] = Prefetch {
+                                block: start,
+                                ahead: (self.chain_seq - self.seq) as u32,
+                            };
+                            n += 1;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let Some(s) = self.next_successor() else {
+                self.exp_block = NONE;
+                continue;
+            };
+            let seq = self.chain_seq;
+            if self.visit(s, seq) {
+                self.window_len += 1;
+                self.push_front(s);
+                out[n] = Prefetch {
+                    block: s,
+                    ahead: (seq - self.seq) as u32,
+                };
+                n += 1;
+            }
+        }
+        self.stats.prefetches += n as u64;
+        n
+    }
+
+    /// The next successor of the block being expanded, or None when it has
+    /// no more (or must not be expanded: the kernel's end block).
+    fn next_successor(&mut self) -> Option<Block> {
+        let t = self.chain_table?;
+        let tr = self.table_ref(t);
+        let b = self.exp_block;
+        if self.p.mode == Mode::ExecId && b == tr.end() {
+            return None;
+        }
+        let succ = tr.successors(b)?;
+        let s = *succ.get(self.exp_next as usize)?;
+        if s == NONE {
+            return None;
+        }
+        self.exp_next += 1;
+        Some(s)
+    }
+
+    /// The chain moves on to the next predicted kernel. False when it stops
+    /// (transparent mode, lookahead reached, or no prediction).
+    fn next_kernel(&mut self) -> bool {
+        if self.p.mode == Mode::Transparent {
+            self.state = ChainState::Idle;
+            return false;
+        }
+        if self.chain_seq - self.seq >= self.p.lookahead as u64 {
+            self.state = ChainState::Paused;
+            return false;
+        }
+        let (hist, cur) = (self.chain_hist, self.chain_exec);
+        let next = if cur == NO_EXEC {
+            None
+        } else {
+            self.regions().exec.predict(hist, cur)
+        };
+        let Some(next) = next else {
+            self.stats.prediction_failures += 1;
+            self.state = ChainState::Idle;
+            return false;
+        };
+        self.stats.predictions += 1;
+        self.chain_hist = [hist[1], hist[2], cur];
+        self.chain_exec = next;
+        self.chain_seq += 1;
+        self.pred[self.chain_seq as usize % PRED_RING] = next;
+        self.chain_table = self.regions().exec.table_of(next);
+        true
+    }
+
+    /// `block` is now resident on the GPU (migrated or populated there).
+    pub fn migrated_in(&mut self, block: Block) {
+        if !self.regions().ledger.migrated_in(block) {
+            self.stats.ledger_overflow += 1;
+        }
+    }
+
+    /// `block` left the GPU (evicted, discarded or freed).
+    pub fn evicted(&mut self, block: Block) {
+        self.regions().ledger.evicted(block);
+    }
+
+    /// The application declared `block` dead (all of it): if resident, it is
+    /// discarded before anything is evicted. Returns whether it is resident.
+    pub fn mark_dead(&mut self, block: Block) -> bool {
+        self.regions().ledger.set_dead(block, true)
+    }
+
+    /// The application uses `block` again.
+    pub fn mark_alive(&mut self, block: Block) -> bool {
+        self.regions().ledger.set_dead(block, false)
+    }
+
+    pub fn is_resident(&mut self, block: Block) -> bool {
+        self.regions().ledger.contains(block)
+    }
+
+    /// Fills `out` with distinct blocks to take off the GPU: dead blocks
+    /// (discard) first, then live blocks least recently migrated first,
+    /// never one predicted for the running or the next `lookahead` kernels.
+    /// Examines at most `VICTIM_SCAN` live blocks. The caller reports each
+    /// one it acts on through [`Engine::evicted`].
+    pub fn victims(&mut self, out: &mut [Victim]) -> usize {
+        let mut n = 0;
+        {
+            let r = self.regions();
+            for b in r.ledger.oldest_dead(out.len()) {
+                out[n] = Victim {
+                    block: b,
+                    discard: true,
+                };
+                n += 1;
+            }
+        }
+        self.stats.victims_discard += n as u64;
+        if n == out.len() {
+            return n;
+        }
+        let l = &self.l;
+        let (head, rest) = self.storage[..l.total].split_at_mut(l.ledger_slots.start);
+        let win = &head[l.window.clone()];
+        let (slots, index) = rest.split_at_mut(l.ledger_slots.len());
+        let ledger = Ledger::new(&mut self.ledger, slots, index);
+        let mask = win.len() / WINDOW_SLOT_WORDS - 1;
+        let (gen, seq) = (self.gen, self.seq);
+        let predicted = |b: Block| {
+            let mut i = hash_block(b, mask);
+            loop {
+                let w = &win[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
+                if w[1] != gen {
+                    return false;
+                }
+                if w[0] == b {
+                    return w[2] >= seq;
+                }
+                i = (i + 1) & mask;
+            }
+        };
+        let before = n;
+        for b in ledger.oldest_live(VICTIM_SCAN) {
+            if n == out.len() {
+                break;
+            }
+            if !predicted(b) {
+                out[n] = Victim {
+                    block: b,
+                    discard: false,
+                };
+                n += 1;
+            }
+        }
+        self.stats.victims_evict += (n - before) as u64;
+        if n < out.len() {
+            self.stats.victim_shortfall += 1;
+        }
+        n
+    }
+}

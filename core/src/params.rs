@@ -1,0 +1,466 @@
+//! Engine parameters, validated in one place, and the storage they need.
+//!
+//! Every component sizes its storage from a validated [`Params`], so a value
+//! that passed [`Params::validate`] can never make the engine index out of
+//! bounds or grow without limit.
+
+use core::fmt;
+
+/// How the engine learns which kernel is running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// DeepUM's design: a runtime reports an execution id before every kernel
+    /// launch; one block table per execution id.
+    ExecId,
+    /// Unmodified jobs: no execution ids at all, one global block table learnt
+    /// from the fault stream alone.
+    Transparent,
+}
+
+/// Tunable parameters of the engine. See `docs/engine.md` for what each does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Rows (sets) per block correlation table. Power of two.
+    pub rows: u32,
+    /// Ways per row.
+    pub assoc: u32,
+    /// Successor blocks kept per entry, MRU first.
+    pub succs: u32,
+    /// Kernels predicted ahead of the running one (chaining depth).
+    pub lookahead: u32,
+    /// Block tables in the pool (one per execution id while the budget lasts).
+    pub max_tables: u32,
+    /// Execution ids the execution-id table can hold. Power of two, >= 4.
+    pub exec_ids: u32,
+    /// Records (history -> next) kept per execution id.
+    pub exec_records: u32,
+    /// Blocks the residency ledger can track (GPU capacity / 2 MB).
+    pub max_resident_blocks: u32,
+    /// Most blocks emitted in one prediction window.
+    pub window_blocks: u32,
+    /// Where the engine learns kernel boundaries from.
+    pub mode: Mode,
+}
+
+impl Params {
+    /// DeepUM's best configuration (its Table 7.7, Config9): 2048 rows,
+    /// 2-way, 4 successors.
+    pub const DEEPUM: Params = Params {
+        rows: 2048,
+        assoc: 2,
+        succs: 4,
+        lookahead: 4,
+        max_tables: 4096,
+        exec_ids: 8192,
+        exec_records: 4,
+        max_resident_blocks: 1 << 16,
+        window_blocks: 8192,
+        mode: Mode::ExecId,
+    };
+
+    /// Upper bounds. They keep one table and one window within what a kernel
+    /// module may reasonably allocate and what a fault-side step may walk.
+    pub const MAX_ROWS: u32 = 1 << 16;
+    pub const MAX_ASSOC: u32 = 16;
+    pub const MAX_SUCCS: u32 = 16;
+    pub const MAX_LOOKAHEAD: u32 = 64;
+    pub const MAX_TABLES: u32 = 1 << 16;
+    pub const MAX_EXEC_IDS: u32 = 1 << 20;
+    pub const MAX_EXEC_RECORDS: u32 = 16;
+    pub const MAX_RESIDENT_BLOCKS: u32 = 1 << 22;
+    pub const MAX_WINDOW_BLOCKS: u32 = 1 << 20;
+
+    /// Checks every parameter; the first violation is returned.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        check_range(Param::Rows, self.rows, 1, Self::MAX_ROWS)?;
+        check_pow2(Param::Rows, self.rows)?;
+        check_range(Param::Assoc, self.assoc, 1, Self::MAX_ASSOC)?;
+        if self.assoc > self.rows {
+            return Err(ParamError {
+                param: Param::Assoc,
+                value: self.assoc as u64,
+                rule: Rule::AtMostRows(self.rows),
+            });
+        }
+        check_range(Param::Succs, self.succs, 1, Self::MAX_SUCCS)?;
+        check_range(Param::Lookahead, self.lookahead, 1, Self::MAX_LOOKAHEAD)?;
+        check_range(Param::MaxTables, self.max_tables, 1, Self::MAX_TABLES)?;
+        check_range(Param::ExecIds, self.exec_ids, 4, Self::MAX_EXEC_IDS)?;
+        check_pow2(Param::ExecIds, self.exec_ids)?;
+        check_range(
+            Param::ExecRecords,
+            self.exec_records,
+            1,
+            Self::MAX_EXEC_RECORDS,
+        )?;
+        check_range(
+            Param::MaxResidentBlocks,
+            self.max_resident_blocks,
+            1,
+            Self::MAX_RESIDENT_BLOCKS,
+        )?;
+        check_range(
+            Param::WindowBlocks,
+            self.window_blocks,
+            1,
+            Self::MAX_WINDOW_BLOCKS,
+        )?;
+        Ok(())
+    }
+
+    /// Block tables actually allocated: the pool in execution-id mode, the
+    /// single global table in transparent mode.
+    pub fn tables(&self) -> u32 {
+        match self.mode {
+            Mode::ExecId => self.max_tables,
+            Mode::Transparent => 1,
+        }
+    }
+
+    /// The storage layout these parameters need. Only meaningful for
+    /// validated parameters.
+    pub fn layout(&self) -> Layout {
+        Layout::new(self)
+    }
+
+    /// Storage words (u64) the engine needs: allocate this many and hand them
+    /// to [`crate::Engine::new`].
+    pub fn storage_words(&self) -> usize {
+        self.layout().total
+    }
+
+    /// Bytes of table storage (the engine's whole memory footprint).
+    pub fn storage_bytes(&self) -> usize {
+        self.storage_words() * 8
+    }
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self::DEEPUM
+    }
+}
+
+fn check_range(param: Param, value: u32, min: u32, max: u32) -> Result<(), ParamError> {
+    if value < min || value > max {
+        return Err(ParamError {
+            param,
+            value: value as u64,
+            rule: Rule::Range(min, max),
+        });
+    }
+    Ok(())
+}
+
+fn check_pow2(param: Param, value: u32) -> Result<(), ParamError> {
+    if !value.is_power_of_two() {
+        return Err(ParamError {
+            param,
+            value: value as u64,
+            rule: Rule::PowerOfTwo,
+        });
+    }
+    Ok(())
+}
+
+/// Names of the parameters, as users type them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Param {
+    Rows,
+    Assoc,
+    Succs,
+    Lookahead,
+    MaxTables,
+    ExecIds,
+    ExecRecords,
+    MaxResidentBlocks,
+    WindowBlocks,
+}
+
+impl Param {
+    pub fn name(self) -> &'static str {
+        match self {
+            Param::Rows => "rows",
+            Param::Assoc => "assoc",
+            Param::Succs => "succs",
+            Param::Lookahead => "lookahead",
+            Param::MaxTables => "max-tables",
+            Param::ExecIds => "exec-ids",
+            Param::ExecRecords => "exec-records",
+            Param::MaxResidentBlocks => "max-resident-blocks",
+            Param::WindowBlocks => "window-blocks",
+        }
+    }
+}
+
+/// The rule a rejected value broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    Range(u32, u32),
+    PowerOfTwo,
+    AtMostRows(u32),
+}
+
+/// A parameter that failed validation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    pub param: Param,
+    pub value: u64,
+    pub rule: Rule,
+}
+
+impl fmt::Display for ParamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = self.param.name();
+        match self.rule {
+            Rule::Range(lo, hi) => write!(
+                f,
+                "parameter {name} = {} is out of range: it must be between {lo} and {hi}",
+                self.value
+            ),
+            Rule::PowerOfTwo => write!(
+                f,
+                "parameter {name} = {} must be a power of two",
+                self.value
+            ),
+            Rule::AtMostRows(rows) => write!(
+                f,
+                "parameter {name} = {} must not exceed rows = {rows}",
+                self.value
+            ),
+        }
+    }
+}
+
+/// Ways per set of the execution-id table.
+pub const EXEC_WAYS: usize = 4;
+/// Words per execution-id way header: tag, stamp, table index.
+pub const EXEC_WAY_HEADER: usize = 3;
+/// Words per execution-id record: packed (h2, h1), packed (h0, next), stamp.
+pub const EXEC_RECORD_WORDS: usize = 3;
+/// Words per block-table header: owner, start, end, stamp.
+pub const TABLE_HEADER: usize = 4;
+/// Words per block-table way besides its successors: tag, stamp.
+pub const ENTRY_HEADER: usize = 2;
+/// Words per window-set slot: block, generation, kernel sequence.
+pub const WINDOW_SLOT_WORDS: usize = 3;
+/// Words per ledger slot: block, links, flags.
+pub const LEDGER_SLOT_WORDS: usize = 3;
+
+/// Where each region lives inside the engine's one storage slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub exec_way_words: usize,
+    pub exec_sets: usize,
+    pub exec: core::ops::Range<usize>,
+    pub entry_words: usize,
+    pub table_words: usize,
+    pub tables: core::ops::Range<usize>,
+    pub window_slots: usize,
+    pub window: core::ops::Range<usize>,
+    pub frontier: core::ops::Range<usize>,
+    pub ledger_index_slots: usize,
+    pub ledger_slots: core::ops::Range<usize>,
+    pub ledger_index: core::ops::Range<usize>,
+    pub total: usize,
+}
+
+impl Layout {
+    fn new(p: &Params) -> Layout {
+        let exec_way_words = EXEC_WAY_HEADER + EXEC_RECORD_WORDS * p.exec_records as usize;
+        let exec_sets = (p.exec_ids as usize) / EXEC_WAYS;
+        let exec_len = exec_sets * EXEC_WAYS * exec_way_words;
+        let entry_words = ENTRY_HEADER + p.succs as usize;
+        let table_words = TABLE_HEADER + p.rows as usize * p.assoc as usize * entry_words;
+        let tables_len = p.tables() as usize * table_words;
+        // Twice the window, rounded to a power of two, keeps linear probing short.
+        let window_slots = (2 * p.window_blocks as usize).next_power_of_two();
+        let window_len = window_slots * WINDOW_SLOT_WORDS;
+        let frontier_len = p.window_blocks as usize;
+        let ledger_slots_len = p.max_resident_blocks as usize * LEDGER_SLOT_WORDS;
+        let ledger_index_slots = (2 * p.max_resident_blocks as usize).next_power_of_two();
+
+        let mut at = 0;
+        let mut take = |len: usize| {
+            let r = at..at + len;
+            at += len;
+            r
+        };
+        let exec = take(exec_len);
+        let tables = take(tables_len);
+        let window = take(window_len);
+        let frontier = take(frontier_len);
+        let ledger_slots = take(ledger_slots_len);
+        let ledger_index = take(ledger_index_slots);
+        Layout {
+            exec_way_words,
+            exec_sets,
+            exec,
+            entry_words,
+            table_words,
+            tables,
+            window_slots,
+            window,
+            frontier,
+            ledger_index_slots,
+            ledger_slots,
+            ledger_index,
+            total: at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deepum_defaults_are_valid() {
+        Params::DEEPUM.validate().unwrap();
+    }
+
+    #[test]
+    fn rejects_each_bad_value_by_name() {
+        let bad = [
+            (
+                Params {
+                    rows: 0,
+                    ..Params::DEEPUM
+                },
+                Param::Rows,
+            ),
+            (
+                Params {
+                    rows: 1000,
+                    ..Params::DEEPUM
+                },
+                Param::Rows,
+            ),
+            (
+                Params {
+                    assoc: 0,
+                    ..Params::DEEPUM
+                },
+                Param::Assoc,
+            ),
+            (
+                Params {
+                    rows: 4,
+                    assoc: 8,
+                    ..Params::DEEPUM
+                },
+                Param::Assoc,
+            ),
+            (
+                Params {
+                    succs: 0,
+                    ..Params::DEEPUM
+                },
+                Param::Succs,
+            ),
+            (
+                Params {
+                    succs: 17,
+                    ..Params::DEEPUM
+                },
+                Param::Succs,
+            ),
+            (
+                Params {
+                    lookahead: 0,
+                    ..Params::DEEPUM
+                },
+                Param::Lookahead,
+            ),
+            (
+                Params {
+                    max_tables: 0,
+                    ..Params::DEEPUM
+                },
+                Param::MaxTables,
+            ),
+            (
+                Params {
+                    exec_ids: 6,
+                    ..Params::DEEPUM
+                },
+                Param::ExecIds,
+            ),
+            (
+                Params {
+                    exec_records: 0,
+                    ..Params::DEEPUM
+                },
+                Param::ExecRecords,
+            ),
+            (
+                Params {
+                    max_resident_blocks: 0,
+                    ..Params::DEEPUM
+                },
+                Param::MaxResidentBlocks,
+            ),
+            (
+                Params {
+                    window_blocks: 0,
+                    ..Params::DEEPUM
+                },
+                Param::WindowBlocks,
+            ),
+        ];
+        for (p, which) in bad {
+            let err = p.validate().unwrap_err();
+            assert_eq!(err.param, which, "{err}");
+        }
+    }
+
+    #[test]
+    fn error_message_names_parameter_and_rule() {
+        let err = Params {
+            rows: 4,
+            assoc: 8,
+            ..Params::DEEPUM
+        }
+        .validate()
+        .unwrap_err();
+        let mut buf = [0u8; 128];
+        let msg = fmt_into(&mut buf, &err);
+        assert_eq!(msg, "parameter assoc = 8 must not exceed rows = 4");
+    }
+
+    fn fmt_into<'a>(buf: &'a mut [u8], e: &ParamError) -> &'a str {
+        use core::fmt::Write;
+        struct W<'b>(&'b mut [u8], usize);
+        impl Write for W<'_> {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                let end = self.1 + s.len();
+                self.0[self.1..end].copy_from_slice(s.as_bytes());
+                self.1 = end;
+                Ok(())
+            }
+        }
+        let mut w = W(buf, 0);
+        write!(w, "{e}").unwrap();
+        let n = w.1;
+        core::str::from_utf8(&buf[..n]).unwrap()
+    }
+
+    #[test]
+    fn layout_regions_are_disjoint_and_cover_total() {
+        let l = Params::DEEPUM.layout();
+        let regions = [
+            &l.exec,
+            &l.tables,
+            &l.window,
+            &l.frontier,
+            &l.ledger_slots,
+            &l.ledger_index,
+        ];
+        let mut at = 0;
+        for r in regions {
+            assert_eq!(r.start, at);
+            at = r.end;
+        }
+        assert_eq!(at, l.total);
+    }
+}
