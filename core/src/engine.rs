@@ -18,7 +18,9 @@
 //! predicts the next execution id and continues from that kernel's start
 //! block, up to `lookahead` kernels beyond the running one. A kernel start
 //! that the window predicted slides the window on by one kernel instead of
-//! restarting it. Each block is emitted at most once per window.
+//! restarting it. A block is emitted at most once while the kernel it was
+//! predicted for has not yet run; the window restarts at a fault, at an
+//! unpredicted kernel, and when `window_blocks` emissions fill it.
 //!
 //! State machine of the chain:
 //! ```text
@@ -111,6 +113,18 @@ impl fmt::Display for EngineError {
     }
 }
 
+/// What the chain does with a block it reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Visit {
+    /// New to this window (or last predicted for a kernel that has run).
+    Emit,
+    /// Already predicted for an earlier kernel still to come: now protected
+    /// until this later one too; expand it, do not emit it again.
+    Expand,
+    /// Already predicted for this kernel or a later one.
+    Skip,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChainState {
     Idle,
@@ -144,6 +158,7 @@ pub struct Engine<S> {
     front_len: u32,
     exp_block: Block,
     exp_next: u32,
+    start_pending: bool,
     chain_exec: ExecId,
     chain_hist: [ExecId; 3],
     chain_seq: u64,
@@ -198,6 +213,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             front_len: 0,
             exp_block: NONE,
             exp_next: 0,
+            start_pending: false,
             chain_exec: NO_EXEC,
             chain_hist: [NO_EXEC; 3],
             chain_seq: 0,
@@ -253,6 +269,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.front_head = 0;
         self.front_len = 0;
         self.exp_block = NONE;
+        self.start_pending = false;
         if self.p.mode == Mode::Transparent {
             let g = self.g;
             let tw = self.l.table_words;
@@ -443,7 +460,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.chain_table = Some(t);
         // The faulted block is being fetched on demand: mark it, expand it.
         let seq = self.seq;
-        if self.visit(block, seq) {
+        if self.visit(block, seq) == Visit::Emit {
             self.window_len += 1;
         }
         self.push_front(block);
@@ -456,6 +473,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.front_head = 0;
         self.front_len = 0;
         self.exp_block = NONE;
+        self.start_pending = false;
         self.state = ChainState::Running;
         self.chain_exec = self.cur;
         self.chain_hist = self.hist;
@@ -466,7 +484,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     fn start_window_at_kernel(&mut self) {
         self.new_window();
         self.chain_table = self.existing_table(self.cur);
-        self.enter_kernel_start();
+        self.start_pending = true;
     }
 
     /// Emits and queues the start block of the kernel the chain is in.
@@ -477,13 +495,18 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             return None;
         }
         let seq = self.chain_seq;
-        if self.visit(start, seq) {
-            self.window_len += 1;
-            self.push_front(start);
-            return Some(start);
+        match self.visit(start, seq) {
+            Visit::Emit => {
+                self.window_len += 1;
+                self.push_front(start);
+                Some(start)
+            }
+            Visit::Expand => {
+                self.push_front(start);
+                None
+            }
+            Visit::Skip => None,
         }
-        self.push_front(start);
-        None
     }
 
     fn push_front(&mut self, b: Block) {
@@ -507,11 +530,10 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         Some(b)
     }
 
-    /// Marks `b` as predicted for kernel `seq` in this window. Returns true
-    /// if `b` was not yet in the window (emit it), false if it was (its
-    /// protection is extended to `seq`) or if the window is full.
-    fn visit(&mut self, b: Block, seq: u64) -> bool {
-        let gen = self.gen;
+    /// Marks `b` as predicted for kernel `seq` in this window and says what
+    /// the chain does with it.
+    fn visit(&mut self, b: Block, seq: u64) -> Visit {
+        let (gen, now) = (self.gen, self.seq);
         let r = self.regions();
         let mask = r.window.len() / WINDOW_SLOT_WORDS - 1;
         let mut i = hash_block(b, mask);
@@ -522,13 +544,22 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 w[0] = b;
                 w[1] = gen;
                 w[2] = seq;
-                return true;
+                return Visit::Emit;
             }
             if w[0] == b {
-                if w[2] < seq {
-                    w[2] = seq;
+                let old = w[2];
+                if old >= seq {
+                    return Visit::Skip;
                 }
-                return false;
+                w[2] = seq;
+                // Emitted for a kernel that has already run: it may have been
+                // evicted since, emit it again. Emitted for a kernel still to
+                // come: it is on its way, only extend its protection.
+                return if old < now {
+                    Visit::Emit
+                } else {
+                    Visit::Expand
+                };
             }
             i = (i + 1) & mask;
         }
@@ -565,6 +596,18 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 self.state = ChainState::Idle;
                 break;
             }
+            // A kernel entered by the chain: its start block comes first.
+            if self.start_pending {
+                self.start_pending = false;
+                if let Some(start) = self.enter_kernel_start() {
+                    out[n] = Prefetch {
+                        block: start,
+                        ahead: (self.chain_seq - self.seq) as u32,
+                    };
+                    n += 1;
+                }
+                continue;
+            }
             // Resume the block being expanded, else take the next one.
             if self.exp_block == NONE {
                 match self.pop_front() {
@@ -576,13 +619,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                         if !self.next_kernel() {
                             break;
                         }
-                        if let Some(start) = self.enter_kernel_start() {
-                            out[n] = Prefetch {
-                                block: start,
-                                ahead: (self.chain_seq - self.seq) as u32,
-                            };
-                            n += 1;
-                        }
+                        self.start_pending = true;
                         continue;
                     }
                 }
@@ -592,14 +629,18 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 continue;
             };
             let seq = self.chain_seq;
-            if self.visit(s, seq) {
-                self.window_len += 1;
-                self.push_front(s);
-                out[n] = Prefetch {
-                    block: s,
-                    ahead: (seq - self.seq) as u32,
-                };
-                n += 1;
+            match self.visit(s, seq) {
+                Visit::Emit => {
+                    self.window_len += 1;
+                    self.push_front(s);
+                    out[n] = Prefetch {
+                        block: s,
+                        ahead: (seq - self.seq) as u32,
+                    };
+                    n += 1;
+                }
+                Visit::Expand => self.push_front(s),
+                Visit::Skip => {}
             }
         }
         self.stats.prefetches += n as u64;

@@ -1,0 +1,346 @@
+//! Behaviour of the whole engine on small, hand-made access patterns, and
+//! property tests of its invariants on random event streams.
+
+use prescient_core::{ChainState, Engine, Mode, Params, Prefetch, Victim, NONE};
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+fn small(mode: Mode) -> Params {
+    Params {
+        rows: 64,
+        assoc: 2,
+        succs: 4,
+        lookahead: 2,
+        max_tables: 16,
+        exec_ids: 64,
+        exec_records: 4,
+        max_resident_blocks: 256,
+        window_blocks: 128,
+        mode,
+    }
+}
+
+fn engine(p: Params) -> Engine<Vec<u64>> {
+    Engine::new(p, vec![0; p.storage_words()]).unwrap()
+}
+
+/// Drains the chain: every prefetch until it stops running.
+fn drain(e: &mut Engine<Vec<u64>>) -> Vec<Prefetch> {
+    let mut all = Vec::new();
+    let mut buf = [Prefetch::default(); 8];
+    for _ in 0..10_000 {
+        let n = e.prefetches(&mut buf);
+        all.extend_from_slice(&buf[..n]);
+        if n == 0 && e.chain_state() != ChainState::Running {
+            return all;
+        }
+    }
+    panic!("chain did not stop");
+}
+
+/// Kernel k touches blocks 100k .. 100k + 5.
+fn blocks_of(k: u32) -> Vec<u64> {
+    (0..5).map(|i| 100 * k as u64 + i).collect()
+}
+
+fn learn_iteration(e: &mut Engine<Vec<u64>>, kernels: u32) {
+    for k in 0..kernels {
+        e.kernel_start(k);
+        for b in blocks_of(k) {
+            e.fault(b);
+            drain(e);
+        }
+    }
+}
+
+#[test]
+fn exec_mode_predicts_next_kernels_in_order() {
+    let mut e = engine(small(Mode::ExecId));
+    learn_iteration(&mut e, 6);
+    learn_iteration(&mut e, 6);
+    // The last fault of iteration 2 already chained into kernels 0 and 1
+    // (lookahead 2). Iteration 3 has no faults: each predicted kernel start
+    // slides the window by exactly one kernel, from the kernel's start block.
+    assert_eq!(e.chain_state(), ChainState::Paused);
+    e.kernel_start(0);
+    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
+    assert_eq!(got, blocks_of(2));
+    e.kernel_start(1);
+    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
+    assert_eq!(got, blocks_of(3));
+    // An unpredicted start chains from its start block through the next
+    // lookahead=2 kernels.
+    e.kernel_start(3);
+    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
+    let want: Vec<u64> = (3..=5).flat_map(blocks_of).collect();
+    assert_eq!(got, want);
+    assert_eq!(e.stats().mispredictions, 1);
+    let aheads: Vec<u32> = {
+        e.kernel_start(4);
+        drain(&mut e).iter().map(|p| p.ahead).collect()
+    };
+    assert_eq!(aheads, vec![2; 5]);
+}
+
+#[test]
+fn fault_restarts_window_from_the_faulted_block() {
+    let mut e = engine(small(Mode::ExecId));
+    learn_iteration(&mut e, 4);
+    learn_iteration(&mut e, 4);
+    e.kernel_start(0);
+    drain(&mut e);
+    e.kernel_start(1);
+    e.fault(102);
+    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
+    let mut want = vec![103, 104];
+    want.extend(blocks_of(2));
+    want.extend(blocks_of(3));
+    assert_eq!(got, want);
+}
+
+#[test]
+fn misprediction_restarts_from_the_actual_kernel() {
+    let mut e = engine(small(Mode::ExecId));
+    learn_iteration(&mut e, 4);
+    learn_iteration(&mut e, 4);
+    e.kernel_start(0);
+    drain(&mut e);
+    e.kernel_start(3); // predicted 1
+    assert_eq!(e.stats().mispredictions, 1);
+    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
+    assert_eq!(&got[..5], &blocks_of(3)[..]);
+}
+
+#[test]
+fn transparent_mode_follows_the_global_fault_order() {
+    let mut e = engine(small(Mode::Transparent));
+    for _ in 0..2 {
+        for b in 0..40 {
+            e.fault(b);
+            drain(&mut e);
+        }
+    }
+    e.fault(10);
+    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
+    assert_eq!(got[..29], (11..40).collect::<Vec<_>>()[..]);
+    e.kernel_start(7); // ignored in transparent mode
+    assert_eq!(e.stats().kernel_starts, 0);
+}
+
+#[test]
+fn victims_are_dead_first_then_least_recently_migrated_unpredicted() {
+    let mut e = engine(small(Mode::ExecId));
+    learn_iteration(&mut e, 4);
+    learn_iteration(&mut e, 4);
+    for b in (0..3).flat_map(blocks_of) {
+        e.migrated_in(b);
+    }
+    e.migrated_in(7);
+    e.migrated_in(8);
+    e.mark_dead(8);
+    e.kernel_start(0); // predicts kernels 0..=2: all of their blocks
+    drain(&mut e);
+    let mut v = [Victim::default(); 4];
+    let n = e.victims(&mut v);
+    assert_eq!(
+        &v[..n],
+        &[
+            Victim {
+                block: 8,
+                discard: true
+            },
+            Victim {
+                block: 7,
+                discard: false
+            }
+        ]
+    );
+    e.kernel_start(1); // kernel 0 ran and is not predicted again soon
+    drain(&mut e);
+    let n = e.victims(&mut v);
+    let blocks: Vec<u64> = v[..n].iter().map(|v| v.block).collect();
+    assert_eq!(blocks, [8, 0, 1, 2]);
+}
+
+#[test]
+fn table_pool_replaces_least_recently_used_table() {
+    let p = Params {
+        max_tables: 2,
+        ..small(Mode::ExecId)
+    };
+    let mut e = engine(p);
+    learn_iteration(&mut e, 3);
+    assert_eq!(e.stats().table_replacements, 1);
+}
+
+#[test]
+fn reset_forgets_everything() {
+    let mut e = engine(small(Mode::ExecId));
+    learn_iteration(&mut e, 3);
+    e.migrated_in(5);
+    e.reset();
+    assert_eq!(e.stats().faults, 0);
+    assert_eq!(e.resident_blocks(), 0);
+    e.kernel_start(0);
+    assert!(drain(&mut e).is_empty());
+}
+
+#[test]
+fn storage_too_small_is_an_error_not_a_panic() {
+    let p = small(Mode::ExecId);
+    let err = Engine::new(p, vec![0u64; 10]).err().unwrap();
+    assert!(err.to_string().contains("too small"), "{err}");
+    let bad = Params { rows: 3, ..p };
+    let err = Engine::new(bad, vec![0u64; 1 << 20]).err().unwrap();
+    assert!(err.to_string().contains("rows = 3"), "{err}");
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Kernel(u32),
+    Fault(u64),
+    Prefetch(usize),
+    In(u64),
+    Out(u64),
+    Dead(u64),
+    Alive(u64),
+    Victims(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u32..12).prop_map(Op::Kernel),
+        (0u64..300).prop_map(Op::Fault),
+        (1usize..20).prop_map(Op::Prefetch),
+        (0u64..300).prop_map(Op::In),
+        (0u64..300).prop_map(Op::Out),
+        (0u64..300).prop_map(Op::Dead),
+        (0u64..300).prop_map(Op::Alive),
+        (1usize..8).prop_map(Op::Victims),
+    ]
+}
+
+fn params() -> impl Strategy<Value = Params> {
+    (
+        0u32..5,
+        1u32..4,
+        1u32..6,
+        1u32..4,
+        1u32..6,
+        prop::bool::ANY,
+        1u32..64,
+        8u32..64,
+    )
+        .prop_map(
+            |(rl, assoc, succs, look, tables, transparent, window, resident)| {
+                let rows = 1 << rl;
+                Params {
+                    rows,
+                    assoc: assoc.min(rows),
+                    succs,
+                    lookahead: look,
+                    max_tables: tables,
+                    exec_ids: 8,
+                    exec_records: 2,
+                    max_resident_blocks: resident,
+                    window_blocks: window,
+                    mode: if transparent {
+                        Mode::Transparent
+                    } else {
+                        Mode::ExecId
+                    },
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Within one window no block is emitted twice while the kernel it was
+    /// predicted for has not run; every prefetches() call
+    /// returns at most what it was given room for; victims are distinct,
+    /// resident and never predicted; the ledger never exceeds its capacity.
+    #[test]
+    fn invariants_hold_on_random_streams(p in params(), ops in prop::collection::vec(op(), 1..400)) {
+        let mut e = engine(p);
+        let mut resident: HashSet<u64> = HashSet::new();
+        let mut window = e.stats().windows;
+        // Block -> the kernel sequence number it was last emitted for.
+        let mut emitted: std::collections::HashMap<u64, u64> = Default::default();
+        for op in ops {
+            match op {
+                Op::Kernel(k) => e.kernel_start(k),
+                Op::Fault(b) => e.fault(b),
+                Op::Prefetch(n) => {
+                    let mut buf = vec![Prefetch { block: NONE, ahead: 0 }; n];
+                    let got = e.prefetches(&mut buf);
+                    prop_assert!(got <= n);
+                    if e.stats().windows != window {
+                        window = e.stats().windows;
+                        emitted.clear();
+                    }
+                    let now = e.stats().kernel_starts;
+                    for pf in &buf[..got] {
+                        prop_assert!(pf.ahead <= p.lookahead);
+                        let target = now + pf.ahead as u64;
+                        if let Some(&prev) = emitted.get(&pf.block) {
+                            prop_assert!(prev < now, "block {} emitted twice for kernels still to run ({} then {})", pf.block, prev, target);
+                        }
+                        emitted.insert(pf.block, target);
+                    }
+                    prop_assert!(emitted.len() <= p.window_blocks as usize);
+                }
+                Op::In(b) => {
+                    e.migrated_in(b);
+                    if resident.len() < p.max_resident_blocks as usize {
+                        resident.insert(b);
+                    }
+                }
+                Op::Out(b) => { e.evicted(b); resident.remove(&b); }
+                Op::Dead(b) => { prop_assert_eq!(e.mark_dead(b), resident.contains(&b)); }
+                Op::Alive(b) => { prop_assert_eq!(e.mark_alive(b), resident.contains(&b)); }
+                Op::Victims(n) => {
+                    let mut v = vec![Victim::default(); n];
+                    let got = e.victims(&mut v);
+                    let mut seen = HashSet::new();
+                    for victim in &v[..got] {
+                        prop_assert!(seen.insert(victim.block));
+                        prop_assert!(resident.contains(&victim.block));
+                        if !victim.discard {
+                            prop_assert!(!e.is_predicted(victim.block), "victim {} is predicted", victim.block);
+                        }
+                    }
+                }
+            }
+            // Windows restart on their own (faults, kernel starts): track them.
+            if e.stats().windows != window {
+                window = e.stats().windows;
+                emitted.clear();
+            }
+            prop_assert!(e.resident_blocks() as usize <= p.max_resident_blocks as usize);
+            prop_assert_eq!(e.resident_blocks() as usize, resident.len());
+        }
+    }
+
+    /// Chaining always stops: with no new events, repeated calls reach a
+    /// state that is not Running within window_blocks calls.
+    #[test]
+    fn chaining_terminates(p in params(), ops in prop::collection::vec(op(), 1..200)) {
+        let mut e = engine(p);
+        for op in ops {
+            match op {
+                Op::Kernel(k) => e.kernel_start(k),
+                Op::Fault(b) => e.fault(b),
+                _ => {}
+            }
+        }
+        let mut buf = [Prefetch::default(); 1];
+        let mut calls = 0;
+        while e.chain_state() == ChainState::Running {
+            e.prefetches(&mut buf);
+            calls += 1;
+            prop_assert!(calls <= 4 * (p.window_blocks as usize + p.lookahead as usize + 2) * (p.succs as usize + 1));
+        }
+    }
+}
