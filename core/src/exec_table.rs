@@ -6,7 +6,7 @@
 //! previous ids, then two, then one, then the most recent record: a wrong
 //! kernel prediction is expensive, a longer matching history makes it rare.
 //!
-//! Storage: `exec_ids / 4` sets of 4 ways; a way is `[tag, stamp, table]`
+//! Storage: `exec_ids / 8` sets of 8 ways; a way is `[tag, stamp, table]`
 //! followed by its records `[h2 << 32 | h1, h0 << 32 | next, stamp]`.
 //! Ways and records are replaced LRU by stamp.
 
@@ -235,12 +235,12 @@ mod tests {
     fn full_set_evicts_lru_id_and_reports_its_table() {
         let mut w = table(1, 1);
         let mut t = ExecTable::new(&mut w, 1, 1);
-        for id in 0..4 {
+        for id in 0..EXEC_WAYS as u32 {
             assert_eq!(t.ensure(id, 1 + id as u64), None);
             t.set_table(id, Some(id * 10));
         }
         t.ensure(0, 10); // refresh 0: id 1 is now the LRU
-        let ev = t.ensure(99, 11).unwrap();
+        let ev = t.ensure(99, 100).unwrap();
         assert_eq!(
             ev,
             Evicted {

@@ -30,7 +30,7 @@ pub struct Params {
     pub lookahead: u32,
     /// Block tables in the pool (one per execution id while the budget lasts).
     pub max_tables: u32,
-    /// Execution ids the execution-id table can hold. Power of two, >= 4.
+    /// Execution ids the execution-id table can hold. Power of two, >= 8.
     pub exec_ids: u32,
     /// Records (history -> next) kept per execution id.
     pub exec_records: u32,
@@ -85,7 +85,7 @@ impl Params {
         check_range(Param::Succs, self.succs, 1, Self::MAX_SUCCS)?;
         check_range(Param::Lookahead, self.lookahead, 1, Self::MAX_LOOKAHEAD)?;
         check_range(Param::MaxTables, self.max_tables, 1, Self::MAX_TABLES)?;
-        check_range(Param::ExecIds, self.exec_ids, 4, Self::MAX_EXEC_IDS)?;
+        check_range(Param::ExecIds, self.exec_ids, EXEC_WAYS as u32, Self::MAX_EXEC_IDS)?;
         check_pow2(Param::ExecIds, self.exec_ids)?;
         check_range(
             Param::ExecRecords,
@@ -233,7 +233,7 @@ impl fmt::Display for ParamError {
 }
 
 /// Ways per set of the execution-id table.
-pub const EXEC_WAYS: usize = 4;
+pub const EXEC_WAYS: usize = 8;
 /// Words per execution-id way header: tag, stamp, table index.
 pub const EXEC_WAY_HEADER: usize = 3;
 /// Words per execution-id record: packed (h2, h1), packed (h0, next), stamp.

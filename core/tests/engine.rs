@@ -240,7 +240,7 @@ fn params() -> impl Strategy<Value = Params> {
                     succs,
                     lookahead: look,
                     max_tables: tables,
-                    exec_ids: 8,
+                    exec_ids: 16,
                     exec_records: 2,
                     max_resident_blocks: resident,
                     window_blocks: window,

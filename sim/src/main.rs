@@ -1,0 +1,358 @@
+//! prescient-sim: compare the driver, Prescient and an oracle on a trace.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use prescient_core::{Mode, Params};
+use prescient_sim::g10::Layout;
+use prescient_sim::model::CostModel;
+use prescient_sim::plan::Plan;
+use prescient_sim::report::{self, PolicyKind};
+use prescient_sim::{load, Format};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "prescient-sim", version, about = "Trace-driven simulator for Prescient's UM prefetcher")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Replay a trace under one or more policies and report per iteration.
+    Run(RunArgs),
+    /// Run a parameter grid (DeepUM's Table 7.7 by default) over traces.
+    Sweep(SweepArgs),
+    /// Convert a trace to the native format.
+    Convert(ConvertArgs),
+}
+
+#[derive(Args, Clone)]
+struct TraceArgs {
+    /// Trace file (G10 kernels.config or native; .gz accepted).
+    #[arg(long)]
+    trace: PathBuf,
+    /// Trace format.
+    #[arg(long, value_enum, default_value = "auto")]
+    format: Format,
+    /// Tensor layout for G10 traces: G10's own ranges, or a caching allocator's.
+    #[arg(long, value_enum, default_value = "g10")]
+    layout: Layout,
+}
+
+#[derive(Args, Clone)]
+struct ModelArgs {
+    /// GPU memory (e.g. 40GiB, 80GB, 512MiB).
+    #[arg(long, default_value = "40GiB", value_parser = parse_bytes)]
+    gpu_mem: u64,
+    /// Host-to-device bandwidth (e.g. 15.754GB/s).
+    #[arg(long, default_value = "15.754GB/s", value_parser = parse_bandwidth)]
+    h2d: f64,
+    /// Device-to-host bandwidth.
+    #[arg(long, default_value = "15.754GB/s", value_parser = parse_bandwidth)]
+    d2h: f64,
+    /// Far-fault latency per fault batch (e.g. 45us).
+    #[arg(long, default_value = "45us", value_parser = parse_duration)]
+    fault_latency: f64,
+    /// Faults serviced per batch.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    fault_batch: u32,
+    /// Iterations to replay (the first one is for learning).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    iterations: u64,
+}
+
+impl ModelArgs {
+    fn model(&self) -> CostModel {
+        CostModel {
+            gpu_bytes: self.gpu_mem,
+            h2d_bps: self.h2d,
+            d2h_bps: self.d2h,
+            fault_latency_s: self.fault_latency,
+            fault_batch: self.fault_batch,
+            ..CostModel::g10()
+        }
+    }
+}
+
+#[derive(Args, Clone)]
+struct EngineArgs {
+    #[arg(long, default_value_t = Params::DEEPUM.rows)]
+    rows: u32,
+    #[arg(long, default_value_t = Params::DEEPUM.assoc)]
+    assoc: u32,
+    #[arg(long, default_value_t = Params::DEEPUM.succs)]
+    succs: u32,
+    /// Kernels predicted ahead of the running one.
+    #[arg(long, default_value_t = Params::DEEPUM.lookahead)]
+    lookahead: u32,
+    /// Most blocks one prediction window may emit.
+    #[arg(long, default_value_t = Params::DEEPUM.window_blocks)]
+    window_blocks: u32,
+    /// Block tables in the pool.
+    #[arg(long, default_value_t = Params::DEEPUM.max_tables)]
+    max_tables: u32,
+    /// No execution ids: one global table learnt from faults alone.
+    #[arg(long)]
+    transparent: bool,
+}
+
+impl EngineArgs {
+    fn params(&self) -> Params {
+        Params {
+            rows: self.rows,
+            assoc: self.assoc,
+            succs: self.succs,
+            lookahead: self.lookahead,
+            window_blocks: self.window_blocks,
+            max_tables: self.max_tables,
+            mode: if self.transparent { Mode::Transparent } else { Mode::ExecId },
+            ..Params::DEEPUM
+        }
+    }
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Policies to compare, comma separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "driver,prescient,oracle")]
+    policy: Vec<PolicyKind>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also draw iteration times and faults over time into this SVG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    /// Trace files (repeat the flag for several).
+    #[arg(long = "trace", required = true)]
+    traces: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "auto")]
+    format: Format,
+    #[arg(long, value_enum, default_value = "g10")]
+    layout: Layout,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Grid as rows:assoc:succs triples, comma separated (default: DeepUM's Table 7.7).
+    #[arg(long, value_delimiter = ',')]
+    grid: Vec<String>,
+    #[arg(long, default_value_t = Params::DEEPUM.lookahead)]
+    lookahead: u32,
+    #[arg(long, default_value_t = Params::DEEPUM.window_blocks)]
+    window_blocks: u32,
+    /// Add the same grid in transparent mode.
+    #[arg(long)]
+    transparent_too: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ConvertArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Output native trace (".gz" to compress).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// DeepUM's Table 7.7 configurations: (assoc, succs, rows).
+const TABLE_7_7: [(u32, u32, u32); 13] = [
+    (2, 4, 128),
+    (2, 8, 128),
+    (4, 4, 128),
+    (2, 4, 512),
+    (2, 8, 512),
+    (4, 4, 512),
+    (2, 4, 1024),
+    (2, 8, 1024),
+    (4, 4, 1024),
+    (2, 4, 2048),
+    (2, 8, 2048),
+    (4, 4, 2048),
+    (2, 4, 4096),
+];
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Run(a) => run(a),
+        Cmd::Sweep(a) => sweep(a),
+        Cmd::Convert(a) => convert(a),
+    };
+    if let Err(e) = res {
+        eprintln!("prescient-sim: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(a: RunArgs) -> Result<()> {
+    let w = load(&a.trace.trace, a.trace.format, a.trace.layout)?;
+    let plan = Plan::new(&w);
+    let params = a.engine.params();
+    params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let r = report::run(&plan, a.model.model(), a.model.iterations as usize, &a.policy, params)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print!("{}", report::text(&r));
+    }
+    if let Some(p) = a.plot {
+        report::plot(&r, &p).with_context(|| format!("{}: cannot draw plot", p.display()))?;
+    }
+    Ok(())
+}
+
+fn sweep(a: SweepArgs) -> Result<()> {
+    let grid: Vec<(u32, u32, u32)> = if a.grid.is_empty() {
+        TABLE_7_7.iter().map(|&(assoc, succs, rows)| (rows, assoc, succs)).collect()
+    } else {
+        a.grid
+            .iter()
+            .map(|g| {
+                let v: Vec<u32> = g
+                    .split(':')
+                    .map(|x| x.parse())
+                    .collect::<Result<_, _>>()
+                    .with_context(|| format!("--grid {g:?}: expected rows:assoc:succs"))?;
+                match v[..] {
+                    [r, a, s] => Ok((r, a, s)),
+                    _ => bail!("--grid {g:?}: expected rows:assoc:succs"),
+                }
+            })
+            .collect::<Result<_>>()?
+    };
+    let modes: &[bool] = if a.transparent_too { &[false, true] } else { &[false] };
+    let mut rows_out = Vec::new();
+    for path in &a.traces {
+        let w = load(path, a.format, a.layout)?;
+        let plan = Plan::new(&w);
+        for &transparent in modes {
+            for &(rows, assoc, succs) in &grid {
+                let params = Params {
+                    rows,
+                    assoc,
+                    succs,
+                    lookahead: a.lookahead,
+                    window_blocks: a.window_blocks,
+                    mode: if transparent { Mode::Transparent } else { Mode::ExecId },
+                    ..Params::DEEPUM
+                };
+                params
+                    .validate()
+                    .map_err(|e| anyhow::anyhow!("grid point {rows}:{assoc}:{succs}: {e}"))?;
+                let r = report::run(
+                    &plan,
+                    a.model.model(),
+                    a.model.iterations as usize,
+                    &[PolicyKind::Prescient],
+                    params,
+                )?;
+                let p = &r.policies[0];
+                let row = serde_json::json!({
+                    "trace": r.trace,
+                    "mode": if transparent { "transparent" } else { "exec-id" },
+                    "rows": rows, "assoc": assoc, "succs": succs,
+                    "steady_ratio_to_ideal": p.steady_ratio(),
+                    "steady_faults": p.steady_faults(),
+                    "table_bytes": p.table_bytes,
+                });
+                if !a.json {
+                    println!(
+                        "{:<18} {:<11} rows {:>5} assoc {} succs {}  x ideal {:.3}  faults/iter {:>9.0}  tables {:>6.1} MiB",
+                        r.trace,
+                        row["mode"].as_str().unwrap_or(""),
+                        rows,
+                        assoc,
+                        succs,
+                        p.steady_ratio(),
+                        p.steady_faults(),
+                        p.table_bytes as f64 / (1 << 20) as f64
+                    );
+                }
+                rows_out.push(row);
+            }
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&rows_out)?);
+    }
+    Ok(())
+}
+
+fn convert(a: ConvertArgs) -> Result<()> {
+    let w = load(&a.trace.trace, a.trace.format, a.trace.layout)?;
+    prescient_sim::native::write_file(&a.out, &w)?;
+    eprintln!("wrote {} ({} kernels)", a.out.display(), w.kernels.len());
+    Ok(())
+}
+
+fn split_unit(s: &str) -> Result<(f64, String), String> {
+    let s = s.trim();
+    let idx = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+        .unwrap_or(s.len());
+    // 'e' may start a unit? None of ours does, so treat it as exponent.
+    let (num, unit) = s.split_at(idx);
+    let v: f64 = num.parse().map_err(|_| format!("{s:?} does not start with a number"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("{s:?} must be a positive number"));
+    }
+    Ok((v, unit.trim().to_string()))
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let (v, unit) = split_unit(s)?;
+    let mult: f64 = match unit.as_str() {
+        "" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024f64.powi(4),
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        u => return Err(format!("unknown size unit {u:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")),
+    };
+    let bytes = v * mult;
+    if bytes < (2u64 << 20) as f64 {
+        return Err(format!("{s:?} is smaller than one 2 MiB block"));
+    }
+    Ok(bytes as u64)
+}
+
+fn parse_bandwidth(s: &str) -> Result<f64, String> {
+    let (v, unit) = split_unit(s)?;
+    let mult = match unit.as_str() {
+        "B/s" => 1.0,
+        "KB/s" => 1e3,
+        "MB/s" => 1e6,
+        "GB/s" => 1e9,
+        "MiB/s" => 1024.0 * 1024.0,
+        "GiB/s" => 1024.0 * 1024.0 * 1024.0,
+        u => return Err(format!("unknown bandwidth unit {u:?} (use B/s, MB/s, GB/s, MiB/s, GiB/s)")),
+    };
+    Ok(v * mult)
+}
+
+fn parse_duration(s: &str) -> Result<f64, String> {
+    let (v, unit) = split_unit(s)?;
+    let mult = match unit.as_str() {
+        "ns" => 1e-9,
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        u => return Err(format!("unknown time unit {u:?} (use ns, us, ms, s)")),
+    };
+    Ok(v * mult)
+}

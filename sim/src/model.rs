@@ -1,0 +1,390 @@
+//! The cost model and the replay loop shared by every policy.
+//!
+//! Assumptions (docs/cost-model.md explains each):
+//! - Kernels run one after another. A kernel starts computing once every
+//!   block it touches is on the GPU, then computes for its traced time.
+//! - A block that is not on the GPU when its kernel starts is demand-faulted.
+//!   The driver's in-block prefetcher turns each fault into a 64 KiB
+//!   migration and fetches the rest of a 2 MB block once half of it has
+//!   faulted: a block costs ceil(touched / 64 KiB) faults, at most 16.
+//!   Faults are serviced in batches of `fault_batch`; every batch costs
+//!   `fault_latency`, and the faulted data crosses the link while the kernel
+//!   waits.
+//! - Prefetches (Prescient, oracle) move whole 2 MB blocks over the same
+//!   host-to-device link in the background, overlapping computation; demand
+//!   transfers go first. A kernel that touches a block still in flight waits
+//!   for it and counts one fault (a late prefetch).
+//! - Evicting a block copies it to the host over the device-to-host link
+//!   only if the GPU copy was written since it arrived (dirty); a block that
+//!   holds only dead data is discarded with no copy, but only by a policy that
+//!   knows it is dead (the driver does not).
+//! - Writing never-populated (or discarded) memory populates it on the GPU:
+//!   no copy. Inputs the CPU provides before each iteration start on the host.
+//! - Eviction on demand (the GPU is full when a fault needs room) sits on the
+//!   fault path: its write-back delays the kernel.
+
+use crate::plan::Plan;
+use prescient_core::{Block, BLOCK_BYTES};
+use serde::Serialize;
+
+/// The machine being simulated.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CostModel {
+    pub gpu_bytes: u64,
+    /// Host-to-device bandwidth, bytes per second.
+    pub h2d_bps: f64,
+    /// Device-to-host bandwidth, bytes per second.
+    pub d2h_bps: f64,
+    /// Far-fault latency per fault batch, seconds.
+    pub fault_latency_s: f64,
+    /// Faults serviced per batch.
+    pub fault_batch: u32,
+    /// Bytes one fault migrates (the driver's in-block prefetch granule).
+    pub fault_granule: u64,
+    /// Faults after which the driver fetches the rest of the block.
+    pub max_faults_per_block: u32,
+}
+
+impl CostModel {
+    /// G10's parameters: 40 GB GPU, 15.754 GB/s each way, 45 us per batch.
+    pub fn g10() -> Self {
+        CostModel {
+            gpu_bytes: 40 << 30,
+            h2d_bps: 15.754e9,
+            d2h_bps: 15.754e9,
+            fault_latency_s: 45e-6,
+            fault_batch: 50,
+            fault_granule: 64 << 10,
+            max_faults_per_block: 16,
+        }
+    }
+
+    pub fn gpu_blocks(&self) -> usize {
+        (self.gpu_bytes / BLOCK_BYTES) as usize
+    }
+
+    pub fn faults_for(&self, touched: u32) -> u32 {
+        (touched as u64)
+            .div_ceil(self.fault_granule)
+            .clamp(1, self.max_faults_per_block as u64) as u32
+    }
+
+    pub fn h2d_s(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.h2d_bps
+    }
+
+    pub fn d2h_s(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.d2h_bps
+    }
+}
+
+/// Where a block's data is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loc {
+    /// Never written, or discarded: nothing to copy.
+    Unpopulated,
+    Host,
+    /// On the GPU, or on its way there (arrival time in `State::arrival`).
+    Gpu,
+}
+
+/// Per-iteration results.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IterStats {
+    pub time_s: f64,
+    pub faults: u64,
+    pub fault_batches: u64,
+    pub stall_s: f64,
+    pub late_prefetches: u64,
+    pub prefetches: u64,
+    pub prefetches_used: u64,
+    pub prefetches_wasted: u64,
+    pub bytes_h2d: u64,
+    pub bytes_d2h: u64,
+    pub evictions_on_demand: u64,
+    pub pre_evictions: u64,
+    pub discards: u64,
+}
+
+/// Everything the policies share: block states, link clocks, counters.
+pub struct State {
+    pub m: CostModel,
+    pub cap: usize,
+    pub used: usize,
+    pub loc: Vec<Loc>,
+    pub arrival: Vec<f64>,
+    pub dirty: Vec<bool>,
+    pub dead: Vec<bool>,
+    pub prefetched: Vec<bool>,
+    /// The global kernel position that last touched each block: blocks of
+    /// the running kernel are never evicted.
+    pub pinned_by: Vec<usize>,
+    pub kernel_pos: usize,
+    /// Time the H2D link finishes its last scheduled transfer.
+    pub h2d_free: f64,
+    /// Time the D2H link finishes its last scheduled write-back.
+    pub d2h_free: f64,
+    pub now: f64,
+    pub it: IterStats,
+    /// (time, faults in the kernel) per kernel, for plots.
+    pub fault_timeline: Vec<(f64, u32)>,
+}
+
+impl State {
+    pub fn new(m: CostModel, plan: &Plan) -> State {
+        let n = plan.blocks;
+        let mut s = State {
+            m,
+            cap: m.gpu_blocks(),
+            used: 0,
+            loc: vec![Loc::Unpopulated; n],
+            arrival: vec![0.0; n],
+            dirty: vec![false; n],
+            dead: vec![false; n],
+            prefetched: vec![false; n],
+            pinned_by: vec![usize::MAX; n],
+            kernel_pos: usize::MAX,
+            h2d_free: 0.0,
+            d2h_free: 0.0,
+            now: 0.0,
+            it: IterStats::default(),
+            fault_timeline: Vec::new(),
+        };
+        for &b in &plan.host_initial {
+            s.loc[b as usize] = Loc::Host;
+        }
+        s
+    }
+
+    pub fn is_on_gpu(&self, b: Block) -> bool {
+        self.loc[b as usize] == Loc::Gpu
+    }
+
+    /// True while the running kernel uses `b`: not a victim.
+    pub fn pinned(&self, b: Block) -> bool {
+        self.pinned_by[b as usize] == self.kernel_pos
+    }
+
+    pub fn free_blocks(&self) -> usize {
+        self.cap.saturating_sub(self.used)
+    }
+
+    /// Takes `b` off the GPU at time `at`: discarded if `discard`, else
+    /// written back when dirty. Returns when its GPU memory is free again.
+    pub fn evict(&mut self, b: Block, discard: bool, at: f64) -> f64 {
+        let i = b as usize;
+        debug_assert_eq!(self.loc[i], Loc::Gpu);
+        self.used -= 1;
+        if self.prefetched[i] {
+            self.prefetched[i] = false;
+            self.it.prefetches_wasted += 1;
+        }
+        // A block still arriving cannot leave before it has arrived.
+        let at = at.max(self.arrival[i]);
+        if discard {
+            self.loc[i] = Loc::Unpopulated;
+            self.dirty[i] = false;
+            self.it.discards += 1;
+            return at;
+        }
+        self.loc[i] = Loc::Host;
+        if !self.dirty[i] {
+            return at;
+        }
+        self.dirty[i] = false;
+        self.it.bytes_d2h += BLOCK_BYTES;
+        let start = at.max(self.d2h_free);
+        self.d2h_free = start + self.m.d2h_s(BLOCK_BYTES);
+        self.d2h_free
+    }
+
+    /// Starts a background migration of `b` to the GPU no earlier than
+    /// `not_before`; the caller has made room. Returns the arrival time.
+    pub fn prefetch(&mut self, b: Block, not_before: f64) -> f64 {
+        let i = b as usize;
+        let start = not_before.max(self.now);
+        let arrival = match self.loc[i] {
+            Loc::Unpopulated => start,
+            Loc::Host => {
+                let s = start.max(self.h2d_free);
+                self.h2d_free = s + self.m.h2d_s(BLOCK_BYTES);
+                self.it.bytes_h2d += BLOCK_BYTES;
+                self.h2d_free
+            }
+            Loc::Gpu => return self.arrival[i],
+        };
+        self.loc[i] = Loc::Gpu;
+        self.arrival[i] = arrival;
+        self.dirty[i] = false;
+        self.prefetched[i] = true;
+        self.used += 1;
+        self.it.prefetches += 1;
+        arrival
+    }
+}
+
+/// What a policy decides; the replay loop does the rest.
+pub trait Policy {
+    fn name(&self) -> String;
+    /// Bytes of prediction tables (0 for policies without tables).
+    fn table_bytes(&self) -> usize {
+        0
+    }
+    /// Kernel `k` (global position `pos` over all iterations) starts.
+    fn kernel_start(&mut self, _st: &mut State, _plan: &Plan, _k: usize, _pos: usize) {}
+    /// The kernel touched `b` (resident or not), in access order.
+    fn touched(&mut self, _st: &mut State, _b: Block) {}
+    /// A GPU fault on `b` (demand, or a late prefetch).
+    fn fault(&mut self, _st: &mut State, _b: Block) {}
+    /// `b` arrived on demand.
+    fn demand_arrived(&mut self, _st: &mut State, _b: Block) {}
+    /// The GPU is full and a fault needs room: the block to evict now, and
+    /// whether it may be discarded (no copy) because its data is dead.
+    fn demand_victim(&mut self, st: &mut State) -> Option<(Block, bool)>;
+    /// `b` left the GPU (so the policy can forget it).
+    fn evicted(&mut self, _st: &mut State, _b: Block) {}
+    /// Background work (prefetch, pre-evict) until the link is busy past `until`.
+    fn advance(&mut self, _st: &mut State, _plan: &Plan, _until: f64) {}
+    /// The application declared `b` dead / alive again.
+    fn dead(&mut self, _st: &mut State, _b: Block) {}
+    fn alive(&mut self, _st: &mut State, _b: Block) {}
+    /// The policy's own counters for the report.
+    fn extra(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// Replays `iterations` iterations of `plan` under `policy`.
+pub fn replay(plan: &Plan, m: CostModel, iterations: usize, policy: &mut dyn Policy) -> Replay {
+    let mut st = State::new(m, plan);
+    let mut iters = Vec::with_capacity(iterations);
+    let ideal = plan.ideal_s();
+    let mut demand: Vec<(Block, u32)> = Vec::new();
+    for it in 0..iterations {
+        let t0 = st.now;
+        st.it = IterStats::default();
+        if it > 0 {
+            // The CPU writes the next input batch: its blocks go to the host.
+            for &b in &plan.host_inputs {
+                if st.is_on_gpu(b) {
+                    st.dirty[b as usize] = false;
+                    st.evict(b, false, st.now);
+                    policy.evicted(&mut st, b);
+                }
+                st.loc[b as usize] = Loc::Host;
+            }
+        }
+        for (k, kp) in plan.kernels.iter().enumerate() {
+            let pos = it * plan.kernels.len() + k;
+            let t = st.now;
+            for &b in &kp.born {
+                st.dead[b as usize] = false;
+                policy.alive(&mut st, b);
+            }
+            st.kernel_pos = pos;
+            for bt in &kp.touches {
+                st.pinned_by[bt.block as usize] = pos;
+            }
+            policy.kernel_start(&mut st, plan, k, pos);
+            policy.advance(&mut st, plan, t);
+            // Classify the kernel's blocks.
+            let mut ready = t;
+            let mut faults = 0u64;
+            demand.clear();
+            for bt in &kp.touches {
+                let b = bt.block;
+                let i = b as usize;
+                policy.touched(&mut st, b);
+                if st.loc[i] == Loc::Gpu {
+                    if st.prefetched[i] {
+                        st.prefetched[i] = false;
+                        st.it.prefetches_used += 1;
+                    }
+                    if st.arrival[i] > t {
+                        ready = ready.max(st.arrival[i]);
+                        faults += 1;
+                        st.it.late_prefetches += 1;
+                        policy.fault(&mut st, b);
+                    }
+                } else {
+                    let f = m.faults_for(bt.bytes);
+                    faults += f as u64;
+                    demand.push((b, bt.bytes));
+                    policy.fault(&mut st, b);
+                }
+            }
+            // Service demand faults: batches of latency plus the transfers,
+            // evicting on the fault path when the GPU is full.
+            let mut tc = t;
+            if !demand.is_empty() {
+                let demand_faults: u64 = demand.iter().map(|&(_, bytes)| m.faults_for(bytes) as u64).sum();
+                let batches = demand_faults.div_ceil(m.fault_batch as u64);
+                st.it.fault_batches += batches;
+                tc += batches as f64 * m.fault_latency_s;
+                for &(b, bytes) in &demand {
+                    let i = b as usize;
+                    if st.free_blocks() == 0 {
+                        if let Some((v, discard)) = policy.demand_victim(&mut st) {
+                            st.it.evictions_on_demand += 1;
+                            tc = tc.max(st.evict(v, discard, tc));
+                            policy.evicted(&mut st, v);
+                        }
+                    }
+                    if st.loc[i] == Loc::Host {
+                        let moved = (bytes as u64).div_ceil(m.fault_granule) * m.fault_granule;
+                        let moved = moved.min(BLOCK_BYTES);
+                        // Demand goes ahead of queued prefetches, behind the
+                        // one block transfer already on the wire.
+                        let start = tc.max(st.h2d_free.min(tc + m.h2d_s(BLOCK_BYTES)));
+                        tc = start + m.h2d_s(moved);
+                        st.h2d_free = st.h2d_free.max(tc);
+                        st.it.bytes_h2d += moved;
+                    }
+                    st.loc[i] = Loc::Gpu;
+                    st.arrival[i] = tc;
+                    st.dirty[i] = false;
+                    st.used += 1;
+                    policy.demand_arrived(&mut st, b);
+                }
+            }
+            for bt in &kp.touches {
+                if bt.write {
+                    st.dirty[bt.block as usize] = true;
+                }
+            }
+            let start = tc.max(ready);
+            let end = start + kp.duration_s;
+            st.it.faults += faults;
+            st.fault_timeline.push((end, faults as u32));
+            // Background work runs while the kernel computes.
+            st.now = start;
+            policy.advance(&mut st, plan, end);
+            st.now = end;
+            for &b in &kp.dead_after {
+                st.dead[b as usize] = true;
+                policy.dead(&mut st, b);
+            }
+        }
+        st.it.time_s = st.now - t0;
+        st.it.stall_s = st.it.time_s - ideal;
+        iters.push(st.it.clone());
+    }
+    Replay {
+        name: policy.name(),
+        iterations: iters,
+        table_bytes: policy.table_bytes(),
+        fault_timeline: std::mem::take(&mut st.fault_timeline),
+        extra: policy.extra(),
+    }
+}
+
+/// One policy's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Replay {
+    pub name: String,
+    pub iterations: Vec<IterStats>,
+    pub table_bytes: usize,
+    #[serde(skip)]
+    pub fault_timeline: Vec<(f64, u32)>,
+    pub extra: serde_json::Value,
+}

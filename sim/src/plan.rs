@@ -1,0 +1,186 @@
+//! A workload turned into 2 MB blocks: what each kernel touches, which
+//! blocks die after it and which come back to life at it. Computed once per
+//! trace; every policy replays the same plan.
+
+use crate::workload::{Range, Workload};
+use prescient_core::{touched_blocks, Block, BLOCK_BYTES, BLOCK_SHIFT};
+use std::collections::{HashMap, HashSet};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockTouch {
+    pub block: Block,
+    /// Bytes of the block the kernel touches (all its operands together).
+    pub bytes: u32,
+    pub write: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct KernelPlan {
+    pub name: String,
+    pub exec_id: u32,
+    pub duration_s: f64,
+    /// In access order, each block once.
+    pub touches: Vec<BlockTouch>,
+    /// Blocks whose every byte is dead after this kernel.
+    pub dead_after: Vec<Block>,
+    /// Blocks that were dead (or never used) and hold live data again from
+    /// this kernel on.
+    pub born: Vec<Block>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub name: String,
+    pub kernels: Vec<KernelPlan>,
+    /// Blocks numbers are below this.
+    pub blocks: usize,
+    /// Blocks the CPU provides before each iteration (read before any kernel
+    /// writes them, and not live across iterations: the input batch).
+    pub host_inputs: Vec<Block>,
+    /// Blocks read before written in the first iteration: populated on the
+    /// host at the start (weights, inputs).
+    pub host_initial: Vec<Block>,
+    /// Distinct blocks touched in one iteration (the footprint).
+    pub footprint_blocks: usize,
+}
+
+impl Plan {
+    pub fn new(w: &Workload) -> Plan {
+        let blocks = (w.address_limit() >> BLOCK_SHIFT) as usize + 1;
+        // Live bytes per block, from the ranges currently live.
+        let mut live_bytes = vec![0u64; blocks];
+        let mut live: HashSet<Range> = HashSet::new();
+        let mut seen = vec![false; blocks];
+        let mut first_access_read: Vec<Block> = Vec::new();
+        let mut kernels = Vec::with_capacity(w.kernels.len());
+        for k in &w.kernels {
+            let mut touches: Vec<BlockTouch> = Vec::new();
+            let mut index: HashMap<Block, usize> = HashMap::new();
+            let mut born = Vec::new();
+            for t in &k.touches {
+                let r = t.range;
+                let newly_live = live.insert(r);
+                for b in touched_blocks(r.addr, r.len) {
+                    let overlap = overlap(r, b);
+                    if newly_live {
+                        if live_bytes[b as usize] == 0 {
+                            born.push(b);
+                        }
+                        live_bytes[b as usize] += overlap;
+                    }
+                    if !seen[b as usize] {
+                        seen[b as usize] = true;
+                        if !t.write {
+                            first_access_read.push(b);
+                        }
+                    }
+                    match index.get(&b) {
+                        Some(&i) => {
+                            let x = &mut touches[i];
+                            x.bytes = (x.bytes as u64 + overlap).min(BLOCK_BYTES) as u32;
+                            x.write |= t.write;
+                        }
+                        None => {
+                            index.insert(b, touches.len());
+                            touches.push(BlockTouch {
+                                block: b,
+                                bytes: overlap as u32,
+                                write: t.write,
+                            });
+                        }
+                    }
+                }
+            }
+            let mut dead_after = Vec::new();
+            for r in &k.dead_after {
+                if !live.remove(r) {
+                    continue;
+                }
+                for b in touched_blocks(r.addr, r.len) {
+                    let lb = &mut live_bytes[b as usize];
+                    *lb = lb.saturating_sub(overlap(*r, b));
+                    if *lb == 0 {
+                        dead_after.push(b);
+                    }
+                }
+            }
+            kernels.push(KernelPlan {
+                name: k.name.clone(),
+                exec_id: k.exec_id,
+                duration_s: k.duration_ns as f64 * 1e-9,
+                touches,
+                dead_after,
+                born,
+            });
+        }
+        // Blocks still live at the end persist into the next iteration.
+        let host_inputs = first_access_read
+            .iter()
+            .copied()
+            .filter(|&b| live_bytes[b as usize] == 0)
+            .collect();
+        let footprint_blocks = seen.iter().filter(|&&s| s).count();
+        Plan {
+            name: w.name.clone(),
+            kernels,
+            blocks,
+            host_inputs,
+            host_initial: first_access_read,
+            footprint_blocks,
+        }
+    }
+
+    pub fn ideal_s(&self) -> f64 {
+        self.kernels.iter().map(|k| k.duration_s).sum()
+    }
+}
+
+/// Bytes of block `b` inside range `r`.
+fn overlap(r: Range, b: Block) -> u64 {
+    let start = b << BLOCK_SHIFT;
+    let end = start + BLOCK_BYTES;
+    r.end().min(end).saturating_sub(r.addr.max(start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Kernel, Touch};
+
+    const MB: u64 = 1 << 20;
+
+    fn k(touches: &[(u64, u64, bool)], dead: &[(u64, u64)]) -> Kernel {
+        Kernel {
+            name: "k".into(),
+            exec_id: 0,
+            duration_ns: 1000,
+            touches: touches
+                .iter()
+                .map(|&(addr, len, write)| Touch { range: Range { addr, len }, write })
+                .collect(),
+            dead_after: dead.iter().map(|&(addr, len)| Range { addr, len }).collect(),
+        }
+    }
+
+    #[test]
+    fn a_block_dies_only_when_all_its_tensors_do() {
+        // Two 1 MB tensors share block 0; a 4 MB one spans blocks 1 and 2.
+        let w = Workload {
+            name: "w".into(),
+            kernels: vec![
+                k(&[(0, MB, false), (MB, MB, true), (2 * MB, 4 * MB, true)], &[(0, MB)]),
+                k(&[(MB, MB, false)], &[(MB, MB), (2 * MB, 4 * MB)]),
+                k(&[(0, MB, true)], &[]),
+            ],
+        };
+        let p = Plan::new(&w);
+        assert_eq!(p.kernels[0].touches.len(), 3);
+        assert_eq!(p.kernels[0].touches[0].bytes as u64, 2 * MB);
+        assert!(p.kernels[0].touches[0].write);
+        assert!(p.kernels[0].dead_after.is_empty());
+        assert_eq!(p.kernels[1].dead_after, vec![0, 1, 2]);
+        assert_eq!(p.kernels[2].born, vec![0]);
+        assert_eq!(p.host_initial, vec![0]);
+        assert_eq!(p.footprint_blocks, 3);
+    }
+}

@@ -1,0 +1,285 @@
+//! Running policies on one trace, and the JSON, text and SVG reports.
+
+use crate::model::{replay, CostModel, Replay};
+use crate::plan::Plan;
+use crate::policy::{Driver, Oracle, Prescient};
+use anyhow::{bail, Result};
+use prescient_core::Params;
+use serde::Serialize;
+
+/// The policies a run can compare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    Driver,
+    Prescient,
+    Oracle,
+}
+
+/// One run's whole result, printed by `--json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub trace: String,
+    pub ideal_s: f64,
+    pub footprint_bytes: u64,
+    pub gpu_bytes: u64,
+    pub kernels: usize,
+    pub model: CostModel,
+    pub params: ParamsReport,
+    pub policies: Vec<PolicyReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ParamsReport {
+    pub rows: u32,
+    pub assoc: u32,
+    pub succs: u32,
+    pub lookahead: u32,
+    pub window_blocks: u32,
+    pub mode: String,
+}
+
+impl From<&Params> for ParamsReport {
+    fn from(p: &Params) -> Self {
+        ParamsReport {
+            rows: p.rows,
+            assoc: p.assoc,
+            succs: p.succs,
+            lookahead: p.lookahead,
+            window_blocks: p.window_blocks,
+            mode: format!("{:?}", p.mode).to_lowercase(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyReport {
+    pub name: String,
+    pub iteration_s: Vec<f64>,
+    pub ratio_to_ideal: Vec<f64>,
+    pub faults: Vec<u64>,
+    pub stall_s: Vec<f64>,
+    pub late_prefetches: Vec<u64>,
+    pub prefetches: Vec<u64>,
+    pub prefetches_used: Vec<u64>,
+    pub prefetches_wasted: Vec<u64>,
+    pub evictions_on_demand: Vec<u64>,
+    pub pre_evictions: Vec<u64>,
+    pub discards: Vec<u64>,
+    pub bytes_h2d: u64,
+    pub bytes_d2h: u64,
+    pub table_bytes: usize,
+    pub extra: serde_json::Value,
+    #[serde(skip_serializing_if = "debug_off")]
+    pub fault_timeline: Vec<(f64, u32)>,
+}
+
+impl PolicyReport {
+    fn new(r: Replay, ideal: f64) -> Self {
+        let its = &r.iterations;
+        let col = |f: &dyn Fn(&crate::model::IterStats) -> u64| its.iter().map(f).collect::<Vec<_>>();
+        PolicyReport {
+            name: r.name.clone(),
+            iteration_s: its.iter().map(|i| i.time_s).collect(),
+            ratio_to_ideal: its.iter().map(|i| i.time_s / ideal).collect(),
+            faults: col(&|i| i.faults),
+            stall_s: its.iter().map(|i| i.stall_s).collect(),
+            late_prefetches: col(&|i| i.late_prefetches),
+            prefetches: col(&|i| i.prefetches),
+            prefetches_used: col(&|i| i.prefetches_used),
+            prefetches_wasted: col(&|i| i.prefetches_wasted),
+            evictions_on_demand: col(&|i| i.evictions_on_demand),
+            pre_evictions: col(&|i| i.pre_evictions),
+            discards: col(&|i| i.discards),
+            bytes_h2d: its.iter().map(|i| i.bytes_h2d).sum(),
+            bytes_d2h: its.iter().map(|i| i.bytes_d2h).sum(),
+            table_bytes: r.table_bytes,
+            extra: r.extra,
+            fault_timeline: r.fault_timeline,
+        }
+    }
+
+    /// Mean ratio to ideal over the steady-state iterations (2 onwards; the
+    /// only one if there is one).
+    pub fn steady_ratio(&self) -> f64 {
+        steady(&self.ratio_to_ideal)
+    }
+
+    pub fn steady_faults(&self) -> f64 {
+        steady(&self.faults.iter().map(|&f| f as f64).collect::<Vec<_>>())
+    }
+}
+
+fn debug_off<T>(_: &T) -> bool {
+    std::env::var_os("PRESCIENT_SIM_TIMELINE").is_none()
+}
+
+fn steady(v: &[f64]) -> f64 {
+    let s = if v.len() > 1 { &v[1..] } else { v };
+    s.iter().sum::<f64>() / s.len().max(1) as f64
+}
+
+/// Runs `policies` on `plan`.
+pub fn run(
+    plan: &Plan,
+    m: CostModel,
+    iterations: usize,
+    policies: &[PolicyKind],
+    params: Params,
+) -> Result<RunReport> {
+    if iterations == 0 {
+        bail!("--iterations must be at least 1");
+    }
+    params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ideal = plan.ideal_s();
+    let mut out = Vec::new();
+    for &p in policies {
+        let r = match p {
+            PolicyKind::Driver => replay(plan, m, iterations, &mut Driver::new(plan.blocks)),
+            PolicyKind::Prescient => {
+                let mut pol = Prescient::new(params, plan, m.gpu_blocks())?;
+                replay(plan, m, iterations, &mut pol)
+            }
+            PolicyKind::Oracle => replay(plan, m, iterations, &mut Oracle::new(plan, iterations)),
+        };
+        out.push(PolicyReport::new(r, ideal));
+    }
+    Ok(RunReport {
+        trace: plan.name.clone(),
+        ideal_s: ideal,
+        footprint_bytes: plan.footprint_blocks as u64 * prescient_core::BLOCK_BYTES,
+        gpu_bytes: m.gpu_bytes,
+        kernels: plan.kernels.len(),
+        model: m,
+        params: (&params).into(),
+        policies: out,
+    })
+}
+
+/// The human table.
+pub fn text(r: &RunReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let _ = writeln!(
+        s,
+        "trace {}: {} kernels, footprint {:.1} GiB on a {:.1} GiB GPU ({:.0}%), ideal {:.3} s/iteration",
+        r.trace,
+        r.kernels,
+        gib(r.footprint_bytes),
+        gib(r.gpu_bytes),
+        100.0 * r.footprint_bytes as f64 / r.gpu_bytes as f64,
+        r.ideal_s
+    );
+    let _ = writeln!(
+        s,
+        "{:<10} {:>4} {:>10} {:>8} {:>10} {:>8} {:>10} {:>10}",
+        "policy", "iter", "time s", "x ideal", "faults", "late", "prefetch", "wasted"
+    );
+    for p in &r.policies {
+        for i in 0..p.iteration_s.len() {
+            let _ = writeln!(
+                s,
+                "{:<10} {:>4} {:>10.3} {:>8.3} {:>10} {:>8} {:>10} {:>10}",
+                if i == 0 { p.name.as_str() } else { "" },
+                i + 1,
+                p.iteration_s[i],
+                p.ratio_to_ideal[i],
+                p.faults[i],
+                p.late_prefetches[i],
+                p.prefetches[i],
+                p.prefetches_wasted[i]
+            );
+        }
+    }
+    if let Some(d) = r.policies.iter().find(|p| p.name == "driver") {
+        for p in r.policies.iter().filter(|p| p.name != "driver") {
+            let cut = 1.0 - p.steady_faults() / d.steady_faults().max(1.0);
+            let _ = writeln!(
+                s,
+                "{}: steady-state faults {:.1}% fewer than driver, {:.2}x faster",
+                p.name,
+                100.0 * cut,
+                d.steady_ratio() / p.steady_ratio()
+            );
+        }
+    }
+    s
+}
+
+/// An SVG with iteration time per policy and faults over time.
+pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
+    use plotters::prelude::*;
+    let root = SVGBackend::new(path, (1000, 800)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (top, bottom) = root.split_vertically(380);
+    let colors = [RED, BLUE, GREEN, MAGENTA, CYAN];
+    let iters = r.policies.iter().map(|p| p.iteration_s.len()).max().unwrap_or(1);
+    let ymax = r
+        .policies
+        .iter()
+        .flat_map(|p| p.ratio_to_ideal.iter().copied())
+        .fold(1.0, f64::max)
+        * 1.1;
+    let mut c = ChartBuilder::on(&top)
+        .caption(format!("{}: iteration time / ideal", r.trace), ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(35)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0.5f64..iters as f64 + 0.5, 0f64..ymax)?;
+    c.configure_mesh().x_desc("iteration").y_desc("x ideal").draw()?;
+    for (i, p) in r.policies.iter().enumerate() {
+        let col = colors[i % colors.len()];
+        c.draw_series(LineSeries::new(
+            p.ratio_to_ideal.iter().enumerate().map(|(k, &v)| (k as f64 + 1.0, v)),
+            col.stroke_width(3),
+        ))?
+        .label(p.name.clone())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(3)));
+    }
+    c.draw_series(LineSeries::new(vec![(0.5, 1.0), (iters as f64 + 0.5, 1.0)], BLACK.stroke_width(1)))?
+        .label("ideal")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    c.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+
+    // Cumulative faults against simulated time, downsampled.
+    let tmax = r
+        .policies
+        .iter()
+        .filter_map(|p| p.fault_timeline.last().map(|x| x.0))
+        .fold(1e-9, f64::max);
+    let fmax = r
+        .policies
+        .iter()
+        .map(|p| p.fault_timeline.iter().map(|x| x.1 as u64).sum::<u64>())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let mut c = ChartBuilder::on(&bottom)
+        .caption("cumulative GPU faults over simulated time", ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(35)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..tmax, 0f64..fmax * 1.05)?;
+    c.configure_mesh().x_desc("seconds").y_desc("faults").draw()?;
+    for (i, p) in r.policies.iter().enumerate() {
+        let col = colors[i % colors.len()];
+        let step = (p.fault_timeline.len() / 600).max(1);
+        let mut acc = 0u64;
+        let pts: Vec<(f64, f64)> = p
+            .fault_timeline
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &(t, f))| {
+                acc += f as u64;
+                (k % step == 0 || k + 1 == p.fault_timeline.len()).then_some((t, acc as f64))
+            })
+            .collect();
+        c.draw_series(LineSeries::new(pts, col.stroke_width(2)))?
+            .label(p.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+    }
+    c.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+    root.present()?;
+    Ok(())
+}
