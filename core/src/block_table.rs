@@ -1,12 +1,20 @@
-//! One UM block correlation table (DeepUM section 5.2.2): `rows` x `assoc`
-//! entries, each tagged by a 2 MB block number and holding up to `succs`
-//! successor blocks in MRU order, plus the kernel's start and end block.
+//! One UM block correlation table (DeepUM section 5.2.2), with runs.
+//!
+//! DeepUM keeps one entry per faulted 2 MB block. DNN kernels walk tensors,
+//! which are contiguous, so most successors are "the next block": a kernel
+//! over a 32 GiB activation needs 16k entries and overflows any table of
+//! DeepUM's size. Here an entry describes a *run* of consecutive blocks
+//! `[head, head + len)` that faulted one after the other, plus up to `succs`
+//! successor blocks (MRU order) that followed the run's last block. A run
+//! never crosses a chunk of `RUN_BLOCKS` blocks, so the entry holding any
+//! block is found in the one row of that block's chunk. With a run length of
+//! one this is exactly DeepUM's table.
 //!
 //! Layout of the table's words:
 //! `[owner, start, end, stamp]` then `rows * assoc` entries of
-//! `[tag, stamp, succ_0 .. succ_{succs-1}]`. An empty tag or successor is
-//! [`NONE`]. Within a row the entry with the smallest stamp is replaced first
-//! (LRU); stamps come from the engine's clock.
+//! `[head, stamp, len, succ_0 .. succ_{succs-1}]`. An empty head or successor
+//! is [`NONE`]. Within a row the least recently updated entry is replaced
+//! first; stamps come from the engine's clock and start at 1.
 
 use crate::params::{ENTRY_HEADER, TABLE_HEADER};
 use crate::{Block, NONE};
@@ -15,6 +23,10 @@ const OWNER: usize = 0;
 const START: usize = 1;
 const END: usize = 2;
 const STAMP: usize = 3;
+
+/// log2 of the longest run: 16 blocks (32 MB).
+pub const RUN_SHIFT: u32 = 4;
+pub const RUN_BLOCKS: u64 = 1 << RUN_SHIFT;
 
 /// Geometry shared by every table of one engine.
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +46,49 @@ impl Geometry {
     }
 }
 
+/// The run holding a block, as found in a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub head: Block,
+    pub len: u64,
+    /// Word offset of the entry (valid until the table changes).
+    at: usize,
+}
+
+impl Run {
+    /// One past the run's last block.
+    pub fn end(&self) -> Block {
+        self.head + self.len
+    }
+}
+
+fn chunk(b: Block) -> u64 {
+    b >> RUN_SHIFT
+}
+
+/// Row of a block: consecutive chunks (one tensor) land in consecutive rows.
+fn row_of(g: &Geometry, b: Block) -> usize {
+    (chunk(b) as usize) & (g.rows - 1)
+}
+
+fn entry_at(g: &Geometry, row: usize, way: usize) -> usize {
+    TABLE_HEADER + (row * g.assoc + way) * g.entry_words()
+}
+
+/// Finds the run holding `b` in `words`.
+fn find(words: &[u64], g: &Geometry, b: Block) -> Option<Run> {
+    if b == NONE {
+        return None;
+    }
+    let row = row_of(g, b);
+    (0..g.assoc).find_map(|way| {
+        let at = entry_at(g, row, way);
+        let head = words[at];
+        let len = words[at + 2];
+        (head != NONE && head <= b && b - head < len).then_some(Run { head, len, at })
+    })
+}
+
 /// A mutable view of one table.
 pub struct BlockTable<'a> {
     words: &'a mut [u64],
@@ -46,14 +101,13 @@ pub struct BlockTableRef<'a> {
     g: Geometry,
 }
 
-/// Row index of a block: consecutive blocks (one tensor) land in consecutive
-/// rows, so a streaming kernel never conflicts with itself within `rows` blocks.
-fn row_of(g: &Geometry, block: Block) -> usize {
-    (block as usize) & (g.rows - 1)
-}
-
-fn entry_at(g: &Geometry, row: usize, way: usize) -> usize {
-    TABLE_HEADER + (row * g.assoc + way) * g.entry_words()
+/// What recording a fault did to the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// Head of the run that now holds the faulted block.
+    pub head: Block,
+    /// An occupied entry was replaced to make room.
+    pub replaced: bool,
 }
 
 impl<'a> BlockTable<'a> {
@@ -93,50 +147,96 @@ impl<'a> BlockTable<'a> {
         }
     }
 
-    /// Records that `next` faulted right after `prev`: `next` becomes the
-    /// MRU successor of `prev`'s entry, which is created (replacing the row's
-    /// LRU entry) if missing. Returns true if an entry was replaced.
-    pub fn record(&mut self, prev: Block, next: Block, stamp: u64) -> bool {
-        if prev == NONE || next == NONE || prev == next {
-            return false;
+    /// Records that `next` faulted right after `prev` (NONE: nothing before
+    /// it). If `next` directly follows `prev` in the same chunk it extends
+    /// `prev`'s run; otherwise `next` gets a run (its own, or the one already
+    /// holding it) and becomes the MRU successor of `prev`'s run.
+    pub fn record(&mut self, prev: Block, next: Block, stamp: u64) -> Recorded {
+        if next == NONE {
+            return Recorded::default();
         }
         let g = self.g;
-        let row = row_of(&g, prev);
-        let mut target = None;
-        let mut victim = 0;
-        let mut victim_stamp = u64::MAX;
+        let prev_run = find(self.words, &g, prev);
+        if let Some(r) = prev_run {
+            if next == r.end() && chunk(next) == chunk(r.head) {
+                // Sequential: grow the run, unless another run already holds
+                // `next` (then fall through and link to it).
+                if find(self.words, &g, next).is_none() {
+                    self.words[r.at + 1] = stamp;
+                    self.words[r.at + 2] = r.len + 1;
+                    return Recorded {
+                        head: r.head,
+                        replaced: false,
+                    };
+                }
+            }
+        }
+        let (next_run, replaced) = match find(self.words, &g, next) {
+            Some(r) => (r, false),
+            None => self.insert(next, stamp),
+        };
+        self.words[next_run.at + 1] = stamp;
+        if next_run.head == next && prev_run.is_some_and(|r| r.at == next_run.at) {
+            // Replaced prev's own entry: nothing left to link from.
+            return Recorded {
+                head: next,
+                replaced,
+            };
+        }
+        // Re-find prev: inserting `next` may have replaced its entry.
+        if let Some(r) = find(self.words, &g, prev) {
+            if r.at != next_run.at {
+                self.push_successor(r.at, next, stamp);
+            }
+        }
+        Recorded {
+            head: next_run.head,
+            replaced,
+        }
+    }
+
+    /// A new one-block run for `b`, replacing the row's LRU entry.
+    fn insert(&mut self, b: Block, stamp: u64) -> (Run, bool) {
+        let g = self.g;
+        let row = row_of(&g, b);
+        let mut victim = entry_at(&g, row, 0);
+        let mut oldest = u64::MAX;
         for way in 0..g.assoc {
             let at = entry_at(&g, row, way);
-            let tag = self.words[at];
-            if tag == prev {
-                target = Some(at);
-                break;
-            }
-            // Stamps start at 1, so an empty way (counted as 0) is always
-            // taken before any occupied one.
-            let s = if tag == NONE { 0 } else { self.words[at + 1] };
-            if s < victim_stamp {
-                victim_stamp = s;
+            // Empty ways count as stamp 0: taken before any occupied one.
+            let s = if self.words[at] == NONE {
+                0
+            } else {
+                self.words[at + 1]
+            };
+            if s < oldest {
+                oldest = s;
                 victim = at;
             }
         }
-        let (at, replaced) = match target {
-            Some(at) => (at, false),
-            None => {
-                let replaced = self.words[victim] != NONE;
-                self.words[victim] = prev;
-                self.words[victim + ENTRY_HEADER..victim + g.entry_words()].fill(NONE);
-                (victim, replaced)
-            }
-        };
+        let replaced = self.words[victim] != NONE;
+        self.words[victim..victim + g.entry_words()].fill(NONE);
+        self.words[victim] = b;
+        self.words[victim + 1] = stamp;
+        self.words[victim + 2] = 1;
+        (
+            Run {
+                head: b,
+                len: 1,
+                at: victim,
+            },
+            replaced,
+        )
+    }
+
+    fn push_successor(&mut self, at: usize, next: Block, stamp: u64) {
+        let g = self.g;
         self.words[at + 1] = stamp;
         let succ = &mut self.words[at + ENTRY_HEADER..at + g.entry_words()];
-        // Move `next` to the front, shifting the more recent ones back; the
-        // oldest falls off when the list is full.
+        // Move `next` to the front; the oldest falls off a full list.
         let pos = succ.iter().position(|&s| s == next).unwrap_or(g.succs - 1);
         succ.copy_within(0..pos, 1);
         succ[0] = next;
-        replaced
     }
 }
 
@@ -162,23 +262,22 @@ impl<'a> BlockTableRef<'a> {
         self.words[END]
     }
 
-    /// The successors of `block`, MRU first, `NONE`-padded; `None` if the
-    /// block has no entry.
-    pub fn successors(&self, block: Block) -> Option<&'a [u64]> {
-        let g = self.g;
-        let row = row_of(&g, block);
+    /// The run holding `b`, if any.
+    pub fn run(&self, b: Block) -> Option<Run> {
+        find(self.words, &self.g, b)
+    }
+
+    /// The successors of a run, MRU first, `NONE`-padded.
+    pub fn successors(&self, r: &Run) -> &'a [u64] {
         let words: &'a [u64] = self.words;
-        (0..g.assoc).find_map(|way| {
-            let at = entry_at(&g, row, way);
-            (words[at] == block).then(|| &words[at + ENTRY_HEADER..at + g.entry_words()])
-        })
+        &words[r.at + ENTRY_HEADER..r.at + self.g.entry_words()]
     }
 
-    pub fn contains(&self, block: Block) -> bool {
-        self.successors(block).is_some()
+    pub fn contains(&self, b: Block) -> bool {
+        self.run(b).is_some()
     }
 
-    /// Number of occupied entries (for tests and statistics; walks the table).
+    /// Number of occupied entries (walks the table).
     pub fn len(&self) -> usize {
         let g = self.g;
         (0..g.rows * g.assoc)
@@ -196,47 +295,86 @@ mod tests {
     use super::*;
     extern crate std;
     use std::vec;
+    use std::vec::Vec;
 
-    fn geo(rows: usize, assoc: usize, succs: usize) -> Geometry {
-        Geometry { rows, assoc, succs }
+    fn table(rows: usize, assoc: usize, succs: usize) -> (Vec<u64>, Geometry) {
+        let g = Geometry { rows, assoc, succs };
+        (vec![0; g.table_words()], g)
+    }
+
+    fn succ_of(t: &BlockTable<'_>, b: Block) -> Vec<u64> {
+        let r = t.as_ref();
+        let run = r.run(b).unwrap();
+        r.successors(&run).iter().copied().filter(|&s| s != NONE).collect()
     }
 
     #[test]
     fn successors_are_mru_ordered_and_bounded() {
-        let g = geo(4, 2, 3);
-        let mut w = vec![0; g.table_words()];
+        let (mut w, g) = table(16, 2, 3);
         let mut t = BlockTable::new(&mut w, g);
         t.clear(0);
-        for (i, s) in [10, 11, 12, 13, 11].into_iter().enumerate() {
-            t.record(1, s, i as u64);
+        t.record(NONE, 1, 1);
+        for (i, s) in [20, 40, 70, 100, 40].into_iter().enumerate() {
+            t.record(1, s, 2 + i as u64);
         }
-        assert_eq!(t.as_ref().successors(1).unwrap(), &[11, 13, 12]);
+        assert_eq!(succ_of(&t, 1), [40, 100, 70]);
     }
 
     #[test]
-    fn row_replaces_least_recent_entry() {
-        let g = geo(2, 2, 1);
-        let mut w = vec![0; g.table_words()];
+    fn sequential_faults_form_runs_that_stop_at_chunk_edges() {
+        let (mut w, g) = table(8, 2, 2);
         let mut t = BlockTable::new(&mut w, g);
         t.clear(0);
-        // Blocks 0, 2, 4 share row 0.
-        assert!(!t.record(0, 100, 1));
-        assert!(!t.record(2, 100, 2));
-        assert!(!t.record(0, 101, 3)); // refreshes 0
-        assert!(t.record(4, 100, 4)); // evicts 2, the LRU
+        let mut prev = NONE;
+        for (i, b) in (14..20).enumerate() {
+            t.record(prev, b, 1 + i as u64);
+            prev = b;
+        }
         let r = t.as_ref();
-        assert!(r.contains(0) && r.contains(4) && !r.contains(2));
+        let first = r.run(15).unwrap();
+        assert_eq!((first.head, first.len), (14, 2));
+        let second = r.run(19).unwrap();
+        assert_eq!((second.head, second.len), (16, 4));
+        assert_eq!(r.successors(&first)[0], 16);
         assert_eq!(r.len(), 2);
     }
 
     #[test]
-    fn ignores_self_and_empty_pairs() {
-        let g = geo(2, 1, 2);
-        let mut w = vec![0; g.table_words()];
+    fn row_replaces_least_recent_entry() {
+        let (mut w, g) = table(2, 2, 1);
         let mut t = BlockTable::new(&mut w, g);
         t.clear(0);
-        t.record(5, 5, 1);
-        t.record(NONE, 5, 1);
+        // Chunks 0, 2 and 4 share row 0.
+        let c = |k: u64| k * RUN_BLOCKS;
+        assert!(!t.record(NONE, c(0), 1).replaced);
+        assert!(!t.record(NONE, c(2), 2).replaced);
+        t.record(NONE, c(0), 3); // refreshes chunk 0's run
+        assert!(t.record(NONE, c(4), 4).replaced); // evicts chunk 2's, the LRU
+        let r = t.as_ref();
+        assert!(r.contains(c(0)) && r.contains(c(4)) && !r.contains(c(2)));
+    }
+
+    #[test]
+    fn a_fault_inside_a_known_run_links_to_it() {
+        let (mut w, g) = table(8, 2, 2);
+        let mut t = BlockTable::new(&mut w, g);
+        t.clear(0);
+        for (i, b) in (0..8).enumerate() {
+            t.record(if i == 0 { NONE } else { b - 1 }, b, 1 + i as u64);
+        }
+        t.record(NONE, 40, 19);
+        let rec = t.record(40, 5, 20);
+        assert_eq!(rec.head, 0);
+        assert_eq!(succ_of(&t, 40), [5]);
+        assert_eq!(t.as_ref().run(7).unwrap().len, 8);
+    }
+
+    #[test]
+    fn ignores_empty_next() {
+        let (mut w, g) = table(2, 1, 2);
+        let mut t = BlockTable::new(&mut w, g);
+        t.clear(0);
+        t.record(5, NONE, 1);
         assert!(t.as_ref().is_empty());
     }
 }

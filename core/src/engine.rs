@@ -11,10 +11,10 @@
 //!
 //! # Chaining (DeepUM 5.2.2)
 //! A *window* is one run of predictions. It starts at a fault (from the
-//! faulted block's successors in the running kernel's table) or at a kernel
-//! start that was not predicted (from that kernel's start block). Inside a
-//! kernel the chain walks successors breadth first, MRU successor first, and
-//! does not expand the kernel's end block. When the kernel is exhausted it
+//! faulted block in the running kernel's table) or at a kernel start that
+//! was not predicted (from that kernel's start block). Inside a kernel the
+//! chain walks the table breadth first: the rest of a block's run, then the
+//! run's successors, MRU first; it stops at the kernel's end block. When the kernel is exhausted it
 //! predicts the next execution id and continues from that kernel's start
 //! block, up to `lookahead` kernels beyond the running one. A kernel start
 //! that the window predicted slides the window on by one kernel instead of
@@ -83,6 +83,10 @@ pub struct Stats {
     pub victims_evict: u64,
     pub victim_shortfall: u64,
     pub ledger_overflow: u64,
+    /// Blocks the driver had to evict on the fault path (memory was full).
+    pub demand_evictions: u64,
+    /// Faults on blocks Prescient had pre-evicted shortly before.
+    pub refaults: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,9 +122,10 @@ impl fmt::Display for EngineError {
 enum Visit {
     /// New to this window (or last predicted for a kernel that has run).
     Emit,
-    /// Already predicted for an earlier kernel still to come: now protected
-    /// until this later one too; expand it, do not emit it again.
-    Expand,
+    /// Already predicted for an earlier kernel still to come (the old
+    /// sequence number): now protected until this later one too; expand it,
+    /// do not emit it again.
+    Expand(u64),
     /// Already predicted for this kernel or a later one.
     Skip,
 }
@@ -157,6 +162,7 @@ pub struct Engine<S> {
     front_head: u32,
     front_len: u32,
     exp_block: Block,
+    exp_pos: Block,
     exp_next: u32,
     start_pending: bool,
     chain_exec: ExecId,
@@ -164,6 +170,10 @@ pub struct Engine<S> {
     chain_seq: u64,
     chain_table: Option<u32>,
     pred: [ExecId; PRED_RING],
+    free_target: u32,
+    /// Blocks emitted for kernels that have not run yet, and per kernel.
+    pending: u32,
+    pending_by_seq: [u32; PRED_RING],
 }
 
 /// Mutable views of every storage region at once.
@@ -212,6 +222,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             front_head: 0,
             front_len: 0,
             exp_block: NONE,
+            exp_pos: NONE,
             exp_next: 0,
             start_pending: false,
             chain_exec: NO_EXEC,
@@ -219,6 +230,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             chain_seq: 0,
             chain_table: None,
             pred: [NO_EXEC; PRED_RING],
+            free_target: params.free_min,
+            pending: 0,
+            pending_by_seq: [0; PRED_RING],
         };
         e.reset();
         Ok(e)
@@ -270,6 +284,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.front_len = 0;
         self.exp_block = NONE;
         self.start_pending = false;
+        self.free_target = self.p.free_min;
         if self.p.mode == Mode::Transparent {
             let g = self.g;
             let tw = self.l.table_words;
@@ -289,7 +304,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let (_tables, rest) = rest.split_at_mut(l.tables.len());
         let (window, rest) = rest.split_at_mut(l.window.len());
         let (_frontier, rest) = rest.split_at_mut(l.frontier.len());
-        let (slots, index) = rest.split_at_mut(l.ledger_slots.len());
+        let (slots, rest) = rest.split_at_mut(l.ledger_slots.len());
+        let (index, _victims) = rest.split_at_mut(l.ledger_index.len());
         Regions {
             exec: ExecTable::new(exec, l.exec_sets, self.p.exec_records as usize),
             window,
@@ -373,10 +389,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 let cur = self.cur;
                 if let Some(t) = self.regions().exec.table_of(cur) {
                     let last = self.last_fault;
-                    let tail = self
-                        .table_ref(t)
-                        .successors(last)
-                        .is_none_or(|s| s[0] == NONE);
+                    let tr = self.table_ref(t);
+                    let tail = tr.run(last).is_none_or(|r| tr.successors(&r)[0] == NONE);
                     if tail {
                         self.table_mut(t).set_end(last);
                     }
@@ -392,6 +406,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         }
         self.hist = [self.hist[1], self.hist[2], self.cur];
         self.cur = exec;
+        let done = self.seq as usize % PRED_RING;
+        self.pending -= self.pending_by_seq[done];
+        self.pending_by_seq[done] = 0;
         self.seq += 1;
         self.last_fault = NONE;
         self.kernel_faults = 0;
@@ -404,7 +421,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             && self.pred[self.seq as usize % PRED_RING] == exec;
         if predicted {
             let half = (self.l.window_slots / 2) as u32;
-            if self.window_len < half.min(self.p.window_blocks) {
+            if self.window_len < half {
                 if self.state == ChainState::Paused {
                     self.state = ChainState::Running;
                 }
@@ -424,6 +441,11 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             return;
         }
         self.stats.faults += 1;
+        if self.take_recent_victim(block) {
+            // We evicted it and it was needed: pre-eviction ran too far ahead.
+            self.stats.refaults += 1;
+            self.free_target = self.free_target.saturating_sub(1).max(self.p.free_min);
+        }
         let stamp = self.tick();
         let table = match self.p.mode {
             Mode::Transparent => Some(0),
@@ -435,23 +457,26 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         };
         let prev = self.last_fault;
         let first_in_kernel = self.kernel_faults == 0;
-        let mut tm = self.table_mut(t);
-        if tm.record(prev, block, stamp) {
-            self.stats.entry_replacements += 1;
+        let known = self.table_ref(t).contains(block);
+        // A fault on a block the window predicted (late, or evicted since)
+        // teaches nothing new; recording it would only put a skip edge in
+        // front of the successors that predicted it.
+        if !self.in_window(block) {
+            let rec = self.table_mut(t).record(prev, block, stamp);
+            self.stats.entry_replacements += rec.replaced as u64;
         }
         if self.p.mode == Mode::ExecId && first_in_kernel {
-            let tr = self.table_ref(t);
-            let start = tr.start();
+            let start = self.table_ref(t).start();
             if start == NONE {
                 self.table_mut(t).set_start(block);
-            } else if start != block && !tr.contains(block) {
+            } else if start != block && !known {
                 // A block never seen in this kernel faulted first: it becomes
                 // the start and leads to the old start, so that everything
                 // learnt before stays reachable.
                 let mut tm = self.table_mut(t);
-                let replaced = tm.record(block, start, stamp);
+                let rec = tm.record(block, start, stamp);
                 tm.set_start(block);
-                self.stats.entry_replacements += replaced as u64;
+                self.stats.entry_replacements += rec.replaced as u64;
             }
         }
         self.last_fault = block;
@@ -460,9 +485,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.chain_table = Some(t);
         // The faulted block is being fetched on demand: mark it, expand it.
         let seq = self.seq;
-        if self.visit(block, seq) == Visit::Emit {
-            self.window_len += 1;
-        }
+        self.visit(block, seq);
         self.push_front(block);
     }
 
@@ -470,6 +493,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.stats.windows += 1;
         self.gen += 1;
         self.window_len = 0;
+        self.pending = 0;
+        self.pending_by_seq = [0; PRED_RING];
         self.front_head = 0;
         self.front_len = 0;
         self.exp_block = NONE;
@@ -497,11 +522,10 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let seq = self.chain_seq;
         match self.visit(start, seq) {
             Visit::Emit => {
-                self.window_len += 1;
                 self.push_front(start);
                 Some(start)
             }
-            Visit::Expand => {
+            Visit::Expand(_) => {
                 self.push_front(start);
                 None
             }
@@ -533,6 +557,25 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// Marks `b` as predicted for kernel `seq` in this window and says what
     /// the chain does with it.
     fn visit(&mut self, b: Block, seq: u64) -> Visit {
+        let v = self.claim(b, seq);
+        let at = seq as usize % PRED_RING;
+        match v {
+            Visit::Emit => {
+                self.window_len += 1;
+                self.pending += 1;
+                self.pending_by_seq[at] += 1;
+            }
+            Visit::Expand(old) => {
+                let was = &mut self.pending_by_seq[old as usize % PRED_RING];
+                *was = was.saturating_sub(1);
+                self.pending_by_seq[at] += 1;
+            }
+            Visit::Skip => {}
+        }
+        v
+    }
+
+    fn claim(&mut self, b: Block, seq: u64) -> Visit {
         let (gen, now) = (self.gen, self.seq);
         let r = self.regions();
         let mask = r.window.len() / WINDOW_SLOT_WORDS - 1;
@@ -558,8 +601,25 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 return if old < now {
                     Visit::Emit
                 } else {
-                    Visit::Expand
+                    Visit::Expand(old)
                 };
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// True if `b` was reached by the current window at all.
+    fn in_window(&self, b: Block) -> bool {
+        let win = &self.storage[self.l.window.clone()];
+        let mask = win.len() / WINDOW_SLOT_WORDS - 1;
+        let mut i = hash_block(b, mask);
+        loop {
+            let w = &win[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
+            if w[1] != self.gen {
+                return false;
+            }
+            if w[0] == b {
+                return true;
             }
             i = (i + 1) & mask;
         }
@@ -591,7 +651,13 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let mut steps = STEPS_PER_SLOT * out.len();
         while n < out.len() && steps > 0 && self.state == ChainState::Running {
             steps -= 1;
-            if self.window_len >= self.p.window_blocks {
+            if self.pending >= self.p.window_blocks {
+                // Predicted enough to fill the memory budget: wait for a
+                // kernel to finish (or, transparent, for the next fault).
+                self.state = ChainState::Paused;
+                break;
+            }
+            if self.window_len as usize >= self.l.window_slots / 2 {
                 self.stats.window_full += 1;
                 self.state = ChainState::Idle;
                 break;
@@ -613,6 +679,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 match self.pop_front() {
                     Some(b) => {
                         self.exp_block = b;
+                        self.exp_pos = b.saturating_add(1);
                         self.exp_next = 0;
                     }
                     None => {
@@ -624,45 +691,59 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                     }
                 }
             }
-            let Some(s) = self.next_successor() else {
+            let Some((s, is_successor)) = self.next_expansion() else {
                 self.exp_block = NONE;
                 continue;
             };
+            // In transparent mode one table holds every kernel's successors:
+            // follow only the most recent one, emit the others as leaves.
+            let expand = is_successor
+                && (self.p.mode == Mode::ExecId || self.exp_next == 1);
             let seq = self.chain_seq;
             match self.visit(s, seq) {
                 Visit::Emit => {
-                    self.window_len += 1;
-                    self.push_front(s);
+                    if expand {
+                        self.push_front(s);
+                    }
                     out[n] = Prefetch {
                         block: s,
                         ahead: (seq - self.seq) as u32,
                     };
                     n += 1;
                 }
-                Visit::Expand => self.push_front(s),
-                Visit::Skip => {}
+                Visit::Expand(_) if expand => self.push_front(s),
+                Visit::Expand(_) | Visit::Skip => {}
             }
         }
         self.stats.prefetches += n as u64;
         n
     }
 
-    /// The next successor of the block being expanded, or None when it has
-    /// no more (or must not be expanded: the kernel's end block).
-    fn next_successor(&mut self) -> Option<Block> {
+    /// The next block reached from the block being expanded: first the rest
+    /// of its run, then its run's successors (flagged true). None when done;
+    /// in execution-id mode nothing past the kernel's end block.
+    fn next_expansion(&mut self) -> Option<(Block, bool)> {
         let t = self.chain_table?;
         let tr = self.table_ref(t);
-        let b = self.exp_block;
-        if self.p.mode == Mode::ExecId && b == tr.end() {
+        let run = tr.run(self.exp_block)?;
+        let end = tr.end();
+        let stops_at_end =
+            self.p.mode == Mode::ExecId && end >= self.exp_block && end < run.end();
+        let last = if stops_at_end { end + 1 } else { run.end() };
+        if self.exp_pos < last {
+            let b = self.exp_pos;
+            self.exp_pos += 1;
+            return Some((b, false));
+        }
+        if stops_at_end {
             return None;
         }
-        let succ = tr.successors(b)?;
-        let s = *succ.get(self.exp_next as usize)?;
+        let s = *tr.successors(&run).get(self.exp_next as usize)?;
         if s == NONE {
             return None;
         }
         self.exp_next += 1;
-        Some(s)
+        Some((s, true))
     }
 
     /// The chain moves on to the next predicted kernel. False when it stops
@@ -708,6 +789,40 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.regions().ledger.evicted(block);
     }
 
+    /// The driver evicted `block` on the fault path because memory was full:
+    /// pre-eviction should keep more memory free.
+    pub fn demand_evicted(&mut self, block: Block) {
+        self.evicted(block);
+        self.stats.demand_evictions += 1;
+        self.free_target = (self.free_target + 1).min(self.p.free_max);
+    }
+
+    /// Blocks pre-eviction keeps free: adapts between `free_min` and
+    /// `free_max`, up on every eviction the driver had to do on the fault
+    /// path, down on every fault of a block pre-evicted shortly before.
+    pub fn free_target(&self) -> u32 {
+        self.free_target
+    }
+
+    fn victim_slot(&self, b: Block) -> usize {
+        let n = self.l.victims.len();
+        self.l.victims.start + hash_block(b, n - 1)
+    }
+
+    fn note_recent_victim(&mut self, b: Block) {
+        let i = self.victim_slot(b);
+        self.storage[i] = b;
+    }
+
+    fn take_recent_victim(&mut self, b: Block) -> bool {
+        let i = self.victim_slot(b);
+        let hit = self.storage[i] == b;
+        if hit {
+            self.storage[i] = NONE;
+        }
+        hit
+    }
+
     /// The application declared `block` dead (all of it): if resident, it is
     /// discarded before anything is evicted. Returns whether it is resident.
     pub fn mark_dead(&mut self, block: Block) -> bool {
@@ -747,7 +862,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let l = &self.l;
         let (head, rest) = self.storage[..l.total].split_at_mut(l.ledger_slots.start);
         let win = &head[l.window.clone()];
-        let (slots, index) = rest.split_at_mut(l.ledger_slots.len());
+        let (slots, rest) = rest.split_at_mut(l.ledger_slots.len());
+        let index = &mut rest[..l.ledger_index.len()];
         let ledger = Ledger::new(&mut self.ledger, slots, index);
         let mask = win.len() / WINDOW_SLOT_WORDS - 1;
         let (gen, seq) = (self.gen, self.seq);
@@ -776,6 +892,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 };
                 n += 1;
             }
+        }
+        for v in &out[before..n] {
+            self.note_recent_victim(v.block);
         }
         self.stats.victims_evict += (n - before) as u64;
         if n < out.len() {

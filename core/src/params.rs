@@ -38,25 +38,46 @@ pub struct Params {
     pub max_resident_blocks: u32,
     /// Most blocks emitted in one prediction window.
     pub window_blocks: u32,
+    /// Pre-eviction keeps at least this many blocks free (the watermark's floor).
+    pub free_min: u32,
+    /// ... and never aims for more than this many (the watermark's ceiling).
+    pub free_max: u32,
     /// Where the engine learns kernel boundaries from.
     pub mode: Mode,
 }
 
 impl Params {
     /// DeepUM's best configuration (its Table 7.7, Config9): 2048 rows,
-    /// 2-way, 4 successors.
+    /// 2-way, 4 successors; the rest sized for a 40 GiB GPU.
     pub const DEEPUM: Params = Params {
         rows: 2048,
         assoc: 2,
         succs: 4,
-        lookahead: 4,
+        lookahead: 16,
         max_tables: 4096,
         exec_ids: 8192,
         exec_records: 4,
-        max_resident_blocks: 1 << 16,
+        max_resident_blocks: 20480,
         window_blocks: 8192,
+        free_min: 512,
+        free_max: 10240,
         mode: Mode::ExecId,
     };
+
+    /// DeepUM's table configuration with the memory-dependent parameters
+    /// scaled to a GPU of `gpu_blocks` 2 MB blocks: the prediction window
+    /// may hold 40% of the GPU, pre-eviction keeps between 2.5% and 50% free
+    /// (measured on the G10 traces, BENCHMARKS.md).
+    pub fn for_gpu(gpu_blocks: u32) -> Params {
+        let cap = gpu_blocks.clamp(8, Self::MAX_RESIDENT_BLOCKS);
+        Params {
+            max_resident_blocks: cap,
+            window_blocks: (cap / 5 * 2).clamp(1, Self::MAX_WINDOW_BLOCKS),
+            free_min: cap / 40,
+            free_max: cap / 2,
+            ..Self::DEEPUM
+        }
+    }
 
     /// Upper bounds. They keep one table and one window within what a kernel
     /// module may reasonably allocate and what a fault-side step may walk.
@@ -105,6 +126,8 @@ impl Params {
             1,
             Self::MAX_WINDOW_BLOCKS,
         )?;
+        check_range(Param::FreeMin, self.free_min, 0, self.max_resident_blocks)?;
+        check_range(Param::FreeMax, self.free_max, self.free_min, self.max_resident_blocks)?;
         Ok(())
     }
 
@@ -175,6 +198,8 @@ pub enum Param {
     ExecRecords,
     MaxResidentBlocks,
     WindowBlocks,
+    FreeMin,
+    FreeMax,
 }
 
 impl Param {
@@ -189,6 +214,8 @@ impl Param {
             Param::ExecRecords => "exec-records",
             Param::MaxResidentBlocks => "max-resident-blocks",
             Param::WindowBlocks => "window-blocks",
+            Param::FreeMin => "free-min",
+            Param::FreeMax => "free-max",
         }
     }
 }
@@ -240,8 +267,8 @@ pub const EXEC_WAY_HEADER: usize = 3;
 pub const EXEC_RECORD_WORDS: usize = 3;
 /// Words per block-table header: owner, start, end, stamp.
 pub const TABLE_HEADER: usize = 4;
-/// Words per block-table way besides its successors: tag, stamp.
-pub const ENTRY_HEADER: usize = 2;
+/// Words per block-table way besides its successors: head, stamp, run length.
+pub const ENTRY_HEADER: usize = 3;
 /// Words per window-set slot: block, generation, kernel sequence.
 pub const WINDOW_SLOT_WORDS: usize = 3;
 /// Words per ledger slot: block, links, flags.
@@ -262,6 +289,8 @@ pub struct Layout {
     pub ledger_index_slots: usize,
     pub ledger_slots: core::ops::Range<usize>,
     pub ledger_index: core::ops::Range<usize>,
+    /// Recently pre-evicted blocks, direct-mapped, to notice re-faults.
+    pub victims: core::ops::Range<usize>,
     pub total: usize,
 }
 
@@ -292,6 +321,7 @@ impl Layout {
         let frontier = take(frontier_len);
         let ledger_slots = take(ledger_slots_len);
         let ledger_index = take(ledger_index_slots);
+        let victims = take(window_slots);
         Layout {
             exec_way_words,
             exec_sets,
@@ -305,6 +335,7 @@ impl Layout {
             ledger_index_slots,
             ledger_slots,
             ledger_index,
+            victims,
             total: at,
         }
     }
@@ -317,6 +348,10 @@ mod tests {
     #[test]
     fn deepum_defaults_are_valid() {
         Params::DEEPUM.validate().unwrap();
+        assert_eq!(Params::for_gpu(20480), Params::DEEPUM);
+        for blocks in [0, 1, 8, 100, 1 << 30] {
+            Params::for_gpu(blocks).validate().unwrap();
+        }
     }
 
     #[test]
@@ -455,6 +490,7 @@ mod tests {
             &l.frontier,
             &l.ledger_slots,
             &l.ledger_index,
+            &l.victims,
         ];
         let mut at = 0;
         for r in regions {

@@ -16,6 +16,8 @@ fn small(mode: Mode) -> Params {
         exec_records: 4,
         max_resident_blocks: 256,
         window_blocks: 128,
+        free_min: 0,
+        free_max: 64,
         mode,
     }
 }
@@ -244,6 +246,8 @@ fn params() -> impl Strategy<Value = Params> {
                     exec_records: 2,
                     max_resident_blocks: resident,
                     window_blocks: window,
+                    free_min: 0,
+                    free_max: resident,
                     mode: if transparent {
                         Mode::Transparent
                     } else {

@@ -86,9 +86,15 @@ struct EngineArgs {
     /// Kernels predicted ahead of the running one.
     #[arg(long, default_value_t = Params::DEEPUM.lookahead)]
     lookahead: u32,
-    /// Most blocks one prediction window may emit.
-    #[arg(long, default_value_t = Params::DEEPUM.window_blocks)]
-    window_blocks: u32,
+    /// Most blocks predicted ahead at once (default: 40% of the GPU).
+    #[arg(long)]
+    window_blocks: Option<u32>,
+    /// Pre-eviction's lowest free-block target (default: 2.5% of the GPU).
+    #[arg(long)]
+    free_min: Option<u32>,
+    /// Pre-eviction's highest free-block target (default: 50% of the GPU).
+    #[arg(long)]
+    free_max: Option<u32>,
     /// Block tables in the pool.
     #[arg(long, default_value_t = Params::DEEPUM.max_tables)]
     max_tables: u32,
@@ -98,16 +104,19 @@ struct EngineArgs {
 }
 
 impl EngineArgs {
-    fn params(&self) -> Params {
+    fn params(&self, m: &CostModel) -> Params {
+        let base = Params::for_gpu(m.gpu_blocks() as u32);
         Params {
             rows: self.rows,
             assoc: self.assoc,
             succs: self.succs,
             lookahead: self.lookahead,
-            window_blocks: self.window_blocks,
+            window_blocks: self.window_blocks.unwrap_or(base.window_blocks),
+            free_min: self.free_min.unwrap_or(base.free_min),
+            free_max: self.free_max.unwrap_or(base.free_max),
             max_tables: self.max_tables,
             mode: if self.transparent { Mode::Transparent } else { Mode::ExecId },
-            ..Params::DEEPUM
+            ..base
         }
     }
 }
@@ -147,8 +156,6 @@ struct SweepArgs {
     grid: Vec<String>,
     #[arg(long, default_value_t = Params::DEEPUM.lookahead)]
     lookahead: u32,
-    #[arg(long, default_value_t = Params::DEEPUM.window_blocks)]
-    window_blocks: u32,
     /// Add the same grid in transparent mode.
     #[arg(long)]
     transparent_too: bool,
@@ -198,9 +205,10 @@ fn main() {
 fn run(a: RunArgs) -> Result<()> {
     let w = load(&a.trace.trace, a.trace.format, a.trace.layout)?;
     let plan = Plan::new(&w);
-    let params = a.engine.params();
+    let model = a.model.model();
+    let params = a.engine.params(&model);
     params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let r = report::run(&plan, a.model.model(), a.model.iterations as usize, &a.policy, params)?;
+    let r = report::run(&plan, model, a.model.iterations as usize, &a.policy, params)?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -243,9 +251,8 @@ fn sweep(a: SweepArgs) -> Result<()> {
                     assoc,
                     succs,
                     lookahead: a.lookahead,
-                    window_blocks: a.window_blocks,
                     mode: if transparent { Mode::Transparent } else { Mode::ExecId },
-                    ..Params::DEEPUM
+                    ..Params::for_gpu(a.model.model().gpu_blocks() as u32)
                 };
                 params
                     .validate()

@@ -102,6 +102,10 @@ pub struct IterStats {
     pub bytes_h2d: u64,
     pub bytes_d2h: u64,
     pub evictions_on_demand: u64,
+    /// Demand-faulted blocks that needed a copy from the host.
+    pub demand_copies: u64,
+    /// Demand-faulted blocks populated on the GPU (first write, no copy).
+    pub demand_populates: u64,
     pub pre_evictions: u64,
     pub discards: u64,
 }
@@ -331,6 +335,7 @@ pub fn replay(plan: &Plan, m: CostModel, iterations: usize, policy: &mut dyn Pol
                         }
                     }
                     if st.loc[i] == Loc::Host {
+                        st.it.demand_copies += 1;
                         let moved = (bytes as u64).div_ceil(m.fault_granule) * m.fault_granule;
                         let moved = moved.min(BLOCK_BYTES);
                         // Demand goes ahead of queued prefetches, behind the
@@ -339,6 +344,8 @@ pub fn replay(plan: &Plan, m: CostModel, iterations: usize, policy: &mut dyn Pol
                         tc = start + m.h2d_s(moved);
                         st.h2d_free = st.h2d_free.max(tc);
                         st.it.bytes_h2d += moved;
+                    } else {
+                        st.it.demand_populates += 1;
                     }
                     st.loc[i] = Loc::Gpu;
                     st.arrival[i] = tc;

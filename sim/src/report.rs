@@ -36,6 +36,8 @@ pub struct ParamsReport {
     pub succs: u32,
     pub lookahead: u32,
     pub window_blocks: u32,
+    pub free_min: u32,
+    pub free_max: u32,
     pub mode: String,
 }
 
@@ -47,6 +49,8 @@ impl From<&Params> for ParamsReport {
             succs: p.succs,
             lookahead: p.lookahead,
             window_blocks: p.window_blocks,
+            free_min: p.free_min,
+            free_max: p.free_max,
             mode: format!("{:?}", p.mode).to_lowercase(),
         }
     }
@@ -64,6 +68,8 @@ pub struct PolicyReport {
     pub prefetches_used: Vec<u64>,
     pub prefetches_wasted: Vec<u64>,
     pub evictions_on_demand: Vec<u64>,
+    pub demand_copies: Vec<u64>,
+    pub demand_populates: Vec<u64>,
     pub pre_evictions: Vec<u64>,
     pub discards: Vec<u64>,
     pub bytes_h2d: u64,
@@ -89,6 +95,8 @@ impl PolicyReport {
             prefetches_used: col(&|i| i.prefetches_used),
             prefetches_wasted: col(&|i| i.prefetches_wasted),
             evictions_on_demand: col(&|i| i.evictions_on_demand),
+            demand_copies: col(&|i| i.demand_copies),
+            demand_populates: col(&|i| i.demand_populates),
             pre_evictions: col(&|i| i.pre_evictions),
             discards: col(&|i| i.discards),
             bytes_h2d: its.iter().map(|i| i.bytes_h2d).sum(),

@@ -14,8 +14,6 @@ pub struct Prescient {
     engine: Engine<Vec<u64>>,
     fifo: ResidencyFifo,
     queue: VecDeque<Prefetch>,
-    /// Free blocks kept for demand faults, so they never evict on the fault path.
-    reserve: usize,
     /// Blocks the engine asked for that were already on the GPU.
     already_resident: u64,
     /// Times the engine had no victim to offer (all resident blocks predicted).
@@ -24,6 +22,7 @@ pub struct Prescient {
 
 impl Prescient {
     pub fn new(params: Params, plan: &Plan, gpu_blocks: usize) -> anyhow::Result<Self> {
+        // The ledger tracks every block the GPU can hold.
         let params = Params {
             max_resident_blocks: params.max_resident_blocks.max(gpu_blocks as u32),
             ..params
@@ -34,7 +33,6 @@ impl Prescient {
             engine,
             fifo: ResidencyFifo::new(plan.blocks),
             queue: VecDeque::new(),
-            reserve: (gpu_blocks / 200).clamp(8, 256),
             already_resident: 0,
             no_victim: 0,
         })
@@ -115,7 +113,9 @@ impl Policy for Prescient {
     }
 
     fn demand_victim(&mut self, st: &mut State) -> Option<(Block, bool)> {
-        self.fifo.victim(st).map(|b| (b, false))
+        let b = self.fifo.victim(st)?;
+        self.engine.demand_evicted(b);
+        Some((b, false))
     }
 
     fn evicted(&mut self, _st: &mut State, b: Block) {
@@ -135,7 +135,7 @@ impl Policy for Prescient {
     }
 
     fn advance(&mut self, st: &mut State, plan: &Plan, until: f64) {
-        let reserve = self.reserve;
+        let reserve = self.engine.free_target() as usize;
         if self.make_room(st, reserve).is_none() {
             return;
         }
@@ -181,6 +181,9 @@ impl Policy for Prescient {
                 "victims_evict": s.victims_evict,
                 "victim_shortfall": s.victim_shortfall,
                 "ledger_overflow": s.ledger_overflow,
+                "demand_evictions": s.demand_evictions,
+                "refaults": s.refaults,
+                "free_target": self.engine.free_target(),
             },
             "already_resident": self.already_resident,
             "no_victim": self.no_victim,
