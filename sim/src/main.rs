@@ -204,7 +204,7 @@ fn main() {
 
 fn run(a: RunArgs) -> Result<()> {
     let w = load(&a.trace.trace, a.trace.format, a.trace.layout)?;
-    let plan = Plan::new(&w);
+    let plan = Plan::new(&w)?;
     let model = a.model.model();
     let params = a.engine.params(&model);
     params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -243,7 +243,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
     let mut rows_out = Vec::new();
     for path in &a.traces {
         let w = load(path, a.format, a.layout)?;
-        let plan = Plan::new(&w);
+        let plan = Plan::new(&w)?;
         for &transparent in modes {
             for &(rows, assoc, succs) in &grid {
                 let params = Params {

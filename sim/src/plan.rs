@@ -44,9 +44,19 @@ pub struct Plan {
     pub footprint_blocks: usize,
 }
 
+/// Highest address a trace may use: block state is kept in dense arrays.
+pub const MAX_ADDRESS: u64 = 1 << 44;
+
 impl Plan {
-    pub fn new(w: &Workload) -> Plan {
-        let blocks = (w.address_limit() >> BLOCK_SHIFT) as usize + 1;
+    pub fn new(w: &Workload) -> anyhow::Result<Plan> {
+        let limit = w.address_limit();
+        if limit > MAX_ADDRESS {
+            anyhow::bail!(
+                "{}: addresses reach {limit:#x}, beyond the simulator's limit of {MAX_ADDRESS:#x} (16 TiB)",
+                w.name
+            );
+        }
+        let blocks = (limit >> BLOCK_SHIFT) as usize + 1;
         // Live bytes per block, from the ranges currently live.
         let mut live_bytes = vec![0u64; blocks];
         let mut live: HashSet<Range> = HashSet::new();
@@ -120,14 +130,14 @@ impl Plan {
             .filter(|&b| live_bytes[b as usize] == 0)
             .collect();
         let footprint_blocks = seen.iter().filter(|&&s| s).count();
-        Plan {
+        Ok(Plan {
             name: w.name.clone(),
             kernels,
             blocks,
             host_inputs,
             host_initial: first_access_read,
             footprint_blocks,
-        }
+        })
     }
 
     pub fn ideal_s(&self) -> f64 {
@@ -173,7 +183,7 @@ mod tests {
                 k(&[(0, MB, true)], &[]),
             ],
         };
-        let p = Plan::new(&w);
+        let p = Plan::new(&w).unwrap();
         assert_eq!(p.kernels[0].touches.len(), 3);
         assert_eq!(p.kernels[0].touches[0].bytes as u64, 2 * MB);
         assert!(p.kernels[0].touches[0].write);
