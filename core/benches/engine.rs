@@ -6,7 +6,10 @@ use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion
 use prescient_core::{Engine, Mode, Params, Prefetch, Victim};
 
 fn warmed(mode: Mode) -> Engine<Vec<u64>> {
-    let p = Params { mode, ..Params::DEEPUM };
+    let p = Params {
+        mode,
+        ..Params::DEEPUM
+    };
     let mut e = Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
     let mut pf = [Prefetch::default(); 64];
     for _ in 0..2 {
@@ -25,7 +28,10 @@ fn warmed(mode: Mode) -> Engine<Vec<u64>> {
 }
 
 fn bench(c: &mut Criterion) {
-    for (mode, name) in [(Mode::ExecId, "exec-id"), (Mode::Transparent, "transparent")] {
+    for (mode, name) in [
+        (Mode::ExecId, "exec-id"),
+        (Mode::Transparent, "transparent"),
+    ] {
         let mut g = c.benchmark_group(name);
         let mut e = warmed(mode);
         let mut k = 0u32;
@@ -60,7 +66,10 @@ fn bench(c: &mut Criterion) {
             })
         });
         if calls > 0 {
-            eprintln!("{name}: chain_window emits {:.1} prefetches per window", emitted as f64 / calls as f64);
+            eprintln!(
+                "{name}: chain_window emits {:.1} prefetches per window",
+                emitted as f64 / calls as f64
+            );
         }
         let mut e = warmed(mode);
         let mut v = [Victim::default(); 1];

@@ -305,7 +305,11 @@ mod tests {
     fn succ_of(t: &BlockTable<'_>, b: Block) -> Vec<u64> {
         let r = t.as_ref();
         let run = r.run(b).unwrap();
-        r.successors(&run).iter().copied().filter(|&s| s != NONE).collect()
+        r.successors(&run)
+            .iter()
+            .copied()
+            .filter(|&s| s != NONE)
+            .collect()
     }
 
     #[test]

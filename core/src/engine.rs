@@ -697,8 +697,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             };
             // In transparent mode one table holds every kernel's successors:
             // follow only the most recent one, emit the others as leaves.
-            let expand = is_successor
-                && (self.p.mode == Mode::ExecId || self.exp_next == 1);
+            let expand = is_successor && (self.p.mode == Mode::ExecId || self.exp_next == 1);
             let seq = self.chain_seq;
             match self.visit(s, seq) {
                 Visit::Emit => {
@@ -727,8 +726,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let tr = self.table_ref(t);
         let run = tr.run(self.exp_block)?;
         let end = tr.end();
-        let stops_at_end =
-            self.p.mode == Mode::ExecId && end >= self.exp_block && end < run.end();
+        let stops_at_end = self.p.mode == Mode::ExecId && end >= self.exp_block && end < run.end();
         let last = if stops_at_end { end + 1 } else { run.end() };
         if self.exp_pos < last {
             let b = self.exp_pos;

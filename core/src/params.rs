@@ -106,7 +106,12 @@ impl Params {
         check_range(Param::Succs, self.succs, 1, Self::MAX_SUCCS)?;
         check_range(Param::Lookahead, self.lookahead, 1, Self::MAX_LOOKAHEAD)?;
         check_range(Param::MaxTables, self.max_tables, 1, Self::MAX_TABLES)?;
-        check_range(Param::ExecIds, self.exec_ids, EXEC_WAYS as u32, Self::MAX_EXEC_IDS)?;
+        check_range(
+            Param::ExecIds,
+            self.exec_ids,
+            EXEC_WAYS as u32,
+            Self::MAX_EXEC_IDS,
+        )?;
         check_pow2(Param::ExecIds, self.exec_ids)?;
         check_range(
             Param::ExecRecords,
@@ -127,7 +132,12 @@ impl Params {
             Self::MAX_WINDOW_BLOCKS,
         )?;
         check_range(Param::FreeMin, self.free_min, 0, self.max_resident_blocks)?;
-        check_range(Param::FreeMax, self.free_max, self.free_min, self.max_resident_blocks)?;
+        check_range(
+            Param::FreeMax,
+            self.free_max,
+            self.free_min,
+            self.max_resident_blocks,
+        )?;
         Ok(())
     }
 

@@ -28,7 +28,10 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn exercise(mode: Mode) -> u64 {
-    let p = Params { mode, ..Params::for_gpu(4096) };
+    let p = Params {
+        mode,
+        ..Params::for_gpu(4096)
+    };
     let mut e = Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
     let mut pf = [Prefetch::default(); 64];
     let mut victims = [Victim::default(); 16];

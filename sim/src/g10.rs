@@ -67,7 +67,10 @@ pub fn parse(reader: impl BufRead, origin: &str) -> Result<G10Trace> {
         }
         if let Some(rest) = line.strip_prefix("Kernel ID:") {
             if cur.is_some() {
-                bail!("{}: kernel starts before the previous one ended (missing ____ line)", at());
+                bail!(
+                    "{}: kernel starts before the previous one ended (missing ____ line)",
+                    at()
+                );
             }
             let name = rest
                 .split_once("Name:")
@@ -81,7 +84,11 @@ pub fn parse(reader: impl BufRead, origin: &str) -> Result<G10Trace> {
                 .parse()
                 .with_context(|| format!("{}: bad kernel id", at()))?;
             if id != t.kernels.len() {
-                bail!("{}: kernel id {id} out of order (expected {})", at(), t.kernels.len());
+                bail!(
+                    "{}: kernel id {id} out of order (expected {})",
+                    at(),
+                    t.kernels.len()
+                );
             }
             cur = Some(G10Kernel {
                 name,
@@ -93,7 +100,11 @@ pub fn parse(reader: impl BufRead, origin: &str) -> Result<G10Trace> {
             continue;
         }
         let Some(k) = cur.as_mut() else {
-            bail!("{}: expected 'Kernel ID:', found {:?}", at(), truncate(line));
+            bail!(
+                "{}: expected 'Kernel ID:', found {:?}",
+                at(),
+                truncate(line)
+            );
         };
         if line.starts_with("____") {
             t.kernels.push(cur.take().expect("checked above"));
@@ -109,12 +120,19 @@ pub fn parse(reader: impl BufRead, origin: &str) -> Result<G10Trace> {
         } else if line == "Output Tensors:" {
             section = Section::Outputs;
         } else if line.starts_with("tensor") {
-            let tensor = parse_tensor(line).with_context(|| format!("{}: bad tensor line", at()))?;
+            let tensor =
+                parse_tensor(line).with_context(|| format!("{}: bad tensor line", at()))?;
             let id = match by_name.get(&tensor.name) {
                 Some(&id) => {
                     let known = &t.tensors[id];
-                    if (known.addr, known.len, known.weight) != (tensor.addr, tensor.len, tensor.weight) {
-                        bail!("{}: tensor {} redefined with another range", at(), tensor.name);
+                    if (known.addr, known.len, known.weight)
+                        != (tensor.addr, tensor.len, tensor.weight)
+                    {
+                        bail!(
+                            "{}: tensor {} redefined with another range",
+                            at(),
+                            tensor.name
+                        );
                     }
                     id
                 }
@@ -182,15 +200,20 @@ fn field(rest: &str, key: &str) -> Result<u64> {
         .next()
         .unwrap_or("")
         .trim();
-    v.parse().with_context(|| format!("bad {key:?} value {v:?}"))
+    v.parse()
+        .with_context(|| format!("bad {key:?} value {v:?}"))
 }
 
 /// Reads a kernels.config file, gzipped (".gz") or plain.
 pub fn read_file(path: &std::path::Path) -> Result<G10Trace> {
-    let f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let f =
+        std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
     let origin = path.display().to_string();
     if path.extension().is_some_and(|e| e == "gz") {
-        parse(std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f)), &origin)
+        parse(
+            std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f)),
+            &origin,
+        )
     } else {
         parse(std::io::BufReader::new(f), &origin)
     }
@@ -223,8 +246,14 @@ impl G10Trace {
             let mut touches: Vec<Touch> = gk
                 .inputs
                 .iter()
-                .map(|&t| Touch { range: range(t), write: false })
-                .chain(gk.outputs.iter().map(|&t| Touch { range: range(t), write: true }))
+                .map(|&t| Touch {
+                    range: range(t),
+                    write: false,
+                })
+                .chain(gk.outputs.iter().map(|&t| Touch {
+                    range: range(t),
+                    write: true,
+                }))
                 .collect();
             // A tensor both read and written is one read-modify-write touch.
             touches.sort_by_key(|t| (t.range, !t.write));
@@ -447,7 +476,13 @@ ____________________________________________________________________
         assert_eq!(w.kernels[0].touches.len(), 3);
         assert!(w.kernels[0].touches[2].write);
         // tensor0 dies after kernel 0, tensor1 and tensor3 after kernel 1.
-        assert_eq!(w.kernels[0].dead_after, vec![Range { addr: 4194304, len: 4194304 }]);
+        assert_eq!(
+            w.kernels[0].dead_after,
+            vec![Range {
+                addr: 4194304,
+                len: 4194304
+            }]
+        );
         assert_eq!(w.kernels[1].dead_after.len(), 2);
         assert_eq!(w.ideal_ns(), 3000);
     }
@@ -455,9 +490,18 @@ ____________________________________________________________________
     #[test]
     fn errors_name_file_and_line() {
         let cases = [
-            (SAMPLE.replace("Execution Time: 2400", "Execution Time: x"), "sample:13"),
-            (SAMPLE.replace("Range:0--40960", "Range:40960--0"), "sample:7"),
-            (SAMPLE.replace("Kernel ID: 1,", "Kernel ID: 5,"), "sample:11"),
+            (
+                SAMPLE.replace("Execution Time: 2400", "Execution Time: x"),
+                "sample:13",
+            ),
+            (
+                SAMPLE.replace("Range:0--40960", "Range:40960--0"),
+                "sample:6",
+            ),
+            (
+                SAMPLE.replace("Kernel ID: 1,", "Kernel ID: 5,"),
+                "sample:11",
+            ),
             (SAMPLE[..SAMPLE.len() - 70].to_string(), "truncated"),
             ("garbage\n".to_string(), "sample:1"),
             (String::new(), "no kernels"),

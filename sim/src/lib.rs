@@ -44,7 +44,8 @@ pub fn load(path: &Path, format: Format, layout: g10::Layout) -> Result<workload
 
 fn sniff(path: &Path) -> Result<Format> {
     use std::io::Read;
-    let f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let f =
+        std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
     let mut head = [0u8; 8];
     let n = if path.extension().is_some_and(|e| e == "gz") {
         flate2::read::MultiGzDecoder::new(f).read(&mut head)

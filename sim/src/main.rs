@@ -11,7 +11,11 @@ use prescient_sim::{load, Format};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "prescient-sim", version, about = "Trace-driven simulator for Prescient's UM prefetcher")]
+#[command(
+    name = "prescient-sim",
+    version,
+    about = "Trace-driven simulator for Prescient's UM prefetcher"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -115,7 +119,11 @@ impl EngineArgs {
             free_min: self.free_min.unwrap_or(base.free_min),
             free_max: self.free_max.unwrap_or(base.free_max),
             max_tables: self.max_tables,
-            mode: if self.transparent { Mode::Transparent } else { Mode::ExecId },
+            mode: if self.transparent {
+                Mode::Transparent
+            } else {
+                Mode::ExecId
+            },
             ..base
         }
     }
@@ -130,7 +138,12 @@ struct RunArgs {
     #[command(flatten)]
     engine: EngineArgs,
     /// Policies to compare, comma separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "driver,prescient,oracle")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "driver,prescient,oracle"
+    )]
     policy: Vec<PolicyKind>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
@@ -222,7 +235,10 @@ fn run(a: RunArgs) -> Result<()> {
 
 fn sweep(a: SweepArgs) -> Result<()> {
     let grid: Vec<(u32, u32, u32)> = if a.grid.is_empty() {
-        TABLE_7_7.iter().map(|&(assoc, succs, rows)| (rows, assoc, succs)).collect()
+        TABLE_7_7
+            .iter()
+            .map(|&(assoc, succs, rows)| (rows, assoc, succs))
+            .collect()
     } else {
         a.grid
             .iter()
@@ -239,7 +255,11 @@ fn sweep(a: SweepArgs) -> Result<()> {
             })
             .collect::<Result<_>>()?
     };
-    let modes: &[bool] = if a.transparent_too { &[false, true] } else { &[false] };
+    let modes: &[bool] = if a.transparent_too {
+        &[false, true]
+    } else {
+        &[false]
+    };
     let mut rows_out = Vec::new();
     for path in &a.traces {
         let w = load(path, a.format, a.layout)?;
@@ -251,7 +271,11 @@ fn sweep(a: SweepArgs) -> Result<()> {
                     assoc,
                     succs,
                     lookahead: a.lookahead,
-                    mode: if transparent { Mode::Transparent } else { Mode::ExecId },
+                    mode: if transparent {
+                        Mode::Transparent
+                    } else {
+                        Mode::ExecId
+                    },
                     ..Params::for_gpu(a.model.model().gpu_blocks() as u32)
                 };
                 params
@@ -306,11 +330,15 @@ fn convert(a: ConvertArgs) -> Result<()> {
 fn split_unit(s: &str) -> Result<(f64, String), String> {
     let s = s.trim();
     let idx = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')
+        })
         .unwrap_or(s.len());
     // 'e' may start a unit? None of ours does, so treat it as exponent.
     let (num, unit) = s.split_at(idx);
-    let v: f64 = num.parse().map_err(|_| format!("{s:?} does not start with a number"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} does not start with a number"))?;
     if !v.is_finite() || v <= 0.0 {
         return Err(format!("{s:?} must be a positive number"));
     }
@@ -329,7 +357,11 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         "MB" => 1e6,
         "GB" => 1e9,
         "TB" => 1e12,
-        u => return Err(format!("unknown size unit {u:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")),
+        u => {
+            return Err(format!(
+                "unknown size unit {u:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
     };
     let bytes = v * mult;
     if bytes < (2u64 << 20) as f64 {
@@ -347,7 +379,11 @@ fn parse_bandwidth(s: &str) -> Result<f64, String> {
         "GB/s" => 1e9,
         "MiB/s" => 1024.0 * 1024.0,
         "GiB/s" => 1024.0 * 1024.0 * 1024.0,
-        u => return Err(format!("unknown bandwidth unit {u:?} (use B/s, MB/s, GB/s, MiB/s, GiB/s)")),
+        u => {
+            return Err(format!(
+                "unknown bandwidth unit {u:?} (use B/s, MB/s, GB/s, MiB/s, GiB/s)"
+            ))
+        }
     };
     Ok(v * mult)
 }

@@ -321,7 +321,10 @@ pub fn replay(plan: &Plan, m: CostModel, iterations: usize, policy: &mut dyn Pol
             // evicting on the fault path when the GPU is full.
             let mut tc = t;
             if !demand.is_empty() {
-                let demand_faults: u64 = demand.iter().map(|&(_, bytes)| m.faults_for(bytes) as u64).sum();
+                let demand_faults: u64 = demand
+                    .iter()
+                    .map(|&(_, bytes)| m.faults_for(bytes) as u64)
+                    .sum();
                 let batches = demand_faults.div_ceil(m.fault_batch as u64);
                 st.it.fault_batches += batches;
                 tc += batches as f64 * m.fault_latency_s;

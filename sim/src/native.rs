@@ -86,14 +86,20 @@ impl<R: BufRead> Cursor<R> {
                 self.at += 1;
                 Ok(Some(b[0]))
             }
-            Err(e) => Err(e).with_context(|| format!("{}: read error at byte {}", self.origin, self.at)),
+            Err(e) => {
+                Err(e).with_context(|| format!("{}: read error at byte {}", self.origin, self.at))
+            }
         }
     }
 
     fn need(&mut self, what: &str) -> Result<u8> {
         match self.byte()? {
             Some(b) => Ok(b),
-            None => bail!("{}: truncated at byte {} (inside {what})", self.origin, self.at),
+            None => bail!(
+                "{}: truncated at byte {} (inside {what})",
+                self.origin,
+                self.at
+            ),
         }
     }
 
@@ -103,28 +109,41 @@ impl<R: BufRead> Cursor<R> {
         for shift in (0..70).step_by(7) {
             let b = self.need(what)?;
             if shift == 63 && b > 1 {
-                bail!("{}: byte {start}: {what} does not fit in 64 bits", self.origin);
+                bail!(
+                    "{}: byte {start}: {what} does not fit in 64 bits",
+                    self.origin
+                );
             }
             v |= ((b & 0x7f) as u64) << shift;
             if b & 0x80 == 0 {
                 return Ok(v);
             }
         }
-        bail!("{}: byte {start}: {what} is not a valid varint", self.origin)
+        bail!(
+            "{}: byte {start}: {what} is not a valid varint",
+            self.origin
+        )
     }
 
     fn string(&mut self, what: &str) -> Result<String> {
         let start = self.at;
         let len = self.varint(what)?;
         if len > MAX_NAME {
-            bail!("{}: byte {start}: {what} length {len} exceeds {MAX_NAME}", self.origin);
+            bail!(
+                "{}: byte {start}: {what} length {len} exceeds {MAX_NAME}",
+                self.origin
+            );
         }
         let mut buf = vec![0u8; len as usize];
-        self.r
-            .read_exact(&mut buf)
-            .with_context(|| format!("{}: truncated at byte {} (inside {what})", self.origin, self.at))?;
+        self.r.read_exact(&mut buf).with_context(|| {
+            format!(
+                "{}: truncated at byte {} (inside {what})",
+                self.origin, self.at
+            )
+        })?;
         self.at += len;
-        String::from_utf8(buf).with_context(|| format!("{}: byte {start}: {what} is not UTF-8", self.origin))
+        String::from_utf8(buf)
+            .with_context(|| format!("{}: byte {start}: {what} is not UTF-8", self.origin))
     }
 }
 
@@ -137,7 +156,9 @@ pub fn read(r: impl BufRead, origin: &str) -> Result<Workload> {
     };
     let mut magic = [0u8; 8];
     for m in magic.iter_mut() {
-        *m = c.byte()?.with_context(|| format!("{origin}: too short to be a native trace"))?;
+        *m = c
+            .byte()?
+            .with_context(|| format!("{origin}: too short to be a native trace"))?;
     }
     if &magic != MAGIC {
         bail!("{origin}: not a Prescient native trace (bad magic); for G10's kernels.config use --format g10");
@@ -157,7 +178,9 @@ pub fn read(r: impl BufRead, origin: &str) -> Result<Workload> {
                 let exec_id = u32::try_from(exec_id)
                     .ok()
                     .filter(|&e| e != u32::MAX)
-                    .with_context(|| format!("{origin}: byte {at}: exec id {exec_id} out of range"))?;
+                    .with_context(|| {
+                        format!("{origin}: byte {at}: exec id {exec_id} out of range")
+                    })?;
                 let duration_ns = c.varint("duration")?;
                 let name = c.string("kernel name")?;
                 kernels.push(Kernel {
@@ -178,9 +201,9 @@ pub fn read(r: impl BufRead, origin: &str) -> Result<Workload> {
                 if flags & !FLAG_WRITE != 0 {
                     bail!("{origin}: byte {at}: unknown touch flags {flags:#x}");
                 }
-                let k = kernels
-                    .last_mut()
-                    .with_context(|| format!("{origin}: byte {at}: range record before the first kernel"))?;
+                let k = kernels.last_mut().with_context(|| {
+                    format!("{origin}: byte {at}: range record before the first kernel")
+                })?;
                 let range = Range { addr, len };
                 if tag == TOUCH {
                     k.touches.push(Touch {
@@ -214,10 +237,14 @@ pub fn read(r: impl BufRead, origin: &str) -> Result<Workload> {
 
 /// Reads a native trace file, gzipped (".gz") or plain.
 pub fn read_file(path: &std::path::Path) -> Result<Workload> {
-    let f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let f =
+        std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
     let origin = path.display().to_string();
     if path.extension().is_some_and(|e| e == "gz") {
-        read(std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f)), &origin)
+        read(
+            std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f)),
+            &origin,
+        )
     } else {
         read(std::io::BufReader::new(f), &origin)
     }
@@ -225,7 +252,8 @@ pub fn read_file(path: &std::path::Path) -> Result<Workload> {
 
 /// Writes a native trace file, gzipped if the name ends in ".gz".
 pub fn write_file(path: &std::path::Path, wl: &Workload) -> Result<()> {
-    let f = std::fs::File::create(path).with_context(|| format!("{}: cannot create", path.display()))?;
+    let f = std::fs::File::create(path)
+        .with_context(|| format!("{}: cannot create", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
     if path.extension().is_some_and(|e| e == "gz") {
         let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::best());
@@ -250,10 +278,16 @@ mod tests {
                 exec_id: 7,
                 duration_ns: 1500,
                 touches: vec![Touch {
-                    range: Range { addr: 1 << 40, len: 3 << 20 },
+                    range: Range {
+                        addr: 1 << 40,
+                        len: 3 << 20,
+                    },
                     write: true,
                 }],
-                dead_after: vec![Range { addr: 4096, len: 512 }],
+                dead_after: vec![Range {
+                    addr: 4096,
+                    len: 512,
+                }],
             }],
         }
     }
@@ -289,7 +323,9 @@ mod tests {
 
     #[test]
     fn g10_text_gets_a_hint() {
-        let err = read(&b"Kernel ID: 0, Name: x\n"[..], "x").unwrap_err().to_string();
+        let err = read(&b"Kernel ID: 0, Name: x\n"[..], "x")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--format g10"), "{err}");
     }
 }

@@ -166,9 +166,15 @@ mod tests {
             duration_ns: 1000,
             touches: touches
                 .iter()
-                .map(|&(addr, len, write)| Touch { range: Range { addr, len }, write })
+                .map(|&(addr, len, write)| Touch {
+                    range: Range { addr, len },
+                    write,
+                })
                 .collect(),
-            dead_after: dead.iter().map(|&(addr, len)| Range { addr, len }).collect(),
+            dead_after: dead
+                .iter()
+                .map(|&(addr, len)| Range { addr, len })
+                .collect(),
         }
     }
 
@@ -178,7 +184,10 @@ mod tests {
         let w = Workload {
             name: "w".into(),
             kernels: vec![
-                k(&[(0, MB, false), (MB, MB, true), (2 * MB, 4 * MB, true)], &[(0, MB)]),
+                k(
+                    &[(0, MB, false), (MB, MB, true), (2 * MB, 4 * MB, true)],
+                    &[(0, MB)],
+                ),
                 k(&[(MB, MB, false)], &[(MB, MB), (2 * MB, 4 * MB)]),
                 k(&[(0, MB, true)], &[]),
             ],

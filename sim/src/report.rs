@@ -83,7 +83,8 @@ pub struct PolicyReport {
 impl PolicyReport {
     fn new(r: Replay, ideal: f64) -> Self {
         let its = &r.iterations;
-        let col = |f: &dyn Fn(&crate::model::IterStats) -> u64| its.iter().map(f).collect::<Vec<_>>();
+        let col =
+            |f: &dyn Fn(&crate::model::IterStats) -> u64| its.iter().map(f).collect::<Vec<_>>();
         PolicyReport {
             name: r.name.clone(),
             iteration_s: its.iter().map(|i| i.time_s).collect(),
@@ -222,7 +223,12 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(380);
     let colors = [RED, BLUE, GREEN, MAGENTA, CYAN];
-    let iters = r.policies.iter().map(|p| p.iteration_s.len()).max().unwrap_or(1);
+    let iters = r
+        .policies
+        .iter()
+        .map(|p| p.iteration_s.len())
+        .max()
+        .unwrap_or(1);
     let ymax = r
         .policies
         .iter()
@@ -230,25 +236,40 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
         .fold(1.0, f64::max)
         * 1.1;
     let mut c = ChartBuilder::on(&top)
-        .caption(format!("{}: iteration time / ideal", r.trace), ("sans-serif", 22))
+        .caption(
+            format!("{}: iteration time / ideal", r.trace),
+            ("sans-serif", 22),
+        )
         .margin(15)
         .x_label_area_size(35)
         .y_label_area_size(50)
         .build_cartesian_2d(0.5f64..iters as f64 + 0.5, 0f64..ymax)?;
-    c.configure_mesh().x_desc("iteration").y_desc("x ideal").draw()?;
+    c.configure_mesh()
+        .x_desc("iteration")
+        .y_desc("x ideal")
+        .draw()?;
     for (i, p) in r.policies.iter().enumerate() {
         let col = colors[i % colors.len()];
         c.draw_series(LineSeries::new(
-            p.ratio_to_ideal.iter().enumerate().map(|(k, &v)| (k as f64 + 1.0, v)),
+            p.ratio_to_ideal
+                .iter()
+                .enumerate()
+                .map(|(k, &v)| (k as f64 + 1.0, v)),
             col.stroke_width(3),
         ))?
         .label(p.name.clone())
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(3)));
     }
-    c.draw_series(LineSeries::new(vec![(0.5, 1.0), (iters as f64 + 0.5, 1.0)], BLACK.stroke_width(1)))?
-        .label("ideal")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
-    c.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+    c.draw_series(LineSeries::new(
+        vec![(0.5, 1.0), (iters as f64 + 0.5, 1.0)],
+        BLACK.stroke_width(1),
+    ))?
+    .label("ideal")
+    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
 
     // Cumulative faults against simulated time, downsampled.
     let tmax = r
@@ -264,12 +285,18 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
         .unwrap_or(1)
         .max(1) as f64;
     let mut c = ChartBuilder::on(&bottom)
-        .caption("cumulative GPU faults over simulated time", ("sans-serif", 22))
+        .caption(
+            "cumulative GPU faults over simulated time",
+            ("sans-serif", 22),
+        )
         .margin(15)
         .x_label_area_size(35)
         .y_label_area_size(70)
         .build_cartesian_2d(0f64..tmax, 0f64..fmax * 1.05)?;
-    c.configure_mesh().x_desc("seconds").y_desc("faults").draw()?;
+    c.configure_mesh()
+        .x_desc("seconds")
+        .y_desc("faults")
+        .draw()?;
     for (i, p) in r.policies.iter().enumerate() {
         let col = colors[i % colors.len()];
         let step = (p.fault_timeline.len() / 600).max(1);
@@ -287,7 +314,10 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
             .label(p.name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
     }
-    c.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
     root.present()?;
     Ok(())
 }

@@ -17,7 +17,10 @@ fn sim(args: &[&str]) -> (i32, String, String) {
 }
 
 fn bert() -> String {
-    format!("{}/traces/BERT_256.kernels.txt.gz", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/traces/BERT_256.kernels.txt.gz",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 fn tmp_file(bytes: &[u8]) -> tempfile::NamedTempFile {
@@ -30,7 +33,10 @@ fn assert_fails(args: &[&str], needle: &str) {
     let (code, _, err) = sim(args);
     assert_ne!(code, 0, "{args:?} should fail");
     assert_ne!(code, 101, "{args:?} panicked: {err}");
-    assert!(err.contains(needle), "{args:?}: {err:?} should mention {needle:?}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: {err:?} should mention {needle:?}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -40,20 +46,35 @@ fn nonsense_parameters_are_refused_by_name() {
     let t = t.as_str();
     assert_fails(&["run", "--trace", t, "--rows", "0"], "rows = 0");
     assert_fails(&["run", "--trace", t, "--rows", "1000"], "power of two");
-    assert_fails(&["run", "--trace", t, "--rows", "4", "--assoc", "8"], "assoc = 8 must not exceed rows = 4");
+    assert_fails(
+        &["run", "--trace", t, "--rows", "4", "--assoc", "8"],
+        "assoc = 8 must not exceed rows = 4",
+    );
     assert_fails(&["run", "--trace", t, "--succs", "99"], "succs");
-    assert_fails(&["run", "--trace", t, "--h2d", "-3GB/s"], "--h2d");
-    assert_fails(&["run", "--trace", t, "--h2d", "3parsecs"], "unknown bandwidth unit");
-    assert_fails(&["run", "--trace", t, "--gpu-mem", "1MiB"], "smaller than one 2 MiB block");
+    assert_fails(&["run", "--trace", t, "--h2d=-3GB/s"], "--h2d");
+    assert_fails(
+        &["run", "--trace", t, "--h2d", "3parsecs"],
+        "unknown bandwidth unit",
+    );
+    assert_fails(
+        &["run", "--trace", t, "--gpu-mem", "1MiB"],
+        "smaller than one 2 MiB block",
+    );
     assert_fails(&["run", "--trace", t, "--fault-latency", "0us"], "positive");
     assert_fails(&["run", "--trace", t, "--iterations", "0"], "iterations");
     assert_fails(&["run", "--trace", t, "--policy", "magic"], "magic");
-    assert_fails(&["sweep", "--trace", t, "--grid", "64:2"], "rows:assoc:succs");
+    assert_fails(
+        &["sweep", "--trace", t, "--grid", "64:2"],
+        "rows:assoc:succs",
+    );
 }
 
 #[test]
 fn broken_traces_are_refused_with_file_and_place() {
-    assert_fails(&["run", "--trace", "/nonexistent/trace.gz"], "/nonexistent/trace.gz: cannot open");
+    assert_fails(
+        &["run", "--trace", "/nonexistent/trace.gz"],
+        "/nonexistent/trace.gz: cannot open",
+    );
     let g10 = tmp_file(b"Kernel ID: 0, Name: A\nExecution Time: 12x\n");
     let p = g10.path().to_str().unwrap();
     assert_fails(&["run", "--trace", p, "--format", "g10"], &format!("{p}:2"));
@@ -65,7 +86,10 @@ fn broken_traces_are_refused_with_file_and_place() {
     assert_fails(&["run", "--trace", p], "version 7 is not supported");
     let native = tmp_file(b"PRSCTRC\n\x01\x01x\x01\x05");
     let p = native.path().to_str().unwrap();
-    assert_fails(&["run", "--trace", p, "--format", "native"], "truncated at byte");
+    assert_fails(
+        &["run", "--trace", p, "--format", "native"],
+        "truncated at byte",
+    );
     let garbage = tmp_file(&[0x1f, 0x8b, 0, 1, 2, 3]);
     let p = garbage.path().to_str().unwrap().to_string() + ".gz";
     std::fs::copy(garbage.path(), &p).unwrap();

@@ -15,7 +15,13 @@ fn sample_native() -> Vec<u8> {
                 name: format!("k{i}"),
                 exec_id: i,
                 duration_ns: 1000 * i as u64,
-                touches: vec![Touch { range: Range { addr: (i as u64) << 21, len: 3 << 20 }, write: i % 2 == 0 }],
+                touches: vec![Touch {
+                    range: Range {
+                        addr: (i as u64) << 21,
+                        len: 3 << 20,
+                    },
+                    write: i % 2 == 0,
+                }],
                 dead_after: vec![Range { addr: 0, len: 4096 }],
             })
             .collect(),

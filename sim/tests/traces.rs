@@ -12,7 +12,9 @@ use prescient_sim::{load, native, Format};
 use std::path::PathBuf;
 
 fn trace(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces").join(format!("{name}.kernels.txt.gz"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("traces")
+        .join(format!("{name}.kernels.txt.gz"))
 }
 
 const TRACES: [(&str, usize); 5] = [
@@ -46,7 +48,10 @@ fn ideal_time_matches_g10_published_ideal() {
         let w = load(&trace(name), Format::G10, Layout::G10).unwrap();
         let ideal = Plan::new(&w).unwrap().ideal_s();
         let want = cycles as f64 / 1.2e9;
-        assert!((ideal / want - 1.0).abs() < 0.01, "{name}: {ideal} s vs G10's {want} s");
+        assert!(
+            (ideal / want - 1.0).abs() < 0.01,
+            "{name}: {ideal} s vs G10's {want} s"
+        );
     }
 }
 
@@ -79,7 +84,11 @@ fn replay_ratios_stay_where_measured() {
             &plan,
             m,
             3,
-            &[PolicyKind::Driver, PolicyKind::Prescient, PolicyKind::Oracle],
+            &[
+                PolicyKind::Driver,
+                PolicyKind::Prescient,
+                PolicyKind::Oracle,
+            ],
             params,
         )
         .unwrap();
@@ -93,6 +102,9 @@ fn replay_ratios_stay_where_measured() {
         }
         // Prescient must keep its lead over the driver and stay behind the oracle.
         let [d, pr, o] = [0, 1, 2].map(|i| r.policies[i].steady_ratio());
-        assert!(pr < d && o <= pr * 1.001, "{name}: driver {d}, prescient {pr}, oracle {o}");
+        assert!(
+            pr < d && o <= pr * 1.001,
+            "{name}: driver {d}, prescient {pr}, oracle {o}"
+        );
     }
 }

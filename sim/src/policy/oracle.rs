@@ -68,7 +68,11 @@ impl Oracle {
     /// The resident block used furthest ahead that the running kernel does
     /// not use, with its next use.
     fn furthest(&self, st: &State) -> Option<(u32, Block)> {
-        self.resident.iter().rev().find(|&&(_, b)| !st.pinned(b)).copied()
+        self.resident
+            .iter()
+            .rev()
+            .find(|&&(_, b)| !st.pinned(b))
+            .copied()
     }
 
     fn became_resident(&mut self, b: Block) {
@@ -84,7 +88,9 @@ impl Policy for Oracle {
     fn kernel_start(&mut self, _st: &mut State, _plan: &Plan, _k: usize, pos: usize) {
         self.cursor = self.kernel_first[pos] as usize;
         // Prefetching for accesses already due is the fault path's job.
-        self.prefetch_cursor = self.prefetch_cursor.max(self.kernel_first[pos + 1] as usize);
+        self.prefetch_cursor = self
+            .prefetch_cursor
+            .max(self.kernel_first[pos + 1] as usize);
     }
 
     fn touched(&mut self, st: &mut State, b: Block) {
