@@ -3,13 +3,20 @@ CARGO ?= cargo
 SIM := target/release/prescient-sim
 TRACES := sim/traces
 
-.PHONY: help setup build demo test lint unit bench sweep clean
+.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test
+
+# The kernel module builds against a Rust-enabled kernel tree: the one
+# vm-tests/kernel.sh keeps in its cache, unless KDIR says otherwise.
+KDIR ?= $(shell vm-tests/kernel.sh --print-kdir 2>/dev/null)
+LLVM ?= -19
 
 help:
 	@echo "make setup   install what building and testing need (toolchain parts, cargo-nextest, crates)"
 	@echo "make build   build everything, release"
 	@echo "make demo    replay a real DNN trace: driver vs Prescient vs oracle, plot in out/demo.svg"
-	@echo "make test    format check, clippy -D warnings, every test"
+	@echo "make test    format check, clippy -D warnings, the VM tests, every workspace test"
+	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
+	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios"
 	@echo "make bench   criterion benchmarks of the engine"
 	@echo "make sweep   DeepUM's table-parameter study on the five bundled traces"
 
@@ -35,7 +42,22 @@ lint:
 unit:
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
 
-test: lint unit
+# The VM tests first: the workspace tests' summary ends the run.
+test: lint vm-test unit
+
+kmod:
+	@test -n "$(KDIR)" -a -f "$(KDIR)/Makefile" || { echo "make kmod: KDIR=<kernel build tree> needed (make vm-kernel builds one)"; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+
+kmod-clean:
+	@test -n "$(KDIR)" && $(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
+
+vm-kernel:
+	vm-tests/deps.sh
+	vm-tests/kernel.sh
+
+vm-test:
+	vm-tests/run.sh
 
 bench:
 	$(CARGO) bench -p prescient-core --bench engine

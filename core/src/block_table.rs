@@ -66,27 +66,42 @@ fn chunk(b: Block) -> u64 {
     b >> RUN_SHIFT
 }
 
-/// Row of a block: consecutive chunks (one tensor) land in consecutive rows.
-fn row_of(g: &Geometry, b: Block) -> usize {
+/// Row of a run (two blocks or more): consecutive chunks (one tensor) land
+/// in consecutive rows.
+fn chunk_row(g: &Geometry, b: Block) -> usize {
     (chunk(b) as usize) & (g.rows - 1)
+}
+
+/// Row of a single-block entry: hashed, as DeepUM's table, so that scattered
+/// blocks of one chunk do not compete for one row.
+fn block_row(g: &Geometry, b: Block) -> usize {
+    (b.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (g.rows - 1)
 }
 
 fn entry_at(g: &Geometry, row: usize, way: usize) -> usize {
     TABLE_HEADER + (row * g.assoc + way) * g.entry_words()
 }
 
-/// Finds the run holding `b` in `words`.
+/// Finds the run holding `b` in `words`: a run of two or more in the row of
+/// b's chunk, or a single-block entry in b's own row.
 fn find(words: &[u64], g: &Geometry, b: Block) -> Option<Run> {
     if b == NONE {
         return None;
     }
-    let row = row_of(g, b);
-    (0..g.assoc).find_map(|way| {
-        let at = entry_at(g, row, way);
-        let head = words[at];
-        let len = words[at + 2];
-        (head != NONE && head <= b && b - head < len).then_some(Run { head, len, at })
-    })
+    let in_row = |row: usize, single: bool| {
+        (0..g.assoc).find_map(|way| {
+            let at = entry_at(g, row, way);
+            let head = words[at];
+            let len = words[at + 2];
+            let hit = if single {
+                head == b && len == 1
+            } else {
+                head != NONE && len >= 2 && head <= b && b - head < len
+            };
+            hit.then_some(Run { head, len, at })
+        })
+    };
+    in_row(chunk_row(g, b), false).or_else(|| in_row(block_row(g, b), true))
 }
 
 /// A mutable view of one table.
@@ -158,10 +173,15 @@ impl<'a> BlockTable<'a> {
         let g = self.g;
         let prev_run = find(self.words, &g, prev);
         if let Some(r) = prev_run {
-            if next == r.end() && chunk(next) == chunk(r.head) {
-                // Sequential: grow the run, unless another run already holds
-                // `next` (then fall through and link to it).
-                if find(self.words, &g, next).is_none() {
+            if next == r.end()
+                && chunk(next) == chunk(r.head)
+                && find(self.words, &g, next).is_none()
+            {
+                // Sequential: grow the run (unless another entry already
+                // holds `next`: then fall through and link to it). A single
+                // entry becoming a run moves to its chunk's row.
+                let row_now = (r.at - TABLE_HEADER) / g.entry_words() / g.assoc;
+                if r.len >= 2 || row_now == chunk_row(&g, r.head) {
                     self.words[r.at + 1] = stamp;
                     self.words[r.at + 2] = r.len + 1;
                     return Recorded {
@@ -169,6 +189,18 @@ impl<'a> BlockTable<'a> {
                         replaced: false,
                     };
                 }
+                let (at, replaced) = self.take_way(chunk_row(&g, r.head), stamp);
+                if at != r.at {
+                    let ew = g.entry_words();
+                    self.words.copy_within(r.at..r.at + ew, at);
+                    self.words[r.at..r.at + ew].fill(NONE);
+                }
+                self.words[at + 1] = stamp;
+                self.words[at + 2] = 2;
+                return Recorded {
+                    head: r.head,
+                    replaced,
+                };
             }
         }
         let (next_run, replaced) = match find(self.words, &g, next) {
@@ -195,10 +227,10 @@ impl<'a> BlockTable<'a> {
         }
     }
 
-    /// A new one-block run for `b`, replacing the row's LRU entry.
-    fn insert(&mut self, b: Block, stamp: u64) -> (Run, bool) {
+    /// The least recently updated way of `row` (an empty one first),
+    /// emptied. Returns its offset and whether an entry was replaced.
+    fn take_way(&mut self, row: usize, stamp: u64) -> (usize, bool) {
         let g = self.g;
-        let row = row_of(&g, b);
         let mut victim = entry_at(&g, row, 0);
         let mut oldest = u64::MAX;
         for way in 0..g.assoc {
@@ -216,14 +248,21 @@ impl<'a> BlockTable<'a> {
         }
         let replaced = self.words[victim] != NONE;
         self.words[victim..victim + g.entry_words()].fill(NONE);
-        self.words[victim] = b;
         self.words[victim + 1] = stamp;
-        self.words[victim + 2] = 1;
+        (victim, replaced)
+    }
+
+    /// A new one-block entry for `b`, in b's own row.
+    fn insert(&mut self, b: Block, stamp: u64) -> (Run, bool) {
+        let row = block_row(&self.g, b);
+        let (at, replaced) = self.take_way(row, stamp);
+        self.words[at] = b;
+        self.words[at + 2] = 1;
         (
             Run {
                 head: b,
                 len: 1,
-                at: victim,
+                at,
             },
             replaced,
         )
@@ -345,17 +384,16 @@ mod tests {
 
     #[test]
     fn row_replaces_least_recent_entry() {
-        let (mut w, g) = table(2, 2, 1);
+        let (mut w, g) = table(1, 2, 1);
         let mut t = BlockTable::new(&mut w, g);
         t.clear(0);
-        // Chunks 0, 2 and 4 share row 0.
-        let c = |k: u64| k * RUN_BLOCKS;
-        assert!(!t.record(NONE, c(0), 1).replaced);
-        assert!(!t.record(NONE, c(2), 2).replaced);
-        t.record(NONE, c(0), 3); // refreshes chunk 0's run
-        assert!(t.record(NONE, c(4), 4).replaced); // evicts chunk 2's, the LRU
+        // One row: every entry competes for its two ways.
+        assert!(!t.record(NONE, 100, 1).replaced);
+        assert!(!t.record(NONE, 200, 2).replaced);
+        t.record(NONE, 100, 3); // refreshes 100
+        assert!(t.record(NONE, 300, 4).replaced); // evicts 200, the LRU
         let r = t.as_ref();
-        assert!(r.contains(c(0)) && r.contains(c(4)) && !r.contains(c(2)));
+        assert!(r.contains(100) && r.contains(300) && !r.contains(200));
     }
 
     #[test]

@@ -458,10 +458,12 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let prev = self.last_fault;
         let first_in_kernel = self.kernel_faults == 0;
         let known = self.table_ref(t).contains(block);
-        // A fault on a block the window predicted (late, or evicted since)
-        // teaches nothing new; recording it would only put a skip edge in
-        // front of the successors that predicted it.
-        if !self.in_window(block) {
+        // A fault on a block the window predicted for a coming kernel (late,
+        // or evicted since) teaches nothing new; recording it would only put
+        // a skip edge in front of the successors that predicted it. In
+        // transparent mode a window has no kernels and may cover the whole
+        // working set: learn from every fault there, as DeepUM does.
+        if self.p.mode == Mode::Transparent || !self.in_window(block) {
             let rec = self.table_mut(t).record(prev, block, stamp);
             self.stats.entry_replacements += rec.replaced as u64;
         }

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The C functions glue.c offers to prescient_main.rs (declared there as extern "C"). */
+#ifndef PRESCIENT_GLUE_H
+#define PRESCIENT_GLUE_H
+#include <linux/types.h>
+int prescient_c_find_driver(char *ver, int len);
+void prescient_c_release_driver(void);
+int prescient_c_start(void);
+void prescient_c_stop(void);
+void prescient_c_kick(void);
+unsigned int prescient_c_gpu_blocks(void);
+unsigned int prescient_c_enable(void);
+int prescient_c_capable_admin(void);
+int prescient_c_tgid(void);
+void prescient_c_log_bad(unsigned int cmd, int err);
+void *prescient_c_file_from_fd(int fd, u64 *va_space, int *err);
+void *prescient_c_file_from_pid(int pid, u64 *va_space, int *err);
+void prescient_c_file_put(void *f);
+int prescient_c_file_orphaned(void *f);
+u32 prescient_c_migrate(void *f, u64 base, u64 len, int to_cpu);
+u32 prescient_c_discard(void *f, u64 base, u64 len);
+#endif

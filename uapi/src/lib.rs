@@ -1,0 +1,17 @@
+//! The ABI between `prescient.ko` and user space (`/dev/prescient`).
+//!
+//! Everything lives in `abi.rs`, which the kernel module includes by path, so
+//! that both sides decode and validate requests with the same code. `abi.rs`
+//! reaches the engine only through the `pcore` module below (the kernel
+//! module defines its own `pcore` that points at the same engine source).
+#![no_std]
+#![forbid(unsafe_code)]
+
+/// The engine items `abi.rs` needs.
+pub(crate) mod pcore {
+    pub use prescient_core::{Mode, ParamError, Params, BLOCK_BYTES};
+}
+
+#[path = "abi.rs"]
+mod abi;
+pub use abi::*;

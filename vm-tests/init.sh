@@ -1,0 +1,88 @@
+#!/bin/sh
+# Guest /init: runs every scenario in one boot, prints VMTEST markers, powers off.
+export PATH=/bin
+mount -t proc proc /proc; mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null; mount -t debugfs debugfs /sys/kernel/debug
+mount -t tmpfs tmpfs /tmp
+echo "VMTEST-BOOT: cpus=$(grep -c ^processor /proc/cpuinfo) kernel $(uname -r) uptime $(cut -d' ' -f1 /proc/uptime)s"
+T=/bin/vmtest; GB=24; KUS=${KUS:-1000}
+P="/lib/prescient.ko gpu_blocks=$GB"
+mark() { echo "VMTEST: $1 $2 $3"; }
+t() { cut -d' ' -f1 /proc/uptime; }
+
+# 0. no driver loaded: prescient.ko refuses, clearly
+if insmod $P 2>/dev/null; then
+  mark no-driver FAIL "insmod succeeded without nvidia-uvm"; rmmod prescient
+else
+  line=$(dmesg | grep 'prescient: /dev/nvidia-uvm not found' | tail -1)
+  [ -n "$line" ] && mark no-driver PASS "${line#*] }" || mark no-driver FAIL "no clear line"
+fi
+
+insmod /lib/nvidia_uvm.ko gpu_blocks=$GB kernel_us=$KUS || mark standin-load FAIL "insmod nvidia_uvm"
+echo "stand-in version: $(cat /sys/module/nvidia_uvm/version)"
+
+# 1. load and unload 20 times
+t0=$(t); ok=PASS
+for i in $(seq 20); do
+  insmod $P || { ok=FAIL; break; }
+  rmmod prescient || { ok=FAIL; break; }
+done
+mark load-unload-20 $ok "from $t0 s to $(t) s"
+
+# 2. replay without prescient.ko
+t0=$(t)
+$T replay 8 noattach /tmp/base && mark replay-baseline PASS "from $t0 s to $(t) s" || mark replay-baseline FAIL ""
+cat /sys/kernel/debug/nvidia_uvm_standin/stats
+
+# 3. the ioctl surface
+insmod $P || mark prescient-load FAIL ""
+$T ioctl
+
+# 4. replay with prescient.ko attached
+t0=$(t)
+$T replay 8 attach /tmp/with && mark replay-prescient PASS "from $t0 s to $(t) s" || mark replay-prescient FAIL ""
+cat /sys/kernel/debug/nvidia_uvm_standin/stats
+$T cut /tmp/base /tmp/with
+
+# 4a. DeepUM's path: execution-id mode, the runtime reports each kernel
+t0=$(t)
+$T replay-exec 8 /tmp/exec
+$T cut /tmp/base /tmp/exec fault-cut-exec
+echo "replay-exec: from $t0 s to $(t) s"
+
+# 4b. two address spaces at once; a fault burst larger than the ring
+$T two
+$T overflow
+
+# 5. rmmod while a replay runs
+$T replay 6 attach /tmp/rm > /tmp/rm.log 2>&1 &
+pid=$!
+sleep 1
+if rmmod prescient; then r=ok; else r=failed; fi
+wait $pid; rc=$?
+grep -q '^prescient ' /proc/modules && r="$r,still-loaded"
+[ "$r" = ok ] && [ $rc = 0 ] && mark rmmod-during-replay PASS "replay rc=$rc" || { cat /tmp/rm.log; mark rmmod-during-replay FAIL "rmmod $r replay rc=$rc"; }
+
+# 6. a driver version the module does not know
+rmmod nvidia_uvm || echo "rmmod nvidia_uvm failed"
+insmod /lib/nvidia_uvm_unknown.ko gpu_blocks=$GB
+echo "stand-in version: $(cat /sys/module/nvidia_uvm/version)"
+if insmod $P 2>/tmp/insmod.err; then
+  mark unknown-version FAIL "insmod succeeded"; rmmod prescient
+else
+  line=$(dmesg | grep 'prescient: nvidia-uvm version' | tail -1)
+  n=$(dmesg | grep -c 'prescient: nvidia-uvm version')
+  case "$line" in *"'999.1.2'"*"refusing to bind"*) mark unknown-version PASS "($n line) ${line#*] }";;
+    *) mark unknown-version FAIL "no clear line: $line";; esac
+fi
+rmmod nvidia_uvm
+
+# 7. nothing went wrong in the kernel
+if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|lockdep: |INFO: |general protection|Call Trace|kernel panic' >/tmp/splat; then
+  cat /tmp/splat; mark no-splat FAIL "see above"
+else
+  mark no-splat PASS "lockdep (PROVE_LOCKING) and DEBUG_ATOMIC_SLEEP on, dmesg clean"
+fi
+dmesg | grep -E 'prescient|nvidia_uvm' | tail -20
+echo "VMTEST-END uptime=$(t)s"
+poweroff -f

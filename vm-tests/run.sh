@@ -1,0 +1,50 @@
+#!/bin/bash
+# `make vm-test`: deps -> cached kernel -> prescient.ko + stand-in -> guest binary ->
+# initramfs -> QEMU TCG boot (with a timeout) -> pass/fail from serial markers.
+# Env: PRESCIENT_CACHE (kernel cache dir), VMTEST_TIMEOUT (boot timeout, s), JOBS,
+# VMTEST_KERNEL_US (simulated run time of one GPU kernel in the stand-in, default 1000).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(dirname "$HERE")
+WORK=$HERE/work; mkdir -p "$WORK"
+T0=$(date +%s); step() { echo "[vm-test +$(( $(date +%s) - T0 ))s] $*"; }
+EXPECT=(no-driver load-unload-20 replay-baseline ioctl-surface replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow rmmod-during-replay unknown-version no-splat)
+
+step "deps"; "$HERE/deps.sh"
+step "kernel (cached by key)"; KDIR=$("$HERE/kernel.sh" | tail -1)
+step "prescient.ko against $KDIR"
+make -s -C "$ROOT" kmod KDIR="$KDIR" >"$WORK/kmod.log" 2>&1 || { cat "$WORK/kmod.log"; exit 1; }
+grep -E 'warning|error' "$WORK/kmod.log" | head -20 || true
+step "nvidia_uvm stand-in (580.159.04, and 999.1.2 for the unknown-version test)"
+for v in known unknown; do
+  d=$WORK/standin-$v; rm -rf "$d"; mkdir -p "$d"; cp "$HERE"/stand-in/{Kbuild,nvidia_uvm.c,trace.h} "$d/"
+  extra=(); [ $v = unknown ] && extra=(STANDIN_VERSION=999.1.2)
+  make -s -C "$KDIR" M="$d" LLVM=-19 "${extra[@]}" modules >"$d/build.log" 2>&1 || { cat "$d/build.log"; exit 1; }
+done
+step "guest test binary (static)"
+(cd "$HERE/guest" && RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --release \
+   --target x86_64-unknown-linux-gnu --target-dir "$WORK/guest-target")
+step "initramfs"
+"$HERE/mkinitramfs.sh" "$KDIR" "$WORK/initramfs.cpio.gz" \
+  /lib/prescient.ko="$ROOT/prescient.ko" /lib/nvidia_uvm.ko="$WORK/standin-known/nvidia_uvm.ko" \
+  /lib/nvidia_uvm_unknown.ko="$WORK/standin-unknown/nvidia_uvm.ko" \
+  /bin/vmtest="$WORK/guest-target/x86_64-unknown-linux-gnu/release/prescient-vmtest"
+step "boot (QEMU TCG, timeout ${VMTEST_TIMEOUT:-480}s)"
+LOG=$WORK/serial.log
+set +e
+timeout "${VMTEST_TIMEOUT:-480}" qemu-system-x86_64 -m 1G -smp 2 -nographic -no-reboot \
+  -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$WORK/initramfs.cpio.gz" \
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=${VMTEST_KERNEL_US:-1000} VMTEST_WATERMARK=${VMTEST_WATERMARK:-90}" </dev/null >"$LOG" 2>&1
+qrc=$?
+set -e
+step "boot done (qemu rc=$qrc; QEMU exits 0 even after a panic, so markers decide)"
+grep -E '^(VMTEST|VMTEST-TARGET|replay:|replay-exec:|stand-in|ioctl:)' "$LOG" | tr -d '\r' || true
+pass=0; fail=0
+for s in "${EXPECT[@]}"; do
+  if grep -q "^VMTEST: $s PASS" "$LOG"; then pass=$((pass+1)); else fail=$((fail+1)); echo "vm-tests: $s FAILED or missing"; fi
+done
+extra=$(grep -c '^VMTEST: .* FAIL' "$LOG" || true)
+grep -q '^VMTEST-END' "$LOG" || { echo "vm-tests: guest did not reach the end (panic or timeout); tail of serial log:"; tail -30 "$LOG"; }
+targets=$(grep '^VMTEST-TARGET:' "$LOG" | tr -d '\r' | sed 's/^VMTEST-TARGET: //' | cut -d' ' -f1,2 | paste -sd, -)
+echo "vm-tests: targets (not pass/fail): ${targets:-none reported}"
+echo "vm-tests: $pass passed, $fail failed ($extra FAIL markers, $(( $(date +%s) - T0 ))s total)"
+[ $fail = 0 ] && [ "$extra" = 0 ]

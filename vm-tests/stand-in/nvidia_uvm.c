@@ -1,0 +1,730 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * TEST DOUBLE of NVIDIA's nvidia-uvm driver (open kernel modules, 580 branch).
+ *
+ * This is NOT the NVIDIA driver and drives no GPU. It exists so that the real
+ * prescient.ko can be tested in a QEMU guest: it has the same module name, the
+ * same symbol names, argument layouts and data layouts as driver 580 for the
+ * part of the driver Prescient binds to (see shared/notes/uvm-facts.md):
+ *   - uvm_perf_event_notify(), uvm_perf_register_event_callback(),
+ *     uvm_perf_unregister_event_callback() with uvm_perf_event_data_t.fault
+ *     (block* @0, proc_id @8, preferred_location @12, buffer_entry* @16,
+ *     batch_id @24, is_duplicate @28);
+ *   - uvm_fault_buffer_entry_t (fault_address @0, timestamp @8, type word @44,
+ *     va_space* @48, gpu* @56, 96 bytes);
+ *   - uvm_va_block_t (kref, lock (struct mutex), range*, start, end);
+ *   - uvm_api_migrate(UVM_MIGRATE_PARAMS *, struct file *) and
+ *     uvm_api_discard(UVM_DISCARD_PARAMS *, struct file *), which require a
+ *     registered uvm_thread_context (uvm_thread_context_add/remove);
+ *   - /dev/nvidia-uvm whose file private_data = va_space | 2;
+ *   - MODULE_VERSION = STANDIN_VERSION (580.159.04 unless built otherwise),
+ *     visible at /sys/module/nvidia_uvm/version.
+ * Like the real driver it EXPORTS NOTHING: a client must find the symbols by
+ * name (kallsyms), which is what Prescient does.
+ *
+ * Simulated GPU: each open of /dev/nvidia-uvm is one address space with a
+ * managed range of TRACE_BLOCKS 2 MB blocks at STANDIN_BASE and a GPU memory
+ * of gpu_blocks blocks. The driver's own eviction policy is modelled: FIFO by
+ * first residency. A fault generator (test-only ioctl STANDIN_IOCTL_REPLAY on
+ * the /dev/nvidia-uvm fd) replays the bundled trace (trace.h): for every
+ * access to a non-resident block it raises one FAULT perf event exactly like
+ * the driver's fault servicing (va_space lock held for reading, one event per
+ * coalesced fault, then the block is serviced) and makes the block resident.
+ * Migrations and discards take effect when uvm_api_migrate/uvm_api_discard are
+ * called (the stand-in completes an ASYNC migration before it returns).
+ * Counters: /sys/kernel/debug/nvidia_uvm_standin/stats.
+ *
+ * Lock order: va_space->lock (rwsem, read for faults and migrations)
+ *   -> va_space->gpu_lock (mutex, residency state) ; perf_events.lock (rwsem)
+ *   is taken alone or inside va_space->lock; ctx_lock (spinlock) is a leaf.
+ */
+#include <linux/module.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+#include <linux/delay.h>
+#include <linux/ktime.h>
+#include <linux/rwsem.h>
+#include <linux/kref.h>
+#include <linux/sched/signal.h>
+
+#include "trace.h"
+
+#ifndef STANDIN_VERSION
+#define STANDIN_VERSION "580.159.04"
+#endif
+
+static unsigned int gpu_blocks = 24;
+module_param(gpu_blocks, uint, 0444);
+MODULE_PARM_DESC(gpu_blocks, "simulated GPU memory per address space, in 2 MB blocks");
+static unsigned int kernel_us = 200;
+module_param(kernel_us, uint, 0644);
+MODULE_PARM_DESC(kernel_us, "simulated run time of one GPU kernel (us)");
+
+typedef u32 NV_STATUS;
+typedef u64 NvU64;
+typedef u32 NvU32;
+#define NV_OK 0x0
+#define NV_ERR_INVALID_ADDRESS 0x1e
+#define NV_ERR_INVALID_ARGUMENT 0x1f
+#define NV_ERR_INVALID_STATE 0x40
+#define NV_ERR_NO_MEMORY 0x51
+
+#define UVM_PERF_EVENT_FAULT 6
+#define UVM_PERF_EVENT_COUNT 16
+#define UVM_FD_VA_SPACE 2
+#define UVM_FD_TYPE_MASK 0x7
+#define UVM_MIGRATE_FLAG_ASYNC 1
+#define STANDIN_BASE 0x7f0000000000ULL
+#define BLOCK_SHIFT 21
+
+/* ----- driver 580 data layouts ----- */
+typedef struct {
+	NvU64 fault_address;		/* @0 */
+	NvU64 timestamp;		/* @8 */
+	u8 instance_ptr[16];		/* @16 */
+	u8 pad0[12];			/* @32 */
+	NvU32 type_bits;		/* @44: fault_type [0:6), access_type [6:10) */
+	void *va_space;			/* @48 */
+	void *gpu;			/* @56 */
+	u8 pad1[32];			/* @64 */
+} uvm_fault_buffer_entry_t;
+
+typedef struct uvm_va_block_struct {
+	struct kref kref;
+	struct mutex lock;
+	void *managed_range;
+	NvU64 start;
+	NvU64 end;
+	/* stand-in private from here on */
+	u32 index;
+} uvm_va_block_t;
+
+typedef union {
+	struct {
+		uvm_va_block_t *block;			/* @0 */
+		NvU32 proc_id;				/* @8 */
+		NvU32 preferred_location;		/* @12 */
+		uvm_fault_buffer_entry_t *buffer_entry;	/* @16 */
+		NvU32 batch_id;				/* @24 */
+		u8 is_duplicate;			/* @28 */
+	} fault;
+	u8 pad[64];
+} uvm_perf_event_data_t;
+
+struct uvm_va_space_struct;
+typedef void (*uvm_perf_event_callback_t)(struct uvm_va_space_struct *, int, uvm_perf_event_data_t *);
+
+typedef struct {
+	struct list_head event_callbacks[UVM_PERF_EVENT_COUNT];
+	struct rw_semaphore lock;
+	struct uvm_va_space_struct *va_space;
+} uvm_perf_va_space_events_t;
+
+struct perf_cb {
+	struct list_head node;
+	uvm_perf_event_callback_t cb;
+};
+
+typedef struct {
+	NvU64 base;			/* @0 */
+	NvU64 length;			/* @8 */
+	u8 destinationUuid[16];		/* @16 */
+	NvU32 flags;			/* @32 */
+	NvU32 pad0;
+	NvU64 semaphoreAddress;		/* @40 */
+	NvU32 semaphorePayload;		/* @48 */
+	NvU32 cpuNumaNode;		/* @52 */
+	NvU64 userSpaceStart;		/* @56 */
+	NvU64 userSpaceLength;		/* @64 */
+	NV_STATUS rmStatus;		/* @72 */
+	NvU32 pad1;
+} UVM_MIGRATE_PARAMS;
+
+typedef struct {
+	NvU64 base;			/* @0 */
+	NvU64 length;			/* @8 */
+	NvU64 flags;			/* @16 */
+	NV_STATUS rmStatus;		/* @24 */
+	NvU32 pad0;
+} UVM_DISCARD_PARAMS;
+
+static const u8 uuid_cpu[16] = { 0xa6, 0x5e, 0x0f, 0x4e, 0xd7, 0xd4, 0x7b, 0xa2,
+				 0x50, 0x47, 0x41, 0x2c, 0x14, 0x2a, 0x77, 0x73 };
+
+typedef struct uvm_va_space_struct {
+	struct rw_semaphore lock;
+	uvm_perf_va_space_events_t perf_events;
+	struct mutex gpu_lock;
+	uvm_va_block_t *blocks[TRACE_BLOCKS];
+	/* residency: resident[i] != 0; fifo[] = resident blocks, oldest first */
+	u8 resident[TRACE_BLOCKS];
+	u8 prefetched[TRACE_BLOCKS];	/* made resident by uvm_api_migrate, not yet touched */
+	u32 fifo[TRACE_BLOCKS];
+	u32 nres;
+	u32 debt_us;			/* kernel time not yet slept (STANDIN_IOCTL_KERNEL) */
+	pid_t pid;
+} uvm_va_space_t;
+
+/* The driver's global entry points (not exported, found by name). */
+NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp);
+NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp);
+NV_STATUS uvm_perf_register_event_callback(uvm_perf_va_space_events_t *ev, int id,
+					   uvm_perf_event_callback_t cb);
+void uvm_perf_unregister_event_callback(uvm_perf_va_space_events_t *ev, int id,
+					uvm_perf_event_callback_t cb);
+void uvm_perf_event_notify(uvm_perf_va_space_events_t *ev, int id, uvm_perf_event_data_t *data);
+
+/* global counters (debugfs) */
+static atomic64_t c_faults, c_accesses, c_fault_migrations, c_driver_evictions,
+	c_migrate_calls, c_migrated_in, c_migrated_out, c_discard_calls, c_discarded,
+	c_prefetch_hits, c_no_context, c_bad_args, c_replays, c_spaces;
+
+/* ----- thread context (uvm_thread_context_add/remove) ----- */
+typedef struct { void *task; u8 opaque[48]; } uvm_thread_context_t;	/* 56 bytes */
+bool uvm_thread_context_add(uvm_thread_context_t *ctx);
+void uvm_thread_context_remove(uvm_thread_context_t *ctx);
+#define MAX_CTX 16
+static DEFINE_SPINLOCK(ctx_lock);
+static struct task_struct *ctx_tasks[MAX_CTX];
+
+noinline bool uvm_thread_context_add(uvm_thread_context_t *ctx)
+{
+	bool ok = false;
+	int i;
+
+	spin_lock(&ctx_lock);
+	for (i = 0; i < MAX_CTX; i++)
+		if (!ctx_tasks[i]) {
+			ctx_tasks[i] = current;
+			ok = true;
+			break;
+		}
+	spin_unlock(&ctx_lock);
+	ctx->task = current;
+	return ok;
+}
+
+noinline void uvm_thread_context_remove(uvm_thread_context_t *ctx)
+{
+	int i;
+
+	spin_lock(&ctx_lock);
+	for (i = 0; i < MAX_CTX; i++)
+		if (ctx_tasks[i] == current) {
+			ctx_tasks[i] = NULL;
+			break;
+		}
+	spin_unlock(&ctx_lock);
+}
+
+static bool has_thread_context(void)
+{
+	bool ok = false;
+	int i;
+
+	spin_lock(&ctx_lock);
+	for (i = 0; i < MAX_CTX; i++)
+		if (ctx_tasks[i] == current)
+			ok = true;
+	spin_unlock(&ctx_lock);
+	return ok;
+}
+
+/* ----- perf events ----- */
+noinline NV_STATUS uvm_perf_register_event_callback(uvm_perf_va_space_events_t *ev, int id,
+						    uvm_perf_event_callback_t cb)
+{
+	struct perf_cb *c;
+
+	if (id < 0 || id >= UVM_PERF_EVENT_COUNT)
+		return NV_ERR_INVALID_ARGUMENT;
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return NV_ERR_NO_MEMORY;
+	c->cb = cb;
+	down_write(&ev->lock);
+	list_add_tail(&c->node, &ev->event_callbacks[id]);
+	up_write(&ev->lock);
+	return NV_OK;
+}
+
+noinline void uvm_perf_unregister_event_callback(uvm_perf_va_space_events_t *ev, int id,
+						 uvm_perf_event_callback_t cb)
+{
+	struct perf_cb *c, *t;
+
+	if (id < 0 || id >= UVM_PERF_EVENT_COUNT)
+		return;
+	down_write(&ev->lock);
+	list_for_each_entry_safe(c, t, &ev->event_callbacks[id], node)
+		if (c->cb == cb) {
+			list_del(&c->node);
+			kfree(c);
+			break;
+		}
+	up_write(&ev->lock);
+}
+
+/* The driver calls this once per coalesced fault, va_space lock held for reading. */
+noinline void uvm_perf_event_notify(uvm_perf_va_space_events_t *ev, int id, uvm_perf_event_data_t *data)
+{
+	struct perf_cb *c;
+
+	if (id < 0 || id >= UVM_PERF_EVENT_COUNT)
+		return;
+	down_read(&ev->lock);
+	list_for_each_entry(c, &ev->event_callbacks[id], node)
+		c->cb(ev->va_space, id, data);
+	up_read(&ev->lock);
+}
+
+/* ----- simulated GPU memory (gpu_lock held) ----- */
+static void make_nonresident(uvm_va_space_t *vs, u32 b)
+{
+	u32 i;
+
+	if (!vs->resident[b])
+		return;
+	for (i = 0; i < vs->nres; i++)
+		if (vs->fifo[i] == b) {
+			memmove(&vs->fifo[i], &vs->fifo[i + 1], (vs->nres - i - 1) * sizeof(u32));
+			vs->nres--;
+			break;
+		}
+	vs->resident[b] = 0;
+	vs->prefetched[b] = 0;
+}
+
+static void make_resident(uvm_va_space_t *vs, u32 b)
+{
+	if (vs->resident[b])
+		return;
+	while (vs->nres >= gpu_blocks && vs->nres > 0) {
+		/* the driver's policy: evict the first block that became resident */
+		make_nonresident(vs, vs->fifo[0]);
+		atomic64_inc(&c_driver_evictions);
+	}
+	vs->resident[b] = 1;
+	vs->fifo[vs->nres++] = b;
+}
+
+static uvm_va_space_t *va_space_of(struct file *filp)
+{
+	unsigned long p;
+
+	if (!filp)
+		return NULL;
+	p = (unsigned long)filp->private_data;
+	if ((p & UVM_FD_TYPE_MASK) != UVM_FD_VA_SPACE)
+		return NULL;
+	return (uvm_va_space_t *)(p & ~(unsigned long)UVM_FD_TYPE_MASK);
+}
+
+/* Blocks of [base, base+len) in the managed range, or false if outside/unaligned. */
+static bool range_blocks(NvU64 base, NvU64 len, u32 *first, u32 *last)
+{
+	NvU64 end;
+
+	if (!len || (base & (PAGE_SIZE - 1)) || (len & (PAGE_SIZE - 1)))
+		return false;
+	if (check_add_overflow(base, len, &end))
+		return false;
+	if (base < STANDIN_BASE || end > STANDIN_BASE + ((NvU64)TRACE_BLOCKS << BLOCK_SHIFT))
+		return false;
+	*first = (base - STANDIN_BASE) >> BLOCK_SHIFT;
+	*last = (end - 1 - STANDIN_BASE) >> BLOCK_SHIFT;
+	return true;
+}
+
+noinline NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp)
+{
+	uvm_va_space_t *vs = va_space_of(filp);
+	bool to_cpu;
+	u32 first, last, b;
+
+	atomic64_inc(&c_migrate_calls);
+	if (!has_thread_context()) {
+		atomic64_inc(&c_no_context);
+		return params->rmStatus = NV_ERR_INVALID_STATE;
+	}
+	if (!vs || !range_blocks(params->base, params->length, &first, &last) ||
+	    (params->flags & ~UVM_MIGRATE_FLAG_ASYNC)) {
+		atomic64_inc(&c_bad_args);
+		return params->rmStatus = NV_ERR_INVALID_ADDRESS;
+	}
+	to_cpu = !memcmp(params->destinationUuid, uuid_cpu, 16);
+	down_read(&vs->lock);
+	mutex_lock(&vs->gpu_lock);
+	for (b = first; b <= last; b++) {
+		if (to_cpu && vs->resident[b]) {
+			make_nonresident(vs, b);
+			atomic64_inc(&c_migrated_out);
+		} else if (!to_cpu && !vs->resident[b]) {
+			make_resident(vs, b);
+			vs->prefetched[b] = 1;
+			atomic64_inc(&c_migrated_in);
+		}
+	}
+	mutex_unlock(&vs->gpu_lock);
+	up_read(&vs->lock);
+	return params->rmStatus = NV_OK;
+}
+
+noinline NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp)
+{
+	uvm_va_space_t *vs = va_space_of(filp);
+	u32 first, last, b;
+
+	atomic64_inc(&c_discard_calls);
+	if (!has_thread_context()) {
+		atomic64_inc(&c_no_context);
+		return params->rmStatus = NV_ERR_INVALID_STATE;
+	}
+	if (!vs || !range_blocks(params->base, params->length, &first, &last) || params->flags > 1) {
+		atomic64_inc(&c_bad_args);
+		return params->rmStatus = NV_ERR_INVALID_ADDRESS;
+	}
+	down_read(&vs->lock);
+	mutex_lock(&vs->gpu_lock);
+	for (b = first; b <= last; b++)
+		if (vs->resident[b]) {
+			make_nonresident(vs, b);
+			atomic64_inc(&c_discarded);
+		}
+	mutex_unlock(&vs->gpu_lock);
+	up_read(&vs->lock);
+	return params->rmStatus = NV_OK;
+}
+
+/* ----- fault generator ----- */
+#define STANDIN_IOCTL_REPLAY 0x7e000001u	/* test-only, not a real UVM number */
+#define STANDIN_IOCTL_INFO   0x7e000002u
+#define STANDIN_IOCTL_STORM  0x7e000003u
+#define STANDIN_IOCTL_KERNEL 0x7e000004u	/* arg = kernel index: run that one kernel */	/* arg = number of FAULT events to raise back to back */
+#define STANDIN_MAX_ITERS 64
+struct standin_replay {
+	u32 iterations;
+	u32 kernel_us;			/* 0 = module default */
+	u64 faults[STANDIN_MAX_ITERS];	/* out: faults per iteration */
+	u64 prefetch_hits[STANDIN_MAX_ITERS];	/* out: first touches of prefetched blocks */
+};
+struct standin_info {
+	u64 base;
+	u32 blocks;
+	u32 gpu_blocks;
+	u32 kernels;
+	u32 accesses;
+};
+
+/* One access of the running kernel: fault (notify + service) if not resident. */
+static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u64 *faults, u64 *hits)
+{
+	uvm_fault_buffer_entry_t entry;
+	uvm_perf_event_data_t data;
+
+	atomic64_inc(&c_accesses);
+	mutex_lock(&vs->gpu_lock);
+	if (vs->resident[b]) {
+		if (vs->prefetched[b]) {
+			vs->prefetched[b] = 0;
+			(*hits)++;
+			atomic64_inc(&c_prefetch_hits);
+		}
+		mutex_unlock(&vs->gpu_lock);
+		return;
+	}
+	mutex_unlock(&vs->gpu_lock);
+
+	memset(&entry, 0, sizeof(entry));
+	entry.fault_address = STANDIN_BASE + ((u64)b << BLOCK_SHIFT) + 0x1000;
+	entry.timestamp = ktime_get_ns();
+	entry.type_bits = (write ? 2 : 1) << 6;
+	entry.va_space = vs;
+	memset(&data, 0, sizeof(data));
+	data.fault.block = vs->blocks[b];
+	data.fault.proc_id = 1;
+	data.fault.buffer_entry = &entry;
+	data.fault.batch_id = batch;
+	uvm_perf_event_notify(&vs->perf_events, UVM_PERF_EVENT_FAULT, &data);
+
+	mutex_lock(&vs->gpu_lock);
+	if (!vs->resident[b]) {		/* a prefetch may have won the race */
+		make_resident(vs, b);
+		atomic64_inc(&c_fault_migrations);
+	}
+	vs->prefetched[b] = 0;
+	mutex_unlock(&vs->gpu_lock);
+	(*faults)++;
+	atomic64_inc(&c_faults);
+}
+
+static long replay(uvm_va_space_t *vs, struct standin_replay __user *uarg)
+{
+	struct standin_replay *r;
+	u32 it, k, i, batch = 0, kus, debt = 0;
+	long ret = 0;
+
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	if (copy_from_user(r, uarg, sizeof(*r))) {
+		ret = -EFAULT;
+		goto out;
+	}
+	if (!r->iterations || r->iterations > STANDIN_MAX_ITERS) {
+		ret = -EINVAL;
+		goto out;
+	}
+	kus = r->kernel_us ? r->kernel_us : kernel_us;
+	atomic64_inc(&c_replays);
+	for (it = 0; it < r->iterations; it++) {
+		r->faults[it] = 0;
+		r->prefetch_hits[it] = 0;
+		for (k = 0; k + 1 < ARRAY_SIZE(trace_kernel); k++) {
+			/* one fault batch per kernel, serviced under the va_space lock */
+			down_read(&vs->lock);
+			for (i = trace_kernel[k]; i < trace_kernel[k + 1]; i++)
+				access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, batch,
+					     &r->faults[it], &r->prefetch_hits[it]);
+			up_read(&vs->lock);
+			batch++;
+			/*
+			 * Kernel run time: the guest has no high-resolution timers, so
+			 * sleeps are jiffy-sized; sleep once the debt reaches 4 ms.
+			 */
+			debt += kus;
+			if (debt >= 4000) {
+				usleep_range(debt, debt + debt / 4);
+				debt = 0;
+			}
+			if (fatal_signal_pending(current)) {
+				ret = -EINTR;
+				goto out;
+			}
+		}
+	}
+	if (copy_to_user(uarg, r, sizeof(*r)))
+		ret = -EFAULT;
+out:
+	kfree(r);
+	return ret;
+}
+
+/*
+ * A burst of FAULT events with no servicing in between (queue-overflow test).
+ * gpu_lock is held throughout, as the driver holds its locks while a fault
+ * batch is processed: a client that calls uvm_api_migrate meanwhile waits.
+ */
+static long storm(uvm_va_space_t *vs, unsigned long n)
+{
+	uvm_fault_buffer_entry_t entry;
+	uvm_perf_event_data_t data;
+	unsigned long i;
+
+	if (n > 10000000)
+		return -EINVAL;
+	memset(&entry, 0, sizeof(entry));
+	memset(&data, 0, sizeof(data));
+	entry.va_space = vs;
+	entry.type_bits = 1 << 6;
+	data.fault.buffer_entry = &entry;
+	down_read(&vs->lock);
+	mutex_lock(&vs->gpu_lock);
+	for (i = 0; i < n; i++) {
+		u32 b = i % TRACE_BLOCKS;
+
+		entry.fault_address = STANDIN_BASE + ((u64)b << BLOCK_SHIFT);
+		entry.timestamp = ktime_get_ns();
+		data.fault.block = vs->blocks[b];
+		data.fault.batch_id = i;
+		uvm_perf_event_notify(&vs->perf_events, UVM_PERF_EVENT_FAULT, &data);
+		if ((i & 1023) == 1023)
+			cond_resched();
+	}
+	mutex_unlock(&vs->gpu_lock);
+	up_read(&vs->lock);
+	atomic64_add(n, &c_faults);
+	return 0;
+}
+
+/*
+ * One kernel of the trace, launched by user space (so that a runtime can
+ * report the execution id before each launch, as DeepUM's does). Returns
+ * faults | prefetch hits << 16 (each capped to fit an int).
+ */
+static long run_kernel(uvm_va_space_t *vs, unsigned long k)
+{
+	u64 faults = 0, hits = 0;
+	u32 i;
+
+	if (k + 1 >= ARRAY_SIZE(trace_kernel))
+		return -EINVAL;
+	down_read(&vs->lock);
+	for (i = trace_kernel[k]; i < trace_kernel[k + 1]; i++)
+		access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, k, &faults, &hits);
+	up_read(&vs->lock);
+	vs->debt_us += kernel_us;
+	if (vs->debt_us >= 4000) {
+		usleep_range(vs->debt_us, vs->debt_us + vs->debt_us / 4);
+		vs->debt_us = 0;
+	}
+	return (long)(min_t(u64, faults, 0xffff) | min_t(u64, hits, 0x7fff) << 16);
+}
+
+/* ----- /dev/nvidia-uvm ----- */
+static int uvm_open(struct inode *inode, struct file *filp)
+{
+	uvm_va_space_t *vs;
+	u32 b, i;
+
+	vs = kvzalloc(sizeof(*vs), GFP_KERNEL);
+	if (!vs)
+		return -ENOMEM;
+	init_rwsem(&vs->lock);
+	init_rwsem(&vs->perf_events.lock);
+	for (i = 0; i < UVM_PERF_EVENT_COUNT; i++)
+		INIT_LIST_HEAD(&vs->perf_events.event_callbacks[i]);
+	vs->perf_events.va_space = vs;
+	mutex_init(&vs->gpu_lock);
+	for (b = 0; b < TRACE_BLOCKS; b++) {
+		uvm_va_block_t *blk = kzalloc(sizeof(*blk), GFP_KERNEL);
+
+		if (!blk) {
+			while (b--)
+				kfree(vs->blocks[b]);
+			kvfree(vs);
+			return -ENOMEM;
+		}
+		kref_init(&blk->kref);
+		mutex_init(&blk->lock);
+		blk->start = STANDIN_BASE + ((u64)b << BLOCK_SHIFT);
+		blk->end = blk->start + (1ULL << BLOCK_SHIFT) - 1;
+		blk->index = b;
+		vs->blocks[b] = blk;
+	}
+	vs->pid = task_tgid_nr(current);
+	filp->private_data = (void *)((unsigned long)vs | UVM_FD_VA_SPACE);
+	atomic64_inc(&c_spaces);
+	return 0;
+}
+
+static int uvm_release(struct inode *inode, struct file *filp)
+{
+	uvm_va_space_t *vs = va_space_of(filp);
+	struct perf_cb *c, *t;
+	u32 b, i;
+
+	if (!vs)
+		return 0;
+	for (i = 0; i < UVM_PERF_EVENT_COUNT; i++)
+		list_for_each_entry_safe(c, t, &vs->perf_events.event_callbacks[i], node)
+			kfree(c);
+	for (b = 0; b < TRACE_BLOCKS; b++)
+		kfree(vs->blocks[b]);
+	kvfree(vs);
+	atomic64_dec(&c_spaces);
+	return 0;
+}
+
+static long uvm_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	uvm_va_space_t *vs = va_space_of(filp);
+
+	if (!vs)
+		return -EINVAL;
+	switch (cmd) {
+	case STANDIN_IOCTL_REPLAY:
+		return replay(vs, (struct standin_replay __user *)arg);
+	case STANDIN_IOCTL_KERNEL:
+		return run_kernel(vs, arg);
+	case STANDIN_IOCTL_STORM:
+		return storm(vs, arg);
+	case STANDIN_IOCTL_INFO: {
+		struct standin_info info = {
+			.base = STANDIN_BASE, .blocks = TRACE_BLOCKS, .gpu_blocks = gpu_blocks,
+			.kernels = ARRAY_SIZE(trace_kernel) - 1, .accesses = ARRAY_SIZE(trace_access),
+		};
+		return copy_to_user((void __user *)arg, &info, sizeof(info)) ? -EFAULT : 0;
+	}
+	}
+	return -ENOTTY;
+}
+
+static const struct file_operations uvm_fops = {
+	.owner = THIS_MODULE,
+	.open = uvm_open,
+	.release = uvm_release,
+	.unlocked_ioctl = uvm_ioctl,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice uvm_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "nvidia-uvm",
+	.fops = &uvm_fops,
+	.mode = 0666,
+};
+
+/* ----- debugfs ----- */
+static struct dentry *dbg_dir;
+
+static int stats_show(struct seq_file *m, void *v)
+{
+#define C(x) seq_printf(m, "%-18s %lld\n", #x, atomic64_read(&c_##x))
+	C(faults); C(accesses); C(fault_migrations); C(driver_evictions); C(migrate_calls);
+	C(migrated_in); C(migrated_out); C(discard_calls); C(discarded); C(prefetch_hits);
+	C(no_context); C(bad_args); C(replays); C(spaces);
+#undef C
+	seq_printf(m, "%-18s %u\n", "gpu_blocks", gpu_blocks);
+	seq_printf(m, "%-18s %s\n", "trace", TRACE_NAME);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(stats);
+
+static int __init standin_init(void)
+{
+	int ret;
+
+	BUILD_BUG_ON(sizeof(uvm_fault_buffer_entry_t) != 96);
+	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, timestamp) != 8);
+	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, type_bits) != 44);
+	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, va_space) != 48);
+	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, gpu) != 56);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.proc_id) != 8);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.preferred_location) != 12);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.buffer_entry) != 16);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.batch_id) != 24);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.is_duplicate) != 28);
+	BUILD_BUG_ON(sizeof(UVM_MIGRATE_PARAMS) != 80);
+	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, flags) != 32);
+	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, rmStatus) != 72);
+	BUILD_BUG_ON(sizeof(UVM_DISCARD_PARAMS) != 32);
+	BUILD_BUG_ON(sizeof(uvm_thread_context_t) != 56);
+
+	if (gpu_blocks < 1 || gpu_blocks > TRACE_BLOCKS)
+		return -EINVAL;
+	ret = misc_register(&uvm_misc);
+	if (ret)
+		return ret;
+	dbg_dir = debugfs_create_dir("nvidia_uvm_standin", NULL);
+	debugfs_create_file("stats", 0444, dbg_dir, NULL, &stats_fops);
+	pr_info("nvidia_uvm: TEST DOUBLE %s (not NVIDIA's driver), trace %s, %u blocks, gpu %u blocks\n",
+		STANDIN_VERSION, TRACE_NAME, TRACE_BLOCKS, gpu_blocks);
+	return 0;
+}
+
+static void __exit standin_exit(void)
+{
+	debugfs_remove_recursive(dbg_dir);
+	misc_deregister(&uvm_misc);
+}
+
+module_init(standin_init);
+module_exit(standin_exit);
+MODULE_LICENSE("GPL");
+MODULE_VERSION(STANDIN_VERSION);
+MODULE_DESCRIPTION("TEST DOUBLE of nvidia-uvm's interface for Prescient's VM tests (no GPU)");
