@@ -20,20 +20,34 @@ help:
 	@echo "make bench   criterion benchmarks of the engine"
 	@echo "make sweep   DeepUM's table-parameter study on the five bundled traces"
 
+# Toolchain parts, cargo-nextest, crates, and the VM tests' packages
+# (clang-19, qemu, linux-source-6.12, bindgen: vm-tests/deps.sh; needs root).
 setup:
 	rustup show active-toolchain
 	rustup component add rustfmt clippy rust-src
 	command -v cargo-nextest >/dev/null || $(CARGO) install --locked cargo-nextest
 	$(CARGO) fetch --locked
+	vm-tests/deps.sh
 
+# The workspace, the Rust-enabled VM kernel (built once, then cached by key
+# under $${PRESCIENT_CACHE:-~/.cache/prescient}) and prescient.ko.
 build:
 	$(CARGO) build --release --workspace --locked
+	vm-tests/kernel.sh
+	$(MAKE) kmod KDIR=$$(vm-tests/kernel.sh --print-kdir)
 
+# 1. the simulator on G10's BERT trace: driver vs Prescient vs oracle;
+# 2. prescient.ko in a QEMU guest, replaying the same trace (scaled down)
+#    through the nvidia_uvm stand-in, without and with the module.
 demo: build
 	@mkdir -p out
 	$(SIM) run --trace $(TRACES)/BERT_256.kernels.txt.gz --gpu-mem 40GiB --h2d 15.754GB/s \
 		--d2h 15.754GB/s --fault-latency 45us --iterations 3 --plot out/demo.svg
 	@echo "plot: out/demo.svg"
+	@echo "--- prescient.ko in QEMU: faults per iteration without and with the module ---"
+	@vm-tests/run.sh > out/vm-demo.log 2>&1; rc=$$?; \
+		grep -E '^replay: (baseline|with-prescient) iter|fault-cut|^vm-tests:' out/vm-demo.log | head -40; \
+		echo "full log: out/vm-demo.log"; exit $$rc
 
 lint:
 	$(CARGO) fmt --all --check
