@@ -187,6 +187,24 @@ fn hash_block(b: Block, mask: usize) -> usize {
     (b.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 24) as usize & mask
 }
 
+/// The kernel sequence number `b` was last predicted for in window
+/// generation `gen`, if the window reached it. `win` is the window set
+/// (linear probing; slots of other generations are empty).
+fn window_seq(win: &[u64], gen: u64, b: Block) -> Option<u64> {
+    let mask = win.len() / WINDOW_SLOT_WORDS - 1;
+    let mut i = hash_block(b, mask);
+    loop {
+        let w = &win[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
+        if w[1] != gen {
+            return None;
+        }
+        if w[0] == b {
+            return Some(w[2]);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
 impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// Validates `params` and takes `storage` (at least
     /// `params.storage_words()` words; its contents are overwritten).
@@ -612,37 +630,13 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
 
     /// True if `b` was reached by the current window at all.
     fn in_window(&self, b: Block) -> bool {
-        let win = &self.storage[self.l.window.clone()];
-        let mask = win.len() / WINDOW_SLOT_WORDS - 1;
-        let mut i = hash_block(b, mask);
-        loop {
-            let w = &win[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
-            if w[1] != self.gen {
-                return false;
-            }
-            if w[0] == b {
-                return true;
-            }
-            i = (i + 1) & mask;
-        }
+        window_seq(&self.storage[self.l.window.clone()], self.gen, b).is_some()
     }
 
     /// True if `b` is predicted for the running kernel or one of the next
     /// `lookahead` (in transparent mode: for the current window).
     pub fn is_predicted(&self, b: Block) -> bool {
-        let win = &self.storage[self.l.window.clone()];
-        let mask = win.len() / WINDOW_SLOT_WORDS - 1;
-        let mut i = hash_block(b, mask);
-        loop {
-            let w = &win[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
-            if w[1] != self.gen {
-                return false;
-            }
-            if w[0] == b {
-                return w[2] >= self.seq;
-            }
-            i = (i + 1) & mask;
-        }
+        window_seq(&self.storage[self.l.window.clone()], self.gen, b).is_some_and(|s| s >= self.seq)
     }
 
     /// Fills `out` with the next blocks to prefetch, soonest needed first;
@@ -865,21 +859,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let (slots, rest) = rest.split_at_mut(l.ledger_slots.len());
         let index = &mut rest[..l.ledger_index.len()];
         let ledger = Ledger::new(&mut self.ledger, slots, index);
-        let mask = win.len() / WINDOW_SLOT_WORDS - 1;
         let (gen, seq) = (self.gen, self.seq);
-        let predicted = |b: Block| {
-            let mut i = hash_block(b, mask);
-            loop {
-                let w = &win[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
-                if w[1] != gen {
-                    return false;
-                }
-                if w[0] == b {
-                    return w[2] >= seq;
-                }
-                i = (i + 1) & mask;
-            }
-        };
+        let predicted = |b: Block| window_seq(win, gen, b).is_some_and(|s| s >= seq);
         let before = n;
         for b in ledger.oldest_live(VICTIM_SCAN) {
             if n == out.len() {

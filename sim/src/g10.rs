@@ -206,17 +206,7 @@ fn field(rest: &str, key: &str) -> Result<u64> {
 
 /// Reads a kernels.config file, gzipped (".gz") or plain.
 pub fn read_file(path: &std::path::Path) -> Result<G10Trace> {
-    let f =
-        std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    let origin = path.display().to_string();
-    if path.extension().is_some_and(|e| e == "gz") {
-        parse(
-            std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f)),
-            &origin,
-        )
-    } else {
-        parse(std::io::BufReader::new(f), &origin)
-    }
+    parse(crate::open_trace(path)?, &path.display().to_string())
 }
 
 impl G10Trace {

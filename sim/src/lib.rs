@@ -42,18 +42,28 @@ pub fn load(path: &Path, format: Format, layout: g10::Layout) -> Result<workload
     }
 }
 
-fn sniff(path: &Path) -> Result<Format> {
-    use std::io::Read;
+/// Opens a trace file for reading, decompressing it if its name ends in ".gz".
+pub fn open_trace(path: &Path) -> Result<Box<dyn std::io::BufRead>> {
     let f =
         std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    let mut head = [0u8; 8];
-    let n = if path.extension().is_some_and(|e| e == "gz") {
-        flate2::read::MultiGzDecoder::new(f).read(&mut head)
+    Ok(if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(std::io::BufReader::new(flate2::read::MultiGzDecoder::new(
+            f,
+        )))
     } else {
-        std::io::BufReader::new(f).read(&mut head)
-    }
-    .with_context(|| format!("{}: cannot read", path.display()))?;
-    Ok(if &head[..n] == native::MAGIC {
+        Box::new(std::io::BufReader::new(f))
+    })
+}
+
+fn sniff(path: &Path) -> Result<Format> {
+    use std::io::Read;
+    // Read up to 8 bytes: a decompressor may return fewer per call.
+    let mut head = Vec::with_capacity(8);
+    open_trace(path)?
+        .take(8)
+        .read_to_end(&mut head)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(if head == native::MAGIC {
         Format::Native
     } else {
         Format::G10

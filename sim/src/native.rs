@@ -237,17 +237,7 @@ pub fn read(r: impl BufRead, origin: &str) -> Result<Workload> {
 
 /// Reads a native trace file, gzipped (".gz") or plain.
 pub fn read_file(path: &std::path::Path) -> Result<Workload> {
-    let f =
-        std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
-    let origin = path.display().to_string();
-    if path.extension().is_some_and(|e| e == "gz") {
-        read(
-            std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f)),
-            &origin,
-        )
-    } else {
-        read(std::io::BufReader::new(f), &origin)
-    }
+    read(crate::open_trace(path)?, &path.display().to_string())
 }
 
 /// Writes a native trace file, gzipped if the name ends in ".gz".
