@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds umbench (nvcc) and runs the whole measurement set on one GPU machine,
+# writing results under $OUT (default ./out). Needs root (pidfd_getfd on the
+# workload). prescientd: $PRESCIENTD, else dist/prescientd, else cargo build.
+set -u
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+B=/tmp/umb; mkdir -p $B
+log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
+log "host: $(uname -r); uid $(id -u); $(which nvcc cargo rustc 2>/dev/null | tr '\n' ' ')"
+cat /sys/module/nvidia_uvm/version > "$OUT/driver_version.txt" 2>&1
+nvidia-smi --query-gpu=name,uuid,memory.total,memory.used --format=csv > "$OUT/nvidia-smi.csv" 2>&1
+nvcc -O2 -arch=sm_90 -o $B/umbench "$HERE/umbench.cu" 2> "$OUT/nvcc.log" || { log "nvcc failed"; cat "$OUT/nvcc.log"; exit 1; }
+PD=${PRESCIENTD:-$ROOT/dist/prescientd}
+if [ ! -x "$PD" ]; then
+  (cd "$ROOT" && cargo build --release -p prescientd) > "$OUT/cargo.log" 2>&1 && PD=$ROOT/target/release/prescientd
+fi
+log "prescientd: $PD ($($PD --version 2>&1))"
+RES="$OUT/results.jsonl"; : > "$RES"
+
+# case NAME MODE(none|observe|prescient|driver-like) BUDGET(-|bytes) -- umbench args
+case_() {
+  local name=$1 mode=$2 budget=$3; shift 4
+  local go=$B/go.$name; rm -f "$go"
+  local t0=$(date +%s%N)
+  # No wrapper (timeout would fork): $! must be the CUDA process itself.
+  PRESCIENT_GO=$go $B/umbench "$@" > "$OUT/$name.bench.jsonl" 2> "$OUT/$name.bench.err" &
+  local bp=$! dp=
+  (sleep 150; kill $bp 2>/dev/null) & local wd=$!
+  if [ "$mode" = none ]; then
+    touch "$go"
+  else
+    local ba=(); [ "$budget" != - ] && ba=(--budget "$budget")
+    timeout 110 "$PD" --pid $bp --mode "$mode" "${ba[@]}" --stats-json "$OUT/$name.stats.json" \
+      --ready-file "$go" --stats-interval-ms 1000 ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
+    dp=$!
+  fi
+  wait $bp; local rc=$?
+  kill $wd 2>/dev/null
+  [ -n "$dp" ] && wait $dp
+  local t1=$(date +%s%N)
+  local sum=$(grep '"summary"' "$OUT/$name.bench.jsonl" | tail -1)
+  local d=$(cat "$OUT/$name.daemon.json" 2>/dev/null | tail -1); [ -z "$d" ] && d=null
+  [ -z "$sum" ] && sum=null
+  echo "{\"case\":\"$name\",\"mode\":\"$mode\",\"budget\":\"$budget\",\"rc\":$rc,\"wall_ms\":$(( (t1 - t0) / 1000000 )),\"bench\":$sum,\"daemon\":$d}" >> "$RES"
+  log "$name rc=$rc $sum"
+  [ -n "$dp" ] && log "$name daemon: $(cut -c1-600 "$OUT/$name.daemon.json" 2>/dev/null) $(tail -2 "$OUT/$name.daemon.log")"
+}
+
+$B/umbench bw 2048 > "$OUT/bw.jsonl" 2>&1; log "bw: $(cat "$OUT/bw.jsonl")"
+WHAT=${WHAT:-dnn stream random dnnmig streammig randommig}
+for w in $WHAT; do
+  case $w in
+  dnn)
+    A=(dnn 12 1024 4 256)
+    case_ dnn_base none - -- "${A[@]}"
+    case_ dnn_observe observe - -- "${A[@]}"
+    case_ dnn_prescient prescient - -- "${A[@]}"
+    EXTRA=--sync-migrate case_ dnn_prescient_sync prescient - -- "${A[@]}"
+    ;;
+  stream)
+    A=(stream 10 32 256)   # 8 GiB working set, budget 4 GiB
+    case_ stream_observe observe - -- "${A[@]}"
+    case_ stream_driverlike driver-like 4G -- "${A[@]}"
+    case_ stream_prescient prescient 4G -- "${A[@]}"
+    ;;
+  dnnmig)
+    A=(dnn 12 1024 4 256)
+    EXTRA="--fault-source migrations" case_ dnn_observe_mig observe - -- "${A[@]}"
+    EXTRA="--fault-source migrations" case_ dnn_prescient_mig prescient - -- "${A[@]}"
+    ;;
+  streammig)
+    A=(stream 10 32 256)
+    EXTRA="--fault-source migrations" case_ stream_driverlike_mig driver-like 4G -- "${A[@]}"
+    EXTRA="--fault-source migrations" case_ stream_prescient_mig prescient 4G -- "${A[@]}"
+    ;;
+  faultsonly)
+    A=(dnn 12 1024 4 256)
+    case_ dnn_base none - -- "${A[@]}"
+    EXTRA="--fault-source faults-only" case_ dnn_observe_fo observe - -- "${A[@]}"
+    EXTRA="--fault-source faults-only" case_ dnn_prescient_fo prescient - -- "${A[@]}"
+    A=(random 10 4096 0.25)
+    case_ random_base none - -- "${A[@]}"
+    EXTRA="--fault-source faults-only" case_ random_prescient_fo prescient - -- "${A[@]}"
+    ;;
+  randommig)
+    A=(random 10 4096 0.25)
+    EXTRA="--fault-source migrations" case_ random_prescient_mig prescient - -- "${A[@]}"
+    ;;
+  random)
+    A=(random 10 4096 0.25)
+    case_ random_base none - -- "${A[@]}"
+    case_ random_prescient prescient - -- "${A[@]}"
+    case_ random_observe observe - -- "${A[@]}"
+    ;;
+  esac
+done
+log done
+# The device returns few files: pack everything into one archive.
+(cd "$OUT" && tar czf /tmp/umb-results.tgz --exclude=results.tgz . && rm -f ./*.jsonl ./*.json ./*.log ./*.err ./*.txt ./*.csv && mv /tmp/umb-results.tgz results.tgz)

@@ -1,0 +1,549 @@
+//! The user-space backend loop: tools events in, engine in the middle,
+//! UVM_MIGRATE out (prefetch to the GPU, pre-evict to the CPU).
+
+use crate::attach::{Event, Target, Tracker};
+use crate::uvm;
+use prescient_core::{Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyMode {
+    /// Engine-driven prefetch and pre-eviction under the budget.
+    Prescient,
+    /// No prefetch; evict the oldest-resident block when over the budget.
+    DriverLike,
+    /// Count events only; issue nothing.
+    Observe,
+}
+
+/// Where the engine's faults come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultSource {
+    /// GPU_FAULT events (exact, but the driver's per-fault tools cost is high).
+    Faults,
+    /// MIGRATION events only: a fault-driven migration to the GPU (cause
+    /// coherence or driver prefetch) stands for a fault on its block.
+    Migrations,
+    /// GPU_FAULT events only, no MIGRATION events: the ledger then knows only
+    /// our own commands, so no budget can be enforced.
+    FaultsOnly,
+}
+
+pub struct Config {
+    pub fault_source: FaultSource,
+    pub mode: PolicyMode,
+    pub budget: Option<u64>,
+    pub duration: Option<Duration>,
+    pub stats_json: Option<std::path::PathBuf>,
+    pub stats_interval: Duration,
+    pub workers: usize,
+    pub async_migrate: bool,
+    pub max_coalesce_blocks: u64,
+    pub gpu_blocks: u32,
+}
+
+#[derive(Default)]
+struct Counters {
+    prefetch_ops: AtomicU64,
+    prefetch_bytes: AtomicU64,
+    prefetch_errors: AtomicU64,
+    prefetch_busy_ns: AtomicU64,
+    evict_ops: AtomicU64,
+    evict_bytes: AtomicU64,
+    evict_errors: AtomicU64,
+    evict_busy_ns: AtomicU64,
+    dropped_jobs: AtomicU64,
+}
+
+#[derive(Serialize, Default, Clone)]
+pub struct Snapshot {
+    pub pid: i32,
+    pub mode: Option<PolicyMode>,
+    pub fault_source: Option<FaultSource>,
+    pub driver_version: String,
+    pub gpu_uuid: String,
+    pub budget_bytes: Option<u64>,
+    pub elapsed_s: f64,
+    pub events: u64,
+    pub fault_events: u64,
+    pub fault_blocks: u64,
+    pub migration_events: u64,
+    pub other_events: u64,
+    pub migrated_to_gpu_bytes: u64,
+    pub migrated_to_cpu_bytes: u64,
+    pub driver_evictions: u64,
+    pub migrations_by_cause: [u64; 8],
+    pub dropped_events: u64,
+    pub resident_bytes: u64,
+    pub resident_blocks: u64,
+    pub max_resident_bytes: u64,
+    pub prefetch_ops: u64,
+    pub prefetch_bytes: u64,
+    pub prefetch_errors: u64,
+    /// Prefetched bytes / wall time with at least one prefetch ioctl in flight.
+    pub prefetch_gbps: f64,
+    pub evict_ops: u64,
+    pub evict_bytes: u64,
+    pub evict_errors: u64,
+    pub evict_gbps: f64,
+    /// Bytes of user-requested (our UVM_MIGRATE) migrations to the GPU, and
+    /// their throughput over the union of their GPU copy intervals
+    /// (beginTimeStampGpu..endTimeStampGpu of the migration events).
+    pub user_to_gpu_bytes: u64,
+    pub user_to_gpu_copy_s: f64,
+    pub user_to_gpu_gbps: f64,
+    pub dropped_jobs: u64,
+    pub engine_faults: u64,
+    pub engine_prefetches: u64,
+    pub engine_windows: u64,
+    pub engine_refaults: u64,
+    pub engine_victims: u64,
+    pub engine_free_target: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Job {
+    base: u64,
+    len: u64,
+    to_gpu: bool,
+}
+
+/// Busy-time accounting over parallel workers: time with >= 1 op in flight.
+struct Busy {
+    inflight: u32,
+    since: Instant,
+}
+
+fn worker(
+    fd: Arc<OwnedFd>,
+    rx: Arc<Mutex<Receiver<Job>>>,
+    gpu: [u8; 16],
+    flags: u32,
+    c: Arc<Counters>,
+    busy: Arc<[Mutex<Busy>; 2]>,
+) {
+    loop {
+        let job = match rx.lock() {
+            Ok(r) => match r.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            },
+            Err(_) => return,
+        };
+        let k = usize::from(!job.to_gpu);
+        if let Ok(mut b) = busy[k].lock() {
+            if b.inflight == 0 {
+                b.since = Instant::now();
+            }
+            b.inflight += 1;
+        }
+        let dest = if job.to_gpu { gpu } else { uvm::CPU_UUID };
+        let r = uvm::migrate(fd.as_raw_fd(), job.base, job.len, dest, flags);
+        if let Ok(mut b) = busy[k].lock() {
+            b.inflight -= 1;
+            if b.inflight == 0 {
+                let ns = b.since.elapsed().as_nanos() as u64;
+                if job.to_gpu {
+                    &c.prefetch_busy_ns
+                } else {
+                    &c.evict_busy_ns
+                }
+                .fetch_add(ns, Relaxed);
+            }
+        }
+        let (ops, bytes, errs) = if job.to_gpu {
+            (&c.prefetch_ops, &c.prefetch_bytes, &c.prefetch_errors)
+        } else {
+            (&c.evict_ops, &c.evict_bytes, &c.evict_errors)
+        };
+        match r {
+            Ok(()) => {
+                ops.fetch_add(1, Relaxed);
+                bytes.fetch_add(job.len, Relaxed);
+            }
+            Err(e) => {
+                if errs.fetch_add(1, Relaxed) < 5 {
+                    tracing::warn!(
+                        base = format!("{:#x}", job.base),
+                        len = job.len,
+                        to_gpu = job.to_gpu,
+                        "UVM_MIGRATE: {e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// GPU residency per 2 MB block, from migration events and our own commands.
+#[derive(Default)]
+struct Ledger {
+    bytes: HashMap<u64, u64>,
+    total: u64,
+    fifo: VecDeque<u64>,
+}
+
+impl Ledger {
+    /// Returns true when the block became resident.
+    fn add(&mut self, block: u64, b: u64) -> bool {
+        let e = self.bytes.entry(block).or_insert(0);
+        let was = *e;
+        *e = (*e + b).min(BLOCK_BYTES);
+        self.total += *e - was;
+        if was == 0 && *e > 0 {
+            self.fifo.push_back(block);
+            return true;
+        }
+        false
+    }
+    /// Returns true when the block stopped being resident.
+    fn sub(&mut self, block: u64, b: u64) -> bool {
+        let Some(e) = self.bytes.get_mut(&block) else {
+            return false;
+        };
+        let was = *e;
+        *e = e.saturating_sub(b);
+        self.total -= was - *e;
+        if *e == 0 {
+            self.bytes.remove(&block);
+            return was > 0;
+        }
+        false
+    }
+    fn get(&self, block: u64) -> u64 {
+        self.bytes.get(&block).copied().unwrap_or(0)
+    }
+    fn blocks(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+}
+
+pub fn run(
+    target: Target,
+    tracker: Tracker,
+    gpu: (u16, [u8; 16]),
+    version: String,
+    cfg: Config,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<Snapshot> {
+    let cap_blocks = match cfg.budget {
+        Some(b) => (b >> BLOCK_SHIFT).max(8) as u32,
+        None => cfg.gpu_blocks,
+    };
+    let params = Params {
+        mode: Mode::Transparent,
+        ..Params::for_gpu(cap_blocks)
+    };
+    let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
+        .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
+    let fd = Arc::new(target.va_fd.try_clone()?);
+    let counters = Arc::new(Counters::default());
+    let busy = Arc::new([
+        Mutex::new(Busy {
+            inflight: 0,
+            since: Instant::now(),
+        }),
+        Mutex::new(Busy {
+            inflight: 0,
+            since: Instant::now(),
+        }),
+    ]);
+    let (tx, rx): (SyncSender<Job>, Receiver<Job>) = sync_channel(1024);
+    let rx = Arc::new(Mutex::new(rx));
+    let flags = if cfg.async_migrate {
+        uvm::MIGRATE_FLAG_ASYNC
+    } else {
+        0
+    };
+    let mut handles = Vec::new();
+    if cfg.mode != PolicyMode::Observe {
+        for _ in 0..cfg.workers {
+            let (fd, rx, c, busy) = (fd.clone(), rx.clone(), counters.clone(), busy.clone());
+            handles.push(std::thread::spawn(move || {
+                worker(fd, rx, gpu.1, flags, c, busy)
+            }));
+        }
+    }
+    let submit = |j: Job| {
+        if let Err(TrySendError::Full(_)) = tx.try_send(j) {
+            counters.dropped_jobs.fetch_add(1, Relaxed);
+        }
+    };
+
+    let start = Instant::now();
+    let mut snap = Snapshot {
+        pid: target.pid,
+        mode: Some(cfg.mode),
+        fault_source: Some(cfg.fault_source),
+        driver_version: version,
+        gpu_uuid: uvm::uuid_string(&gpu.1),
+        budget_bytes: cfg.budget,
+        ..Default::default()
+    };
+    let mut ledger = Ledger::default();
+    let mut last_fault_block = u64::MAX;
+    let mut pf = vec![Prefetch::default(); 256];
+    let mut vic = vec![Victim::default(); 64];
+    let mut last_write = Instant::now();
+    let mut evicting: HashSet<u64> = HashSet::new();
+    let budget_blocks = cfg.budget.map(|b| b >> BLOCK_SHIFT);
+    let mut alive_check = Instant::now();
+    // Union of GPU copy intervals of our own migrations to the GPU.
+    let (mut iv_start, mut iv_end, mut iv_total) = (0u64, 0u64, 0u64);
+
+    loop {
+        if stop.load(Relaxed) {
+            break;
+        }
+        if cfg.duration.is_some_and(|d| start.elapsed() >= d) {
+            break;
+        }
+        if alive_check.elapsed() > Duration::from_millis(100) {
+            alive_check = Instant::now();
+            if !target.alive() {
+                tracing::info!(pid = target.pid, "target exited");
+                break;
+            }
+        }
+        let mut faulted = false;
+        let n = tracker.drain(1 << 16, |ev| {
+            snap.events += 1;
+            match ev {
+                Event::Fault(f) => {
+                    snap.fault_events += 1;
+                    let b = f.address >> BLOCK_SHIFT;
+                    if b != last_fault_block {
+                        last_fault_block = b;
+                        snap.fault_blocks += 1;
+                        if cfg.mode == PolicyMode::Prescient {
+                            engine.fault(b);
+                            faulted = true;
+                        }
+                    }
+                }
+                Event::Migration(m) => {
+                    snap.migration_events += 1;
+                    snap.migrations_by_cause[(m.migration_cause & 7) as usize] += 1;
+                    let b = m.address >> BLOCK_SHIFT;
+                    if cfg.fault_source == FaultSource::Migrations
+                        && m.dst_index != uvm::CPU_INDEX
+                        && (m.migration_cause == uvm::CAUSE_COHERENCE
+                            || m.migration_cause == uvm::CAUSE_PREFETCH)
+                        && b != last_fault_block
+                    {
+                        last_fault_block = b;
+                        snap.fault_blocks += 1;
+                        if cfg.mode == PolicyMode::Prescient {
+                            engine.fault(b);
+                            faulted = true;
+                        }
+                    }
+                    if m.dst_index != uvm::CPU_INDEX {
+                        snap.migrated_to_gpu_bytes += m.migrated_bytes;
+                        let (b0, b1) = (m.begin_time_stamp_gpu, m.end_time_stamp_gpu);
+                        if m.migration_cause == uvm::CAUSE_USER && b0 != 0 && b1 >= b0 {
+                            snap.user_to_gpu_bytes += m.migrated_bytes;
+                            if b0 > iv_end {
+                                iv_total += iv_end - iv_start;
+                                (iv_start, iv_end) = (b0, b1);
+                            } else {
+                                iv_end = iv_end.max(b1);
+                            }
+                        }
+                        if ledger.add(b, m.migrated_bytes) {
+                            engine.migrated_in(b);
+                        }
+                    } else if m.src_index != uvm::CPU_INDEX {
+                        snap.migrated_to_cpu_bytes += m.migrated_bytes;
+                        if ledger.sub(b, m.migrated_bytes) {
+                            if m.migration_cause == uvm::CAUSE_EVICTION {
+                                snap.driver_evictions += 1;
+                                engine.demand_evicted(b);
+                            } else {
+                                engine.evicted(b);
+                            }
+                        }
+                    }
+                }
+                Event::Other => snap.other_events += 1,
+            }
+        });
+        snap.max_resident_bytes = snap.max_resident_bytes.max(ledger.total);
+        let copy_ns = iv_total + (iv_end - iv_start);
+        snap.user_to_gpu_copy_s = copy_ns as f64 / 1e9;
+        snap.user_to_gpu_gbps = if copy_ns > 0 {
+            snap.user_to_gpu_bytes as f64 / copy_ns as f64
+        } else {
+            0.0
+        };
+
+        match cfg.mode {
+            PolicyMode::Observe => {}
+            PolicyMode::DriverLike => {
+                if let Some(bb) = budget_blocks {
+                    while ledger.blocks() > bb {
+                        let Some(v) = ledger.fifo.pop_front() else {
+                            break;
+                        };
+                        if ledger.get(v) == 0 {
+                            continue;
+                        }
+                        ledger.sub(v, BLOCK_BYTES);
+                        submit(Job {
+                            base: v << BLOCK_SHIFT,
+                            len: BLOCK_BYTES,
+                            to_gpu: false,
+                        });
+                    }
+                }
+            }
+            PolicyMode::Prescient => {
+                // Pre-evict down to the budget less the engine's free target.
+                if let Some(bb) = budget_blocks {
+                    let target_blocks = bb.saturating_sub(engine.free_target() as u64);
+                    let mut rounds = 0;
+                    while ledger.blocks() > target_blocks && rounds < 16 {
+                        rounds += 1;
+                        let want = ((ledger.blocks() - target_blocks) as usize).min(vic.len());
+                        let k = engine.victims(&mut vic[..want]);
+                        if k == 0 {
+                            break;
+                        }
+                        for v in &vic[..k] {
+                            ledger.sub(v.block, BLOCK_BYTES);
+                            engine.evicted(v.block);
+                            evicting.insert(v.block);
+                            submit(Job {
+                                base: v.block << BLOCK_SHIFT,
+                                len: BLOCK_BYTES,
+                                to_gpu: false,
+                            });
+                        }
+                    }
+                }
+                if faulted || engine.chain_state() == prescient_core::ChainState::Running {
+                    let k = engine.prefetches(&mut pf);
+                    let mut run: Option<(u64, u64)> = None;
+                    for p in &pf[..k] {
+                        let b = p.block;
+                        if ledger.get(b) >= BLOCK_BYTES {
+                            continue;
+                        }
+                        if let Some(bb) = budget_blocks {
+                            if ledger.blocks() >= bb {
+                                break;
+                            }
+                        }
+                        if ledger.add(b, BLOCK_BYTES) {
+                            engine.migrated_in(b);
+                        }
+                        evicting.remove(&b);
+                        run = match run {
+                            Some((s, l)) if s + l == b && l < cfg.max_coalesce_blocks => {
+                                Some((s, l + 1))
+                            }
+                            Some((s, l)) => {
+                                submit(Job {
+                                    base: s << BLOCK_SHIFT,
+                                    len: l << BLOCK_SHIFT,
+                                    to_gpu: true,
+                                });
+                                Some((b, 1))
+                            }
+                            None => Some((b, 1)),
+                        };
+                    }
+                    if let Some((s, l)) = run {
+                        submit(Job {
+                            base: s << BLOCK_SHIFT,
+                            len: l << BLOCK_SHIFT,
+                            to_gpu: true,
+                        });
+                    }
+                }
+            }
+        }
+
+        if n == 0 && !faulted {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if last_write.elapsed() >= cfg.stats_interval {
+            last_write = Instant::now();
+            fill(&mut snap, &ledger, &engine, &counters, &tracker, start);
+            write_stats(&cfg, &snap);
+        }
+    }
+    drop(tx);
+    for h in handles {
+        let _ = h.join();
+    }
+    tracker.flush();
+    tracker.drain(usize::MAX, |_| {});
+    fill(&mut snap, &ledger, &engine, &counters, &tracker, start);
+    write_stats(&cfg, &snap);
+    Ok(snap)
+}
+
+fn fill(
+    s: &mut Snapshot,
+    l: &Ledger,
+    e: &Engine<Vec<u64>>,
+    c: &Counters,
+    t: &Tracker,
+    start: Instant,
+) {
+    s.elapsed_s = start.elapsed().as_secs_f64();
+    s.dropped_events = t.dropped();
+    s.resident_bytes = l.total;
+    s.resident_blocks = l.blocks();
+    s.prefetch_ops = c.prefetch_ops.load(Relaxed);
+    s.prefetch_bytes = c.prefetch_bytes.load(Relaxed);
+    s.prefetch_errors = c.prefetch_errors.load(Relaxed);
+    let pns = c.prefetch_busy_ns.load(Relaxed);
+    s.prefetch_gbps = if pns > 0 {
+        s.prefetch_bytes as f64 / pns as f64
+    } else {
+        0.0
+    };
+    s.evict_ops = c.evict_ops.load(Relaxed);
+    s.evict_bytes = c.evict_bytes.load(Relaxed);
+    s.evict_errors = c.evict_errors.load(Relaxed);
+    let ens = c.evict_busy_ns.load(Relaxed);
+    s.evict_gbps = if ens > 0 {
+        s.evict_bytes as f64 / ens as f64
+    } else {
+        0.0
+    };
+    s.dropped_jobs = c.dropped_jobs.load(Relaxed);
+    let st = e.stats();
+    s.engine_faults = st.faults;
+    s.engine_prefetches = st.prefetches;
+    s.engine_windows = st.windows;
+    s.engine_refaults = st.refaults;
+    s.engine_victims = st.victims_evict + st.victims_discard;
+    s.engine_free_target = e.free_target();
+}
+
+fn write_stats(cfg: &Config, s: &Snapshot) {
+    let Some(path) = &cfg.stats_json else { return };
+    let tmp = path.with_extension("tmp");
+    match serde_json::to_vec_pretty(s) {
+        Ok(v) => {
+            if std::fs::write(&tmp, v)
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .is_err()
+            {
+                tracing::warn!(path = %path.display(), "cannot write stats");
+            }
+        }
+        Err(e) => tracing::warn!("stats: {e}"),
+    }
+}

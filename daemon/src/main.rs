@@ -1,0 +1,167 @@
+//! prescientd: Prescient's daemon. This first milestone runs the user-space
+//! backend against one unmodified CUDA process (see README.md).
+
+mod attach;
+mod backend;
+mod uvm;
+
+use anyhow::{Context, Result};
+use backend::{Config, FaultSource, PolicyMode};
+use clap::Parser;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "prescientd",
+    version,
+    about = "Prescient: prefetching for CUDA Unified Memory, attached from outside (no kernel module)"
+)]
+struct Cli {
+    /// The CUDA process to act for.
+    #[arg(long)]
+    pid: i32,
+    /// Residency budget in bytes (GPU-resident managed memory of the process),
+    /// enforced by pre-eviction. Suffixes K, M, G accepted.
+    #[arg(long, value_parser = parse_bytes)]
+    budget: Option<u64>,
+    #[arg(long, value_enum, default_value_t = PolicyMode::Prescient)]
+    mode: PolicyMode,
+    /// Events the engine learns from: GPU faults, or fault-driven migrations
+    /// only (cheaper for the target: the driver records far fewer events).
+    #[arg(long, value_enum, default_value_t = FaultSource::Faults)]
+    fault_source: FaultSource,
+    /// Stop after this many seconds (default: when the target exits).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Write counters as JSON to this file, periodically and at exit.
+    #[arg(long)]
+    stats_json: Option<PathBuf>,
+    #[arg(long, default_value_t = 500)]
+    stats_interval_ms: u64,
+    /// Tools queue entries (power of two).
+    #[arg(long, default_value_t = 1 << 16)]
+    queue_entries: u32,
+    /// Threads issuing UVM_MIGRATE.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Issue UVM_MIGRATE synchronously (the default is ASYNC).
+    #[arg(long)]
+    sync_migrate: bool,
+    /// Largest prefetch in 2 MB blocks (contiguous predicted blocks coalesce).
+    #[arg(long, default_value_t = 16)]
+    coalesce_blocks: u64,
+    /// Keep retrying attach for this many seconds (the target may not have
+    /// opened its UVM fds yet).
+    #[arg(long, default_value_t = 30.0)]
+    attach_wait: f64,
+    /// Create this file once the tracker runs (a workload can wait for it).
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+    /// GPU memory in bytes to size the engine when no budget is given.
+    #[arg(long, value_parser = parse_bytes, default_value = "140G")]
+    gpu_memory: u64,
+}
+
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|e| format!("bad byte count {s:?}: {e}"))?;
+    if v.is_nan() || v < 0.0 {
+        return Err(format!("bad byte count {s:?}"));
+    }
+    Ok((v * mul as f64) as u64)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    if cli.fault_source == FaultSource::FaultsOnly && cli.budget.is_some() {
+        anyhow::bail!("--fault-source faults-only sees no migrations: it cannot keep a residency budget; drop --budget or use --fault-source faults");
+    }
+    let version = attach::driver_version()?;
+    tracing::info!(%version, "nvidia_uvm ABI known");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(cli.attach_wait.max(0.0));
+    let (target, gpu) = loop {
+        let r = attach::Target::attach(cli.pid).and_then(|t| {
+            let g = t.gpu()?;
+            Ok((t, g))
+        });
+        match r {
+            Ok(x) => break x,
+            Err(e) if std::time::Instant::now() < deadline => {
+                tracing::debug!("attach: {e:#}; retrying");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    tracing::info!(pid = cli.pid, fd = target.target_fd_no, gpu_index = gpu.0, gpu = %uvm::uuid_string(&gpu.1), "attached");
+    let tracker = attach::Tracker::new(
+        &target,
+        cli.queue_entries,
+        match cli.fault_source {
+            FaultSource::Faults => (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
+            FaultSource::Migrations => 1 << uvm::EVENT_MIGRATION,
+            FaultSource::FaultsOnly => 1 << uvm::EVENT_GPU_FAULT,
+        },
+    )
+    .context("creating the tools event tracker")?;
+
+    if let Some(f) = &cli.ready_file {
+        std::fs::write(f, b"attached\n").with_context(|| format!("writing {}", f.display()))?;
+    }
+    let cfg = Config {
+        fault_source: cli.fault_source,
+        mode: cli.mode,
+        budget: cli.budget,
+        duration: cli.duration.map(Duration::from_secs_f64),
+        stats_json: cli.stats_json,
+        stats_interval: Duration::from_millis(cli.stats_interval_ms.max(10)),
+        workers: cli.workers.max(1),
+        async_migrate: !cli.sync_migrate,
+        max_coalesce_blocks: cli.coalesce_blocks.max(1),
+        gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop2.store(true, Ordering::Relaxed);
+    });
+    let snap =
+        tokio::task::spawn_blocking(move || backend::run(target, tracker, gpu, version, cfg, stop))
+            .await??;
+    println!("{}", serde_json::to_string(&snap)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn bytes() {
+        assert_eq!(parse_bytes("4G"), Ok(4 << 30));
+        assert_eq!(parse_bytes("512M"), Ok(512 << 20));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert!(parse_bytes("x").is_err());
+        assert!(parse_bytes("-1").is_err());
+    }
+}
