@@ -34,7 +34,7 @@
 //! is the breadth-first walk from the faulted block, up to `window_blocks`.
 
 use crate::block_table::{BlockTable, BlockTableRef, Geometry};
-use crate::exec_table::{ExecTable, NO_EXEC};
+use crate::exec_table::{Evicted, ExecTable, NO_EXEC};
 use crate::ledger::{Ledger, LedgerState};
 use crate::params::{Layout, Mode, ParamError, Params, WINDOW_SLOT_WORDS};
 use crate::{Block, ExecId, NONE};
@@ -343,17 +343,22 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         BlockTable::new(&mut self.storage[at..at + tw], self.g)
     }
 
-    /// The block table of `exec`, allocating one from the pool (replacing the
-    /// least recently used table when the pool is full).
-    fn table_for(&mut self, exec: ExecId) -> u32 {
-        let stamp = self.tick();
-        let mut r = self.regions();
-        if let Some(ev) = r.exec.ensure(exec, stamp) {
+    /// An execution id left the exec table: its block table is free again.
+    fn forget_evicted(&mut self, ev: Option<Evicted>) {
+        if let Some(ev) = ev {
             self.stats.exec_evictions += 1;
             if let Some(t) = ev.table {
                 self.table_mut(t).clear(NONE);
             }
         }
+    }
+
+    /// The block table of `exec`, allocating one from the pool (replacing the
+    /// least recently used table when the pool is full).
+    fn table_for(&mut self, exec: ExecId) -> u32 {
+        let stamp = self.tick();
+        let ev = self.regions().exec.ensure(exec, stamp);
+        self.forget_evicted(ev);
         if let Some(t) = self.regions().exec.table_of(exec) {
             self.table_mut(t).touch(stamp);
             return t;
@@ -415,12 +420,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 }
             }
             let (hist, cur) = (self.hist, self.cur);
-            if let Some(ev) = self.regions().exec.record(hist, cur, exec, stamp) {
-                self.stats.exec_evictions += 1;
-                if let Some(t) = ev.table {
-                    self.table_mut(t).clear(NONE);
-                }
-            }
+            let ev = self.regions().exec.record(hist, cur, exec, stamp);
+            self.forget_evicted(ev);
         }
         self.hist = [self.hist[1], self.hist[2], self.cur];
         self.cur = exec;

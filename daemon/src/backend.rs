@@ -492,6 +492,15 @@ pub fn run(
     Ok(snap)
 }
 
+/// Bytes per nanosecond (= GB/s) over `busy_ns`, 0 when nothing was timed.
+fn gbps(bytes: u64, busy_ns: u64) -> f64 {
+    if busy_ns > 0 {
+        bytes as f64 / busy_ns as f64
+    } else {
+        0.0
+    }
+}
+
 fn fill(
     s: &mut Snapshot,
     l: &Ledger,
@@ -507,21 +516,11 @@ fn fill(
     s.prefetch_ops = c.prefetch_ops.load(Relaxed);
     s.prefetch_bytes = c.prefetch_bytes.load(Relaxed);
     s.prefetch_errors = c.prefetch_errors.load(Relaxed);
-    let pns = c.prefetch_busy_ns.load(Relaxed);
-    s.prefetch_gbps = if pns > 0 {
-        s.prefetch_bytes as f64 / pns as f64
-    } else {
-        0.0
-    };
+    s.prefetch_gbps = gbps(s.prefetch_bytes, c.prefetch_busy_ns.load(Relaxed));
     s.evict_ops = c.evict_ops.load(Relaxed);
     s.evict_bytes = c.evict_bytes.load(Relaxed);
     s.evict_errors = c.evict_errors.load(Relaxed);
-    let ens = c.evict_busy_ns.load(Relaxed);
-    s.evict_gbps = if ens > 0 {
-        s.evict_bytes as f64 / ens as f64
-    } else {
-        0.0
-    };
+    s.evict_gbps = gbps(s.evict_bytes, c.evict_busy_ns.load(Relaxed));
     s.dropped_jobs = c.dropped_jobs.load(Relaxed);
     let st = e.stats();
     s.engine_faults = st.faults;

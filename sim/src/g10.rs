@@ -433,26 +433,8 @@ impl Pool {
 mod tests {
     use super::*;
 
-    const SAMPLE: &str = "\
-Kernel ID: 0, Name: Conv2d_Forward
-Parent Layer ID:0; Name:Conv2d
-Execution Time: 1200
-(256,3,224,224)
-Input Tensors:
-tensor2 Is weight (global)?: 1, Size in byte: 40960, Range:0--40960
-tensor0 Is weight (global)?: 0, Size in byte: 4194304, Range:4194304--8388608
-Output Tensors:
-tensor1 Is weight (global)?: 0, Size in byte: 4194304, Range:8388608--12582912
-____________________________________________________________________
-Kernel ID: 1, Name: Relu_Forward
-Parent OP ID:3; Name: Relu
-Execution Time: 2400
-Input Tensors:
-tensor1 Is weight (global)?: 0, Size in byte: 4194304, Range:8388608--12582912
-Output Tensors:
-tensor3 Is weight (global)?: 0, Size in byte: 4194304, Range:12582912--16777216
-____________________________________________________________________
-";
+    /// Two kernels in G10's format; shared with the parser fuzz test.
+    const SAMPLE: &str = include_str!("../tests/data/g10_sample.txt");
 
     #[test]
     fn parses_kernels_tensors_and_times() {

@@ -31,23 +31,16 @@ fn sample_native() -> Vec<u8> {
     v
 }
 
-const G10_SAMPLE: &str = "Kernel ID: 0, Name: Conv2d_Forward
-Parent Layer ID:0; Name:Conv2d
-Execution Time: 1200
-Input Tensors:
-tensor2 Is weight (global)?: 1, Size in byte: 40960, Range:0--40960
-Output Tensors:
-tensor1 Is weight (global)?: 0, Size in byte: 4194304, Range:8388608--12582912
-____________________________________________________________________
-Kernel ID: 1, Name: Relu_Forward
-Parent OP ID:3; Name: Relu
-Execution Time: 2400
-Input Tensors:
-tensor1 Is weight (global)?: 0, Size in byte: 4194304, Range:8388608--12582912
-Output Tensors:
-tensor3 Is weight (global)?: 0, Size in byte: 4194304, Range:12582912--16777216
-____________________________________________________________________
-";
+/// Two kernels in G10's format (the parser's unit tests use it too).
+const G10_SAMPLE: &str = include_str!("data/g10_sample.txt");
+
+/// `v` with byte `at` replaced and cut short at `cut` (never before `at`).
+fn corrupt(mut v: Vec<u8>, at: usize, byte: u8, cut: usize) -> Vec<u8> {
+    let at = at % v.len();
+    v[at] = byte;
+    v.truncate(cut.max(at + 1).min(v.len()));
+    v
+}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
@@ -63,19 +56,13 @@ proptest! {
 
     #[test]
     fn native_reader_survives_corruption(at in 0usize..200, byte in any::<u8>(), cut in 0usize..200) {
-        let mut v = sample_native();
-        let at = at % v.len();
-        v[at] = byte;
-        v.truncate(cut.max(at + 1).min(v.len()));
+        let v = corrupt(sample_native(), at, byte, cut);
         let _ = native::read(&v[..], "f");
     }
 
     #[test]
     fn g10_parser_survives_corruption(at in 0usize..2000, byte in any::<u8>(), cut in 0usize..2000) {
-        let mut v = G10_SAMPLE.as_bytes().to_vec();
-        let at = at % v.len();
-        v[at] = byte;
-        v.truncate(cut.max(at + 1).min(v.len()));
+        let v = corrupt(G10_SAMPLE.as_bytes().to_vec(), at, byte, cut);
         let text = String::from_utf8_lossy(&v).into_owned();
         if let Ok(t) = g10::parse(text.as_bytes(), "f") {
             // Whatever parses must also lay out and plan without panicking.
