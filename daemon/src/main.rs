@@ -1,5 +1,10 @@
-//! prescientd: Prescient's daemon. This first milestone runs the user-space
-//! backend against one unmodified CUDA process (see README.md).
+//! prescientd: Prescient's daemon.
+//!
+//! * `prescientd [--config FILE]`: the service, the control plane of
+//!   prescient.ko (config file, prescientctl's socket, /metrics); see
+//!   `prescientd::service`.
+//! * `prescientd --pid PID [...]`: the user-space backend for one process,
+//!   where no module can be loaded (see README.md).
 
 mod attach;
 mod backend;
@@ -20,9 +25,16 @@ use std::time::Duration;
     about = "Prescient: prefetching for CUDA Unified Memory, attached from outside (no kernel module)"
 )]
 struct Cli {
-    /// The CUDA process to act for.
+    /// Run as the service with this config file (default
+    /// /etc/prescient/prescientd.toml when --pid is not given).
+    #[arg(long, conflicts_with = "pid")]
+    config: Option<PathBuf>,
+    /// Check the config file and exit (0 if valid, 78 otherwise).
+    #[arg(long, conflicts_with = "pid")]
+    check_config: bool,
+    /// User-space backend: the CUDA process to act for (no module needed).
     #[arg(long)]
-    pid: i32,
+    pid: Option<i32>,
     /// Residency budget in bytes (GPU-resident managed memory of the process),
     /// enforced by pre-eviction. Suffixes K, M, G accepted.
     #[arg(long, value_parser = parse_bytes)]
@@ -82,15 +94,36 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
     Ok((v * mul as f64) as u64)
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    let Some(pid) = cli.pid else {
+        let path = cli
+            .config
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(prescientd::config::DEFAULT_PATH));
+        if cli.check_config {
+            match prescientd::config::Config::load(&path) {
+                Ok(_) => {
+                    println!("{}: ok", path.display());
+                    std::process::exit(0)
+                }
+                Err(e) => {
+                    eprintln!("config: {e}");
+                    std::process::exit(prescientd::service::EXIT_CONFIG)
+                }
+            }
+        }
+        let code = prescientd::service::run(path).await;
+        std::process::exit(code);
+    };
     if cli.fault_source == FaultSource::FaultsOnly && cli.budget.is_some() {
         anyhow::bail!("--fault-source faults-only sees no migrations: it cannot keep a residency budget; drop --budget or use --fault-source faults");
     }
@@ -99,7 +132,7 @@ async fn main() -> Result<()> {
 
     let deadline = std::time::Instant::now() + Duration::from_secs_f64(cli.attach_wait.max(0.0));
     let (target, gpu) = loop {
-        let r = attach::Target::attach(cli.pid).and_then(|t| {
+        let r = attach::Target::attach(pid).and_then(|t| {
             let g = t.gpu()?;
             Ok((t, g))
         });
@@ -112,7 +145,7 @@ async fn main() -> Result<()> {
             Err(e) => return Err(e),
         }
     };
-    tracing::info!(pid = cli.pid, fd = target.target_fd_no, gpu_index = gpu.0, gpu = %uvm::uuid_string(&gpu.1), "attached");
+    tracing::info!(pid, fd = target.target_fd_no, gpu_index = gpu.0, gpu = %uvm::uuid_string(&gpu.1), "attached");
     let tracker = attach::Tracker::new(
         &target,
         cli.queue_entries,

@@ -1,0 +1,526 @@
+//! prescientd's configuration file (TOML). Every key, its default and its
+//! range are documented in packaging/prescientd.toml; this file is the one
+//! place that checks them. Loading is all-or-nothing: a file with one bad key
+//! is refused whole, with an error naming the key, and nothing is applied.
+
+use crate::proto::{EngineParams, Mode};
+use prescient_core::BLOCK_BYTES;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Where the service looks when no `--config` is given.
+pub const DEFAULT_PATH: &str = "/etc/prescient/prescientd.toml";
+
+/// Which engine does the work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    /// prescient.ko through /dev/prescient (the main path).
+    Module,
+}
+
+/// What to do when /dev/prescient is missing (not loaded yet, or unloaded
+/// under a running daemon).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnMissingModule {
+    /// Keep serving metrics (`prescient_backend_up 0`) and check again every
+    /// poll; re-apply parameters and attachments once the module is back.
+    Wait,
+    /// Exit with status 69 (EX_UNAVAILABLE): for supervisors that order units.
+    Exit,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub backend: BackendKind,
+    /// The module's device node.
+    pub device: PathBuf,
+    pub on_missing_module: OnMissingModule,
+    /// How often statistics are read from the module (milliseconds).
+    pub poll_interval_ms: u64,
+    pub control: ControlConfig,
+    pub metrics: MetricsConfig,
+    pub engine: EngineConfig,
+    pub attach: AttachConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// prescientctl's Unix socket.
+    pub socket: PathBuf,
+    /// Permission bits of the socket (connecting needs write permission).
+    /// Changing anything (set, reset, attach, detach) also needs uid 0.
+    pub socket_mode: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    pub enabled: bool,
+    /// Address of the Prometheus endpoint (`/metrics`).
+    pub listen: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    pub rows: u32,
+    pub assoc: u32,
+    pub succs: u32,
+    pub lookahead: u32,
+    pub inflight_limit: u32,
+    pub pre_evict_watermark_pct: u32,
+    /// Bytes (integer) or a string with a K/M/G/T suffix; "0" = the GPU's size.
+    pub residency_budget: ByteSize,
+    pub enabled: bool,
+    pub mode: Mode,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AttachConfig {
+    /// Processes to attach at start (each must exist then).
+    pub pids: Vec<i32>,
+    /// Regular expressions matched against the command line (arguments
+    /// joined by spaces) of every process that has /dev/nvidia-uvm open.
+    pub cmdline_patterns: Vec<String>,
+    /// Attach every process that opens /dev/nvidia-uvm.
+    pub all_uvm_processes: bool,
+    /// How often /proc is scanned for new processes (milliseconds).
+    pub scan_interval_ms: u64,
+}
+
+/// A byte count: `4294967296`, `"4G"`, `"512M"`, `"0"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "ByteSizeRepr", into = "ByteSizeRepr")]
+pub struct ByteSize(pub u64);
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum ByteSizeRepr {
+    Int(u64),
+    Str(String),
+}
+
+impl TryFrom<ByteSizeRepr> for ByteSize {
+    type Error = String;
+    fn try_from(r: ByteSizeRepr) -> Result<Self, String> {
+        match r {
+            ByteSizeRepr::Int(v) => Ok(ByteSize(v)),
+            ByteSizeRepr::Str(s) => parse_bytes(&s).map(ByteSize),
+        }
+    }
+}
+
+impl From<ByteSize> for ByteSizeRepr {
+    fn from(b: ByteSize) -> Self {
+        ByteSizeRepr::Int(b.0)
+    }
+}
+
+/// Parses `123`, `4K`, `512M`, `4G`, `1T` (binary multiples; `KiB` etc. and a
+/// trailing `B` are accepted too). Whole numbers only, no overflow.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits_end);
+    if num.is_empty() {
+        return Err(format!(
+            "{s:?} is not a byte count (e.g. 4294967296, \"4G\", \"512M\")"
+        ));
+    }
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        u => return Err(format!("{s:?}: unknown unit {u:?} (use K, M, G or T)")),
+    };
+    let v: u64 = num.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    v.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("{s:?} does not fit in 64 bits"))
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            backend: BackendKind::Module,
+            device: PathBuf::from("/dev/prescient"),
+            on_missing_module: OnMissingModule::Wait,
+            poll_interval_ms: 1000,
+            control: ControlConfig::default(),
+            metrics: MetricsConfig::default(),
+            engine: EngineConfig::default(),
+            attach: AttachConfig::default(),
+        }
+    }
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            socket: PathBuf::from("/run/prescient/control.sock"),
+            socket_mode: 0o660,
+        }
+    }
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            enabled: true,
+            listen: "127.0.0.1:9464".into(),
+        }
+    }
+}
+
+impl Default for EngineConfig {
+    /// The module's own defaults (uapi's `kernel_default_params` and the
+    /// module parameters): 512x2x4, lookahead 4, transparent mode.
+    fn default() -> Self {
+        EngineConfig {
+            rows: 512,
+            assoc: 2,
+            succs: 4,
+            lookahead: 4,
+            inflight_limit: 64,
+            pre_evict_watermark_pct: 90,
+            residency_budget: ByteSize(0),
+            enabled: true,
+            mode: Mode::Transparent,
+        }
+    }
+}
+
+impl Default for AttachConfig {
+    fn default() -> Self {
+        AttachConfig {
+            pids: Vec::new(),
+            cmdline_patterns: Vec::new(),
+            all_uvm_processes: false,
+            scan_interval_ms: 1000,
+        }
+    }
+}
+
+/// A configuration error: which key, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// `section.key`, or empty when the file itself is the problem.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+impl EngineConfig {
+    /// The parameters as prescientctl and the module see them.
+    pub fn params(&self) -> EngineParams {
+        EngineParams {
+            rows: self.rows,
+            assoc: self.assoc,
+            succs: self.succs,
+            lookahead: self.lookahead,
+            inflight_limit: self.inflight_limit,
+            pre_evict_watermark_pct: self.pre_evict_watermark_pct,
+            residency_budget_bytes: self.residency_budget.0,
+            enabled: self.enabled,
+            mode: self.mode,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and checks a file. The error names the file, and the key when
+    /// one key is at fault.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err("", format!("cannot read {}: {e}", path.display())))?;
+        Config::parse(&text).map_err(|mut e| {
+            e.message = format!("{} ({})", e.message, path.display());
+            e
+        })
+    }
+
+    /// Parses and checks TOML text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let c: Config = toml::from_str(text).map_err(|e| {
+            // toml's message names the key (unknown field, wrong type) and
+            // the line; keep it on one line.
+            let msg = e.message().to_string();
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let key = toml_key_at(text, e.span().map(|s| s.start));
+            err(
+                &key,
+                match line {
+                    Some(l) => format!("{msg} (line {l})"),
+                    None => msg,
+                },
+            )
+        })?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Range checks of every key (the engine's own checks included).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.device.is_absolute() {
+            return Err(err("device", "must be an absolute path"));
+        }
+        if !(100..=60_000).contains(&self.poll_interval_ms) {
+            return Err(err(
+                "poll_interval_ms",
+                format!("{} is out of range 100..=60000", self.poll_interval_ms),
+            ));
+        }
+        if !self.control.socket.is_absolute() {
+            return Err(err("control.socket", "must be an absolute path"));
+        }
+        if self.control.socket_mode > 0o777 {
+            return Err(err(
+                "control.socket_mode",
+                format!(
+                    "{:#o} is not a permission mode (0o000..=0o777)",
+                    self.control.socket_mode
+                ),
+            ));
+        }
+        if self.metrics.enabled {
+            self.metrics_addr()?;
+        }
+        self.engine
+            .params()
+            .check()
+            .map_err(|(k, m)| err(&format!("engine.{k}"), m))?;
+        for (i, p) in self.attach.pids.iter().enumerate() {
+            if *p <= 0 {
+                return Err(err(
+                    &format!("attach.pids[{i}]"),
+                    format!("{p} is not a process id"),
+                ));
+            }
+        }
+        for (i, p) in self.attach.cmdline_patterns.iter().enumerate() {
+            if let Err(e) = regex::Regex::new(p) {
+                let first = e
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string();
+                return Err(err(
+                    &format!("attach.cmdline_patterns[{i}]"),
+                    format!("{p:?} is not a regular expression: {first}"),
+                ));
+            }
+        }
+        if !(100..=60_000).contains(&self.attach.scan_interval_ms) {
+            return Err(err(
+                "attach.scan_interval_ms",
+                format!(
+                    "{} is out of range 100..=60000",
+                    self.attach.scan_interval_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn metrics_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.metrics.listen.parse().map_err(|_| {
+            err(
+                "metrics.listen",
+                format!(
+                    "{:?} is not an address:port (e.g. \"127.0.0.1:9464\")",
+                    self.metrics.listen
+                ),
+            )
+        })
+    }
+}
+
+/// Best effort: the dotted key whose line holds byte `at` (for messages).
+fn toml_key_at(text: &str, at: Option<usize>) -> String {
+    let Some(at) = at else { return String::new() };
+    let mut section = String::new();
+    let mut key = String::new();
+    let mut pos = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            section = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+        }
+        if pos + line.len() > at {
+            if let Some((k, _)) = t.split_once('=') {
+                key = k.trim().to_string();
+            }
+            break;
+        }
+        pos += line.len();
+    }
+    match (section.is_empty(), key.is_empty()) {
+        (_, true) => section,
+        (true, false) => key,
+        (false, false) => format!("{section}.{key}"),
+    }
+}
+
+/// The budget must be whole 2 MB blocks (the unit the engine works in).
+pub fn budget_ok(bytes: u64) -> bool {
+    bytes.is_multiple_of(BLOCK_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn shipped_sample_config_is_valid_and_lists_the_defaults() {
+        let sample = include_str!("../../packaging/prescientd.toml");
+        let c = Config::parse(sample).unwrap();
+        // The sample spells out every default: parsing it gives the defaults.
+        assert_eq!(c, Config::default());
+        // ... and every key of the defaults appears in it.
+        let v = toml::Value::try_from(Config::default()).unwrap();
+        fn keys(v: &toml::Value, prefix: &str, out: &mut Vec<String>) {
+            if let toml::Value::Table(t) = v {
+                for (k, v) in t {
+                    let p = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    if v.is_table() {
+                        keys(v, &p, out);
+                    } else {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+        let mut all = Vec::new();
+        keys(&v, "", &mut all);
+        let sample_v: toml::Value = toml::from_str(sample).unwrap();
+        let mut have = Vec::new();
+        keys(&sample_v, "", &mut have);
+        for k in all {
+            assert!(have.contains(&k), "sample config does not document {k}");
+        }
+    }
+
+    /// Each key set wrong in turn: refused, and the message names the key.
+    #[test]
+    fn each_bad_key_is_named() {
+        let cases: &[(&str, &str)] = &[
+            ("backend = \"gpu\"", "backend"),
+            ("device = \"dev/prescient\"", "device"),
+            ("on_missing_module = \"later\"", "on_missing_module"),
+            ("poll_interval_ms = 5", "poll_interval_ms"),
+            ("poll_interval_ms = \"1s\"", "poll_interval_ms"),
+            ("[control]\nsocket = \"x.sock\"", "control.socket"),
+            ("[control]\nsocket_mode = 0o1777", "control.socket_mode"),
+            ("[metrics]\nenabled = 1", "metrics.enabled"),
+            ("[metrics]\nlisten = \"localhost\"", "metrics.listen"),
+            ("[engine]\nrows = 100", "engine.rows"),
+            ("[engine]\nrows = 0", "engine.rows"),
+            ("[engine]\nassoc = 0", "engine.assoc"),
+            ("[engine]\nsuccs = 0", "engine.succs"),
+            ("[engine]\nlookahead = 0", "engine.lookahead"),
+            ("[engine]\ninflight_limit = 0", "engine.inflight_limit"),
+            ("[engine]\ninflight_limit = 5000", "engine.inflight_limit"),
+            (
+                "[engine]\npre_evict_watermark_pct = 101",
+                "engine.pre_evict_watermark_pct",
+            ),
+            (
+                "[engine]\nresidency_budget = \"3M\"",
+                "engine.residency_budget",
+            ),
+            (
+                "[engine]\nresidency_budget = \"4X\"",
+                "engine.residency_budget",
+            ),
+            ("[engine]\nresidency_budget = -1", "engine.residency_budget"),
+            ("[engine]\nenabled = \"yes\"", "engine.enabled"),
+            ("[engine]\nmode = \"deepum\"", "engine.mode"),
+            ("[attach]\npids = [0]", "attach.pids[0]"),
+            ("[attach]\npids = \"1\"", "attach.pids"),
+            (
+                "[attach]\ncmdline_patterns = [\"(\"]",
+                "attach.cmdline_patterns[0]",
+            ),
+            (
+                "[attach]\nall_uvm_processes = 2",
+                "attach.all_uvm_processes",
+            ),
+            ("[attach]\nscan_interval_ms = 0", "attach.scan_interval_ms"),
+        ];
+        for (text, key) in cases {
+            let e = Config::parse(text).expect_err(text);
+            assert_eq!(&e.key, key, "{text}: {e}");
+            assert!(e.to_string().starts_with(key), "{e}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        let e = Config::parse("[engine]\nassociativity = 4").unwrap_err();
+        assert!(e.to_string().contains("associativity"), "{e}");
+        assert!(e.to_string().contains("line 2"), "{e}");
+        let e = Config::parse("[enigne]\nrows = 4").unwrap_err();
+        assert!(e.to_string().contains("enigne"), "{e}");
+    }
+
+    #[test]
+    fn a_good_file() {
+        let c = Config::parse(
+            "poll_interval_ms = 200\n[engine]\nassoc = 4\nresidency_budget = \"4G\"\nmode = \"exec-id\"\n[attach]\ncmdline_patterns = [\"python.*train\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.engine.assoc, 4);
+        assert_eq!(c.engine.residency_budget.0, 4 << 30);
+        assert_eq!(c.engine.mode, Mode::ExecId);
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("4G"), Ok(4 << 30));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert!(parse_bytes("x").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("1.5G").is_err());
+        assert!(parse_bytes("99999999999T").is_err());
+    }
+}
