@@ -3,7 +3,7 @@ CARGO ?= cargo
 SIM := target/release/prescient-sim
 TRACES := sim/traces
 
-.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test
+.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test e2e install
 
 # The kernel module builds against a Rust-enabled kernel tree: the one
 # vm-tests/kernel.sh keeps in its cache, unless KDIR says otherwise.
@@ -16,7 +16,9 @@ help:
 	@echo "make demo    replay a real DNN trace: driver vs Prescient vs oracle, plot in out/demo.svg"
 	@echo "make test    format check, clippy -D warnings, the VM tests, every workspace test"
 	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
-	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios"
+	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios; then make e2e"
+	@echo "make e2e     prescient.ko + prescientd + prescientctl in QEMU, scraped by a real Prometheus on the host"
+	@echo "make install install prescientd, prescientctl, the systemd unit, the sample config, completions, man page (DESTDIR, PREFIX)"
 	@echo "make bench   criterion benchmarks of the engine"
 	@echo "make sweep   DeepUM's table-parameter study on the five bundled traces"
 
@@ -70,8 +72,26 @@ vm-kernel:
 	vm-tests/deps.sh
 	vm-tests/kernel.sh
 
+# The module's scenarios, then the end-to-end test; both always run.
 vm-test:
-	vm-tests/run.sh
+	@rc=0; vm-tests/run.sh || rc=1; tests/e2e/run.sh || rc=1; exit $$rc
+
+e2e:
+	tests/e2e/run.sh
+
+PREFIX ?= /usr
+install:
+	$(CARGO) build --release --locked -p prescientd -p prescientctl
+	install -D -m 755 target/release/prescientd $(DESTDIR)$(PREFIX)/sbin/prescientd
+	install -D -m 755 target/release/prescientctl $(DESTDIR)$(PREFIX)/bin/prescientctl
+	install -D -m 644 packaging/prescientd.service $(DESTDIR)/etc/systemd/system/prescientd.service
+	test -e $(DESTDIR)/etc/prescient/prescientd.toml || install -D -m 644 packaging/prescientd.toml $(DESTDIR)/etc/prescient/prescientd.toml
+	mkdir -p $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	target/release/prescientctl man > $(DESTDIR)$(PREFIX)/share/man/man1/prescientctl.1
+	target/release/prescientctl completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/prescientctl
+	target/release/prescientctl completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_prescientctl
+	target/release/prescientctl completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/prescientctl.fish
 
 bench:
 	$(CARGO) bench -p prescient-core --bench engine

@@ -1,5 +1,6 @@
 #!/bin/sh
-# usage: mkinitramfs.sh KDIR OUT.cpio.gz NAME=FILE...   (files land in /lib or /bin by NAME)
+# usage: [INIT=script] mkinitramfs.sh KDIR OUT.cpio.gz NAME=FILE...   (files land in /lib or /bin by NAME)
+# INIT: the guest's /init (default: vm-tests/init.sh; tests/e2e has its own).
 # Uses the kernel's own usr/gen_init_cpio: no root or mknod needed.
 set -eu
 KB=$1; OUT=$2; shift 2
@@ -10,10 +11,11 @@ LIST=$(mktemp)
   for d in /bin /lib /dev /proc /sys /tmp; do echo "dir $d 755 0 0"; done
   echo "nod /dev/console 600 0 0 c 5 1"
   echo "file /bin/busybox $BB 755 0 0"
-  for a in sh mount insmod rmmod lsmod cat echo grep ls dmesg poweroff uname cut sleep seq tail; do
+  for a in sh mount insmod rmmod lsmod cat echo grep ls dmesg poweroff uname cut sleep seq tail \
+           ip wget kill chmod mkdir rm sed tr head test; do
     echo "slink /bin/$a busybox 777 0 0"
   done
-  echo "file /init $HERE/init.sh 755 0 0"
+  echo "file /init ${INIT:-$HERE/init.sh} 755 0 0"
   for kv in "$@"; do echo "file ${kv%%=*} ${kv#*=} 755 0 0"; done
 } > "$LIST"
 "$KB/usr/gen_init_cpio" "$LIST" | gzip -1 > "$OUT"

@@ -317,6 +317,18 @@ fn run(cli: Cli) -> Res<()> {
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect();
             println!("parameters: {}", line.join(", "));
+            if let Some(mp) = &s.module_params {
+                if *mp != s.params {
+                    let line: Vec<String> = param_rows(mp)
+                        .into_iter()
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect();
+                    println!(
+                        "  but the module has: {} (changed outside prescientd)",
+                        line.join(", ")
+                    );
+                }
+            }
             println!("attached: {}", s.attached.len());
             if !s.attached.is_empty() {
                 println!("{:>8}  {:<16} REASON", "PID", "COMMAND");

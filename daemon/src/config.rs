@@ -182,14 +182,15 @@ impl Default for MetricsConfig {
 
 impl Default for EngineConfig {
     /// The module's own defaults (uapi's `kernel_default_params` and the
-    /// module parameters): 512x2x4, lookahead 4, transparent mode.
+    /// module parameters): 512x2x4, lookahead 4, 16 migrations in flight,
+    /// transparent mode.
     fn default() -> Self {
         EngineConfig {
             rows: 512,
             assoc: 2,
             succs: 4,
             lookahead: 4,
-            inflight_limit: 64,
+            inflight_limit: 16,
             pre_evict_watermark_pct: 90,
             residency_budget: ByteSize(0),
             enabled: true,

@@ -375,3 +375,50 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod dashboard {
+    use super::*;
+
+    /// The committed Grafana dashboard only queries series that /metrics has.
+    #[test]
+    fn grafana_dashboard_names_only_exported_metrics() {
+        let dash: serde_json::Value =
+            serde_json::from_str(include_str!("../../packaging/grafana/prescient.json")).unwrap();
+        let stats = Stats {
+            processes: vec![crate::proto::ProcessStats {
+                pid: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let params = crate::config::EngineConfig::default().params();
+        let text = render(&View {
+            daemon_version: "t",
+            up: true,
+            module: None,
+            params: &params,
+            stats: &stats,
+            attached: &[],
+            daemon: DaemonCounters::default(),
+        })
+        .unwrap();
+        let re = regex::Regex::new(r"prescient_[a-z_]+").unwrap();
+        let mut n = 0;
+        for p in dash["panels"].as_array().unwrap() {
+            for t in p["targets"].as_array().unwrap() {
+                let expr = t["expr"].as_str().unwrap();
+                for m in re.find_iter(expr) {
+                    n += 1;
+                    assert!(
+                        text.contains(&format!("# TYPE {} ", m.as_str())),
+                        "panel {:?} queries {}, which /metrics does not export",
+                        p["title"],
+                        m.as_str()
+                    );
+                }
+            }
+        }
+        assert!(n > 15, "only {n} metric references found");
+    }
+}

@@ -258,6 +258,8 @@ pub struct Status {
     pub module: Option<ModuleInfo>,
     /// What the daemon applies (and re-applies after a module reload).
     pub params: EngineParams,
+    /// What the module has in force now (None when it is not loaded).
+    pub module_params: Option<EngineParams>,
     pub config_path: String,
     pub uptime_s: f64,
     pub attached: Vec<ProcessInfo>,

@@ -390,6 +390,7 @@ impl Service {
                 backend_up: s.up,
                 module: if s.up { s.module.clone() } else { None },
                 params: s.desired,
+                module_params: self.dev.params().ok().map(|p| EngineParams::from_abi(&p)),
                 config_path: self.config_path.display().to_string(),
                 uptime_s: self.uptime(),
                 attached: s

@@ -89,7 +89,37 @@ fn stats(p: &File) -> u::Stats {
     u::Stats::from_bytes(&b).expect("stats")
 }
 
+/// Waits until someone else (prescientd) has attached this process.
+fn wait_attached(secs: f64) -> bool {
+    let me = std::process::id() as u64;
+    let t0 = std::time::Instant::now();
+    while t0.elapsed().as_secs_f64() < secs {
+        if let Ok(p) = OpenOptions::new().read(true).open("/dev/prescient") {
+            let s = stats(&p);
+            if s.spaces[..s.head.n_spaces as usize]
+                .iter()
+                .any(|e| e.pid == me)
+            {
+                println!(
+                    "replay: attached from outside after {:.2}s",
+                    t0.elapsed().as_secs_f64()
+                );
+                return true;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!("replay: not attached within {secs}s");
+    false
+}
+
 fn replay(iters: u32, attach_it: bool, out: Option<&str>) -> Vec<u64> {
+    replay_as(iters, attach_it, None, out)
+}
+
+/// `wait_secs`: the replay starts only once another process (the daemon)
+/// has attached this one (or fails after that many seconds).
+fn replay_as(iters: u32, attach_it: bool, wait_secs: Option<f64>, out: Option<&str>) -> Vec<u64> {
     let f = uvm();
     let mut info = Info::default();
     ioc(
@@ -98,6 +128,11 @@ fn replay(iters: u32, attach_it: bool, out: Option<&str>) -> Vec<u64> {
         &mut info as *mut Info as *mut u8,
     )
     .expect("INFO");
+    if let Some(w) = wait_secs {
+        if !wait_attached(w) {
+            return vec![];
+        }
+    }
     let mut handle = 0;
     if attach_it {
         let p = prescient();
@@ -690,6 +725,21 @@ fn two_spaces() -> bool {
     )
 }
 
+/// Runs a command as uid/gid 65534 (the end-to-end test's unprivileged user).
+fn as_nobody(cmd: &[String]) -> bool {
+    use std::os::unix::process::CommandExt;
+    let Some((prog, rest)) = cmd.split_first() else {
+        eprintln!("usage: vmtest as-nobody CMD [ARGS]");
+        return false;
+    };
+    let mut c = std::process::Command::new(prog);
+    // std drops supplementary groups when root sets a uid.
+    c.args(rest).uid(65534).gid(65534);
+    let e = c.exec();
+    eprintln!("as-nobody: {prog}: {e}");
+    false
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let a = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
@@ -700,6 +750,14 @@ fn main() {
             args.get(4).map(String::as_str),
         )
         .is_empty(),
+        "replay-wait" => !replay_as(
+            a(2).parse().unwrap_or(4),
+            false,
+            Some(a(3).parse().unwrap_or(30.0)),
+            args.get(4).map(String::as_str),
+        )
+        .is_empty(),
+        "as-nobody" => as_nobody(&args[2..]),
         "cut" => cut(a(2), a(3), if a(4).is_empty() { "fault-cut" } else { a(4) }),
         "replay-exec" => replay_exec(a(2).parse().unwrap_or(8), a(3)),
         "ioctl" => ioctl_surface(),

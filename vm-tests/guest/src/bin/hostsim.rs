@@ -18,7 +18,10 @@ struct Gpu {
 }
 
 fn env(k: &str, d: u32) -> u32 {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
 }
 
 fn evict_one(e: &mut Engine<Vec<u64>>, g: &mut Gpu) -> bool {
@@ -72,7 +75,10 @@ fn worker(e: &mut Engine<Vec<u64>>, g: &mut Gpu) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).map(String::as_str).unwrap_or("../stand-in/trace.h");
+    let path = args
+        .get(1)
+        .map(String::as_str)
+        .unwrap_or("../stand-in/trace.h");
     let gpu: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(24);
     let iters: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(8);
     let text = std::fs::read_to_string(path).expect("trace.h");

@@ -1,0 +1,196 @@
+//! prescientctl against a scripted daemon on a temporary socket: the
+//! requests it sends, its tables and JSON, and its exit statuses.
+
+use prescientd::proto::{
+    Counters, EngineParams, ErrorReply, Mode, ProcessStats, Reply, Request, Response, Stats,
+};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_prescientctl");
+
+fn params(assoc: u32) -> EngineParams {
+    EngineParams {
+        rows: 512,
+        assoc,
+        succs: 4,
+        lookahead: 4,
+        inflight_limit: 16,
+        pre_evict_watermark_pct: 90,
+        residency_budget_bytes: 0,
+        enabled: true,
+        mode: Mode::Transparent,
+    }
+}
+
+/// Serves one connection with `reply`, returns the request it got.
+fn with_daemon(name: &str, reply: Response, args: &[&str]) -> (Output, Option<Request>) {
+    let dir = std::env::temp_dir().join(format!("prescientctl-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock: PathBuf = dir.join("control.sock");
+    let l = UnixListener::bind(&sock).unwrap();
+    let t = std::thread::spawn(move || {
+        let (s, _) = l.accept().ok()?;
+        let mut line = String::new();
+        BufReader::new(s.try_clone().unwrap())
+            .read_line(&mut line)
+            .ok()?;
+        let req: Request = serde_json::from_str(&line).ok()?;
+        let mut w = s;
+        let mut out = serde_json::to_string(&reply).unwrap();
+        out.push('\n');
+        w.write_all(out.as_bytes()).ok()?;
+        Some(req)
+    });
+    let o = Command::new(BIN)
+        .arg("--socket")
+        .arg(&sock)
+        .args(args)
+        .output()
+        .unwrap();
+    let req = t.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (o, req)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn set_sends_only_the_changes_and_shows_old_and_new() {
+    let (o, req) = with_daemon(
+        "set",
+        Response::Ok(Reply::ParamsChanged {
+            old: params(2),
+            new: params(4),
+        }),
+        &["set", "--assoc", "4", "--budget", "4G"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Some(Request::SetParams { changes }) = req else {
+        panic!("{req:?}")
+    };
+    assert_eq!(changes.assoc, Some(4));
+    assert_eq!(changes.residency_budget_bytes, Some(4 << 30));
+    assert_eq!(changes.rows, None);
+    let out = stdout(&o);
+    let assoc = out.lines().find(|l| l.starts_with("assoc")).unwrap();
+    assert!(
+        assoc.contains('2') && assoc.contains('4') && assoc.ends_with('*'),
+        "{out}"
+    );
+    let rows = out.lines().find(|l| l.starts_with("rows")).unwrap();
+    assert!(!rows.ends_with('*'), "{out}");
+}
+
+#[test]
+fn stats_json_is_the_daemons_numbers() {
+    let s = Stats {
+        at_s: 3.5,
+        backend_up: true,
+        totals: Counters {
+            faults: 777,
+            prefetched_blocks: 55,
+            ..Default::default()
+        },
+        processes: vec![ProcessStats {
+            pid: 9,
+            faults: 700,
+            ..Default::default()
+        }],
+    };
+    let (o, req) = with_daemon(
+        "stats",
+        Response::Ok(Reply::Stats(s.clone())),
+        &["stats", "--json"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(req, Some(Request::Stats));
+    let back: Stats = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(back, s);
+    // The table names the counters and the process.
+    let (o, _) = with_daemon("stats-t", Response::Ok(Reply::Stats(s)), &["stats"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("faults") && out.contains("777") && out.contains("700"),
+        "{out}"
+    );
+}
+
+#[test]
+fn refusals_map_to_exit_statuses() {
+    for (kind, code) in [
+        ("permission", 77),
+        ("invalid", 1),
+        ("not-found", 1),
+        ("unavailable", 69),
+    ] {
+        let (o, _) = with_daemon(
+            kind,
+            Response::Error(ErrorReply {
+                kind: kind.into(),
+                message: format!("the daemon says {kind}"),
+            }),
+            &["attach", "42"],
+        );
+        assert_eq!(o.status.code(), Some(code), "{kind}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("the daemon says {kind}")),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn no_daemon_exits_69_and_says_where_it_looked() {
+    let o = Command::new(BIN)
+        .args(["--socket", "/nonexistent/prescient.sock", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(69));
+    assert!(
+        stderr(&o).contains("/nonexistent/prescient.sock"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("is prescientd running"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = Command::new(BIN)
+        .args(["set", "--assoc", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--assoc"), "{}", stderr(&o));
+    let o = Command::new(BIN).args(["set"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = Command::new(BIN).args(["frobnicate"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn completions_and_man_page() {
+    let o = Command::new(BIN)
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("prescientctl"));
+    let o = Command::new(BIN).arg("man").output().unwrap();
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with(".ie") || stdout(&o).contains(".TH"));
+}

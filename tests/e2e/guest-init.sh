@@ -1,0 +1,137 @@
+#!/bin/sh
+# Guest /init of the end-to-end test: prescient.ko + the nvidia-uvm stand-in
+# + prescientd + prescientctl in the guest; Prometheus runs on the host and
+# scrapes the daemon through QEMU's port forwarding. Guest-side checks print
+# `E2E: <name> PASS|FAIL <detail>`; `E2E-CHECK<n> ...` lines hand values to
+# the host, which checks them against Prometheus and then creates ack<n> in
+# the directory it serves on $BPORT (the guest waits for it: a barrier).
+export PATH=/bin
+mount -t proc proc /proc; mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null; mount -t debugfs debugfs /sys/kernel/debug
+mount -t tmpfs tmpfs /tmp; mkdir -p /run /etc/prescient
+GB=24; KUS=${KUS:-1000}; BPORT=${BPORT:-8000}
+mark() { echo "E2E: $1 $2 $3"; }
+ack() { # wait for the host's ack file (60 s at most)
+  i=0; while [ $i -lt 600 ]; do
+    wget -q -O /dev/null "http://10.0.2.2:$BPORT/$1" 2>/dev/null && return 0
+    sleep 0.1; i=$((i+1)); done
+  echo "E2E-NOTE: no $1 from the host"; return 1
+}
+standin() { grep "^$1 " /sys/kernel/debug/nvidia_uvm_standin/stats | tr -s ' ' | cut -d' ' -f2; }
+oneline() { tr -d '\n' | tr -s ' '; }
+
+ip link set lo up; ip link set eth0 up
+ip addr add 10.0.2.15/24 dev eth0; ip route add default via 10.0.2.2
+echo "E2E-BOOT: $(uname -r) eth0 $(cat /sys/class/net/eth0/operstate)"
+
+insmod /lib/nvidia_uvm.ko gpu_blocks=$GB kernel_us=$KUS || mark setup FAIL "insmod nvidia_uvm"
+insmod /lib/prescient.ko gpu_blocks=$GB || mark setup FAIL "insmod prescient"
+
+cat > /etc/prescient/prescientd.toml <<CFG
+poll_interval_ms = 200
+[control]
+socket = "/run/prescient/control.sock"
+socket_mode = 0o666
+[metrics]
+listen = "0.0.0.0:9464"
+[engine]
+assoc = 2
+succs = 4
+[attach]
+cmdline_patterns = ["vmtest replay-wait"]
+scan_interval_ms = 100
+CFG
+prescientd --config /etc/prescient/prescientd.toml > /tmp/d.log 2>&1 &
+DPID=$!
+i=0; while [ ! -S /run/prescient/control.sock ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+
+# 1. status through the daemon
+st=$(prescientctl status 2>&1)
+echo "$st"
+case "$st" in *"bound to nvidia-uvm 580.159.04"*"assoc 2"*) mark ctl-status PASS "module bound, parameters applied";;
+  *) mark ctl-status FAIL "$(echo "$st" | oneline)";; esac
+
+# 2. a replay the daemon attaches by command-line pattern; counters compared
+#    (ctl vs Prometheus vs the stand-in driver's own) on the host
+vmtest replay-wait 8 30 && mark pattern-attach PASS "prescientd attached the replay by its command line" \
+  || mark pattern-attach FAIL "not attached"
+sleep 0.5
+prescientctl stats
+echo "E2E-CHECK1 ctl=$(prescientctl stats --json | oneline) standin_faults=$(standin faults) standin_migrated_in=$(standin migrated_in)"
+ack ack1
+grep -q "process exited" /tmp/d.log && mark exit-while-attached PASS "the daemon saw the replay exit and dropped it" \
+  || mark exit-while-attached FAIL "no 'process exited' line"
+
+# 3. prescientctl set while a replay runs
+vmtest replay-wait 16 30 > /tmp/r2.log 2>&1 &
+RP=$!
+i=0; while ! grep -q "attached from outside" /tmp/r2.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+sleep 2
+prescientctl set --assoc 4 --succs 2; rc=$?
+wait $RP
+[ $rc = 0 ] && mark ctl-set-during-replay PASS "assoc 2->4, succs 4->2 while replaying" || mark ctl-set-during-replay FAIL "rc=$rc"
+sleep 0.5
+echo "E2E-CHECK2 ctl=$(prescientctl stats --json | oneline)"
+ack ack2
+
+# 4. not root: may read, may not change (SO_PEERCRED); ctl input out of range
+out=$(vmtest as-nobody /bin/prescientctl set --assoc 8 2>&1); rc=$?
+case "$rc:$out" in 77:*"needs root"*) mark ctl-not-root PASS "rc 77: $out";; *) mark ctl-not-root FAIL "rc=$rc $out";; esac
+out=$(vmtest as-nobody /bin/prescientctl stats 2>&1); rc=$?
+[ $rc = 0 ] && mark ctl-read-not-root PASS "stats readable" || mark ctl-read-not-root FAIL "rc=$rc $out"
+out=$(prescientctl set --rows 3 2>&1); rc=$?
+case "$rc:$out" in 1:*"rows"*"power of two"*) mark ctl-bad-value PASS "rc 1: $out";; *) mark ctl-bad-value FAIL "rc=$rc $out";; esac
+out=$(prescientctl attach 4000000 2>&1); rc=$?
+case "$rc:$out" in 1:*"no such process"*) mark ctl-bad-pid PASS "rc 1: $out";; *) mark ctl-bad-pid FAIL "rc=$rc $out";; esac
+
+# 5. the module unloaded under the daemon, then loaded again
+if rmmod prescient; then
+  sleep 1
+  grep -q "prescient.ko is not loaded" /tmp/d.log && mark module-unloaded PASS "daemon logged it and keeps running" \
+    || mark module-unloaded FAIL "no log line"
+  echo "E2E-CHECK3 down"
+  ack ack3
+  insmod /lib/prescient.ko gpu_blocks=$GB
+  sleep 1
+  mp=$(prescientctl status --json | oneline)
+  case "$mp" in *'"module_params": { "rows": 512, "assoc": 4, "succs": 2'*) mark module-reloaded PASS "parameters re-applied: assoc 4, succs 2";;
+    *) mark module-reloaded FAIL "$mp";; esac
+  grep "is back" /tmp/d.log | tail -1
+  echo "E2E-CHECK4 up"
+  ack ack4
+else
+  mark module-unloaded FAIL "rmmod failed while the daemon runs"
+fi
+
+# 6. SIGTERM: clean exit, socket removed, attachments dropped
+vmtest replay-wait 40 30 > /tmp/r3.log 2>&1 &
+RP=$!
+i=0; while ! grep -q "attached from outside" /tmp/r3.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+kill -TERM $DPID; wait $DPID; rc=$?
+n=$(vmtest stats | sed 's/.*n_spaces: \([0-9]*\).*/\1/')
+[ $rc = 0 ] && [ ! -e /run/prescient/control.sock ] && [ "$n" = 0 ] \
+  && mark sigterm PASS "exit 0, socket removed, replay detached" || mark sigterm FAIL "rc=$rc spaces=$n"
+wait $RP
+
+# 7. the device node with wrong permissions, daemon not root
+chmod 600 /dev/prescient
+cat > /tmp/nobody.toml <<CFG
+[control]
+socket = "/tmp/nobody.sock"
+[metrics]
+enabled = false
+CFG
+chmod 644 /tmp/nobody.toml
+out=$(vmtest as-nobody /bin/prescientd --config /tmp/nobody.toml 2>&1); rc=$?
+case "$rc:$out" in 77:*"permission denied"*) mark device-permissions PASS "rc 77: $(echo "$out" | tail -1 | cut -c1-200)";;
+  *) mark device-permissions FAIL "rc=$rc $out";; esac
+
+# 8. nothing went wrong in the kernel
+if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|general protection|Call Trace|kernel panic' >/tmp/splat; then
+  cat /tmp/splat; mark no-splat FAIL "see above"
+else
+  mark no-splat PASS "dmesg clean (lockdep and DEBUG_ATOMIC_SLEEP on)"
+fi
+echo "--- prescientd log"; cat /tmp/d.log
+echo "E2E-END"
+poweroff -f
