@@ -108,6 +108,10 @@ struct State {
     failed: HashMap<i32, u32>,
     daemon: DaemonCounters,
     last_poll_error: Option<String>,
+    /// Set (under the lock) when shutdown has begun: from then on nothing
+    /// attaches, so the scan and poll tasks still running cannot re-attach
+    /// what `detach_ours` has just detached.
+    shutting_down: bool,
 }
 
 pub struct Service {
@@ -208,6 +212,9 @@ impl Service {
 
     /// Attaches `pid` for `reason`; records it. The error is a sentence.
     fn attach_locked(&self, s: &mut State, pid: i32, reason: Reason) -> Result<(), String> {
+        if s.shutting_down {
+            return Err(format!("pid {pid}: prescientd is shutting down"));
+        }
         match self.dev.attach_pid(pid) {
             Ok(_) => {
                 tracing::info!(pid, comm = %comm(pid), reason = reason.as_str(), "attached");
@@ -257,6 +264,9 @@ impl Service {
     /// One statistics poll, and the reconciliation that follows from it.
     fn poll(&self) {
         let mut s = self.lock();
+        if s.shutting_down {
+            return;
+        }
         s.daemon.polls += 1;
         match self.dev.stats() {
             Ok(raw) => {
@@ -338,6 +348,9 @@ impl Service {
         }
         for pid in uvm_processes() {
             let mut s = self.lock();
+            if s.shutting_down {
+                return;
+            }
             if s.attached.contains_key(&pid)
                 || s.failed.get(&pid).copied().unwrap_or(0) >= MAX_ATTACH_TRIES
             {
@@ -557,9 +570,11 @@ impl Service {
         tracing::info!("config reloaded from {}", self.config_path.display());
     }
 
-    /// Detaches what the daemon attached. The module keeps its parameters.
+    /// Starts shutdown: detaches what the daemon attached and stops all
+    /// further attaching. The module keeps its parameters.
     fn detach_ours(&self) {
         let mut s = self.lock();
+        s.shutting_down = true;
         let ours: Vec<i32> = s
             .attached
             .iter()
@@ -767,6 +782,7 @@ async fn start(
             failed: HashMap::new(),
             daemon: DaemonCounters::default(),
             last_poll_error: None,
+            shutting_down: false,
             cfg: cfg.clone(),
         }),
         stop,
