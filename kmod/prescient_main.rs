@@ -41,6 +41,9 @@ mod engine;
 #[path = "../core/src/exec_table.rs"]
 mod exec_table;
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
+#[path = "../core/src/history.rs"]
+mod history;
+#[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
 #[path = "../core/src/ledger.rs"]
 mod ledger;
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]

@@ -35,8 +35,9 @@
 
 use crate::block_table::{BlockTable, BlockTableRef, Geometry};
 use crate::exec_table::{Evicted, ExecTable, NO_EXEC};
+use crate::history::{History, HistoryRef, HistoryState, Place, CHAIN_STEPS};
 use crate::ledger::{Ledger, LedgerState};
-use crate::params::{Layout, Mode, ParamError, Params, WINDOW_SLOT_WORDS};
+use crate::params::{Layout, Mode, ParamError, Params, HISTORY_AHEAD, WINDOW_SLOT_WORDS};
 use crate::{Block, ExecId, NONE};
 use core::fmt;
 use core::ops::DerefMut;
@@ -87,6 +88,13 @@ pub struct Stats {
     pub demand_evictions: u64,
     /// Faults on blocks Prescient had pre-evicted shortly before.
     pub refaults: u64,
+    /// Transparent mode: faults the history had predicted (they move the
+    /// window on), ...
+    pub history_hits: u64,
+    /// ... faults it had not (they are recorded), ...
+    pub history_misses: u64,
+    /// ... and times the window moved to another place in the history.
+    pub history_jumps: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +136,16 @@ enum Visit {
     Expand(u64),
     /// Already predicted for this kernel or a later one.
     Skip,
+}
+
+/// Transparent mode's predictor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransparentPredictor {
+    /// The global history of faulted runs (`history.rs`), the default.
+    History,
+    /// One global block correlation table, as DeepUM's per-kernel tables
+    /// (the predictor before the history existed; kept for comparison).
+    Table,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +192,30 @@ pub struct Engine<S> {
     /// Blocks emitted for kernels that have not run yet, and per kernel.
     pending: u32,
     pending_by_seq: [u32; PRED_RING],
+
+    // Transparent mode's history and the window that follows it.
+    predictor: TransparentPredictor,
+    tape: HistoryState,
+    /// The window follows the history (cursor, emit and copy are valid).
+    following: bool,
+    /// The place after the last fault the history predicted: the program
+    /// is believed to be there.
+    cursor: Place,
+    /// The next place to emit a prefetch from.
+    emit: Place,
+    /// The next place to copy to the head: what the cursor passed is
+    /// recorded again, so the history keeps the whole order of use although
+    /// blocks that were prefetched in time never fault.
+    copy: Place,
+    /// Faults in a row that the history did not predict.
+    misses: u32,
+    /// Blocks the history window may have in flight now: adapts between
+    /// `MIN_HISTORY_WINDOW` and `window_blocks` (at most half the memory).
+    hwin: u32,
+    /// The last fault the history did not predict.
+    last_miss: Block,
+    /// Blocks the history window decided to move (probes included).
+    emitted: u64,
 }
 
 /// Mutable views of every storage region at once.
@@ -187,10 +229,8 @@ fn hash_block(b: Block, mask: usize) -> usize {
     (b.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 24) as usize & mask
 }
 
-/// The kernel sequence number `b` was last predicted for in window
-/// generation `gen`, if the window reached it. `win` is the window set
-/// (linear probing; slots of other generations are empty).
-fn window_seq(win: &[u64], gen: u64, b: Block) -> Option<u64> {
+/// The slot of `b` in window generation `gen`, if the window reached it.
+fn window_slot(win: &[u64], gen: u64, b: Block) -> Option<&[u64]> {
     let mask = win.len() / WINDOW_SLOT_WORDS - 1;
     let mut i = hash_block(b, mask);
     loop {
@@ -199,10 +239,17 @@ fn window_seq(win: &[u64], gen: u64, b: Block) -> Option<u64> {
             return None;
         }
         if w[0] == b {
-            return Some(w[2]);
+            return Some(w);
         }
         i = (i + 1) & mask;
     }
+}
+
+/// The kernel sequence number `b` was last predicted for in window
+/// generation `gen`, if the window reached it. `win` is the window set
+/// (linear probing; slots of other generations are empty).
+fn window_seq(win: &[u64], gen: u64, b: Block) -> Option<u64> {
+    window_slot(win, gen, b).map(|w| w[2])
 }
 
 impl<S: DerefMut<Target = [u64]>> Engine<S> {
@@ -251,6 +298,16 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             free_target: params.free_min,
             pending: 0,
             pending_by_seq: [0; PRED_RING],
+            predictor: TransparentPredictor::History,
+            tape: HistoryState::default(),
+            following: false,
+            cursor: Place { pos: 0, off: 0 },
+            emit: Place { pos: 0, off: 0 },
+            copy: Place { pos: 0, off: 0 },
+            misses: 0,
+            hwin: 0,
+            last_miss: NONE,
+            emitted: 0,
         };
         e.reset();
         Ok(e)
@@ -303,12 +360,48 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.exp_block = NONE;
         self.start_pending = false;
         self.free_target = self.p.free_min;
+        self.following = false;
+        self.misses = 0;
+        self.last_miss = NONE;
+        self.hwin = self.history_window_max();
         if self.p.mode == Mode::Transparent {
             let g = self.g;
             let tw = self.l.table_words;
             let mut t = BlockTable::new(&mut self.storage[self.l.tables.start..][..tw], g);
             t.clear(0);
+            self.tape_mut().clear();
         }
+    }
+
+    /// Chooses transparent mode's predictor (default: the history). Forgets
+    /// everything learnt, as [`Engine::reset`].
+    pub fn set_transparent_predictor(&mut self, p: TransparentPredictor) {
+        self.predictor = p;
+        self.reset();
+    }
+
+    pub fn transparent_predictor(&self) -> TransparentPredictor {
+        self.predictor
+    }
+
+    fn tape_mut(&mut self) -> History<'_> {
+        let l = &self.l;
+        let (ring, index) =
+            self.storage[l.history.start..l.history_index.end].split_at_mut(l.history.len());
+        History::new(&mut self.tape, ring, index)
+    }
+
+    fn tape_ref(&self) -> HistoryRef<'_> {
+        let l = &self.l;
+        HistoryRef::new(
+            &self.tape,
+            &self.storage[l.history.clone()],
+            &self.storage[l.history_index.clone()],
+        )
+    }
+
+    fn uses_history(&self) -> bool {
+        self.p.mode == Mode::Transparent && self.predictor == TransparentPredictor::History
     }
 
     fn tick(&mut self) -> u64 {
@@ -460,10 +553,15 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             return;
         }
         self.stats.faults += 1;
-        if self.take_recent_victim(block) {
+        let refault = self.take_recent_victim(block);
+        if refault {
             // We evicted it and it was needed: pre-eviction ran too far ahead.
             self.stats.refaults += 1;
             self.free_target = self.free_target.saturating_sub(1).max(self.p.free_min);
+        }
+        if self.uses_history() {
+            self.history_fault(block, refault);
+            return;
         }
         let stamp = self.tick();
         let table = match self.p.mode {
@@ -597,6 +695,11 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     }
 
     fn claim(&mut self, b: Block, seq: u64) -> Visit {
+        self.claim_at(b, seq, 0)
+    }
+
+    /// [`Engine::claim`], remembering history position `pos` with the block.
+    fn claim_at(&mut self, b: Block, seq: u64, pos: u64) -> Visit {
         let (gen, now) = (self.gen, self.seq);
         let r = self.regions();
         let mask = r.window.len() / WINDOW_SLOT_WORDS - 1;
@@ -608,6 +711,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 w[0] = b;
                 w[1] = gen;
                 w[2] = seq;
+                w[3] = pos;
                 return Visit::Emit;
             }
             if w[0] == b {
@@ -618,8 +722,10 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 w[2] = seq;
                 // Emitted for a kernel that has already run: it may have been
                 // evicted since, emit it again. Emitted for a kernel still to
-                // come: it is on its way, only extend its protection.
+                // come: it is on its way, only extend its protection (and
+                // keep the place where it is needed first).
                 return if old < now {
+                    w[3] = pos;
                     Visit::Emit
                 } else {
                     Visit::Expand(old)
@@ -644,6 +750,11 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// returns how many. Does at most `STEPS_PER_SLOT * out.len()` steps; call
     /// again while [`Engine::chain_state`] is `Running`.
     pub fn prefetches(&mut self, out: &mut [Prefetch]) -> usize {
+        if self.uses_history() {
+            let n = self.history_prefetches(out);
+            self.stats.prefetches += n as u64;
+            return n;
+        }
         let mut n = 0;
         let mut steps = STEPS_PER_SLOT * out.len();
         while n < out.len() && steps > 0 && self.state == ChainState::Running {
@@ -883,5 +994,388 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             self.stats.victim_shortfall += 1;
         }
         n
+    }
+}
+
+/// Transparent mode: faults the history did not predict, in a row, before
+/// the window leaves the place it follows (for a place further on, or one
+/// that the last two unpredicted faults agree on).
+const JUMP_AFTER: u32 = 4;
+/// History entries copied to the head per fault at most (the copy also
+/// advances one entry per prefetch step).
+const COPY_PER_FAULT: usize = 1024;
+/// Probes per window: blocks the window leaves to fault (see
+/// `history_prefetches`); 0 for none.
+const PROBE_EVERY: u64 = 16;
+/// A fault predicts where the program is if it is at most this part of a
+/// window past what was emitted (0 for a block pre-evicted shortly before:
+/// it was needed earlier than its next place in the history).
+const SLACK_PART: u64 = 4;
+/// Two unpredicted faults are in the same context if the second one was
+/// recorded at most this many blocks after the first one before.
+const JUMP_CONTEXT: u64 = 64;
+/// The history window grows by 1/WINDOW_GROW when the program outruns it
+/// and shrinks by 1/WINDOW_SHRINK on every refault, never below
+/// MIN_HISTORY_WINDOW blocks.
+const WINDOW_GROW: u32 = 8;
+const WINDOW_SHRINK: u32 = 1024;
+const MIN_HISTORY_WINDOW: u32 = 16;
+/// History entries scanned past the window's end for a fault.
+const SCAN_ENTRIES: usize = 64;
+
+/// Transparent mode: the history follower.
+impl<S: DerefMut<Target = [u64]>> Engine<S> {
+    /// Blocks the history window may have in flight: `window_blocks`, but
+    /// never more than half of the memory.
+    fn history_window(&self) -> u64 {
+        self.hwin.clamp(1, self.history_window_max()) as u64
+    }
+
+    fn history_window_max(&self) -> u32 {
+        (self.p.window_blocks.min(self.p.max_resident_blocks / 2)).max(1)
+    }
+
+    /// Copies what the cursor passed to the head, at most `budget` entries.
+    fn copy_step(&mut self, mut budget: usize) {
+        while budget > 0 && self.following && self.copy < self.cursor {
+            budget -= 1;
+            let Some(e) = self.tape_ref().entry(self.copy.pos) else {
+                self.copy = self.cursor;
+                break;
+            };
+            let last = self.copy.pos == self.cursor.pos;
+            let end = if last {
+                self.cursor.off.min(e.len)
+            } else {
+                e.len
+            };
+            let from = self.copy.off;
+            if from < end {
+                self.tape_mut().append(e.head + from, end - from);
+            }
+            self.copy = if last {
+                Place {
+                    pos: self.copy.pos,
+                    off: end.max(self.copy.off),
+                }
+            } else {
+                Place {
+                    pos: self.copy.pos + 1,
+                    off: 0,
+                }
+            };
+            if last {
+                break;
+            }
+        }
+    }
+
+    /// Starts a new window generation at the cursor: nothing emitted yet.
+    fn history_rearm(&mut self) {
+        self.stats.windows += 1;
+        self.gen += 1;
+        self.window_len = 0;
+        self.front_head = 0;
+        self.front_len = 0;
+        self.emit = self.cursor;
+        self.state = ChainState::Running;
+    }
+
+    /// The cursor moved to `to`: blocks emitted before it are behind the
+    /// program now (no longer protected, no longer counted in the window).
+    fn history_advance(&mut self, to: Place) {
+        self.cursor = to;
+        self.seq = self.tape_ref().offset_of(to).unwrap_or(self.seq);
+        let cap = self.l.frontier.len() as u32;
+        while self.front_len > 0 {
+            let o = self.storage[self.l.frontier.start + self.front_head as usize];
+            if o >= self.seq {
+                break;
+            }
+            self.front_head = (self.front_head + 1) % cap;
+            self.front_len -= 1;
+        }
+        if self.emit < self.cursor {
+            self.emit = self.cursor;
+        }
+        if self.state != ChainState::Running {
+            self.state = ChainState::Running;
+        }
+    }
+
+    fn history_fault(&mut self, b: Block, refault: bool) {
+        if b == self.last_fault {
+            // The same block faulting again (another page of it).
+            return;
+        }
+        self.last_fault = b;
+        self.copy_step(COPY_PER_FAULT);
+        let w = self.history_window();
+        let r = self.tape_ref();
+        let mut ahead: Option<Place> = None;
+        let mut behind = false;
+        // Where the previous unpredicted fault was recorded before: an
+        // occurrence of `b` shortly after one of those is the same context.
+        let mut before = [0u64; CHAIN_STEPS];
+        let mut nbefore = 0;
+        if self.last_miss != NONE {
+            for (p, e) in r.occurrences(self.last_miss) {
+                before[nbefore] = e.offset + p.off;
+                nbefore += 1;
+            }
+        }
+        let mut in_context: Option<Place> = None;
+        let mut onward: Option<Place> = None;
+        let mut past_end = false;
+        let total = self.tape.blocks();
+        // Places this close to the head were just written: following them
+        // would only replay what the program did a moment ago.
+        let gap = w.min(total / 2);
+        let ctx = |o: u64| {
+            before[..nbefore]
+                .iter()
+                .any(|&q| q < o && o - q <= JUMP_CONTEXT)
+        };
+        let at = if self.following {
+            r.offset_of(self.cursor).zip(r.offset_of(self.emit))
+        } else {
+            None
+        };
+        match at {
+            Some((cur, emit)) => {
+                // A fault at most one window past what was emitted, and at
+                // most half the distance to the head (beyond that it is the
+                // copy of what the program already passed).
+                let span = self.tape.blocks().saturating_sub(cur) / 2;
+                let slack = if refault { 0 } else { w / SLACK_PART };
+                let limit = emit.saturating_add(slack).min(cur.saturating_add(span));
+                // Emitted by this window: its place is in the window set.
+                let win = &self.storage[self.l.window.clone()];
+                if let Some(s) = window_slot(win, self.gen, b) {
+                    // The first place it is needed at (o: the last).
+                    let (o, pos) = (s[2], s[3]);
+                    let first = r.entry(pos).filter(|e| e.contains(b)).map(|e| Place {
+                        pos,
+                        off: b - e.head,
+                    });
+                    let first_o = first.and_then(|p| r.offset_of(p)).unwrap_or(o);
+                    if o >= cur && first_o < emit {
+                        ahead = first.filter(|_| first_o >= cur);
+                        behind = ahead.is_none();
+                    } else if o < cur && o.saturating_add(w) >= cur {
+                        behind = true;
+                    }
+                }
+                // Just past the window's end: look a few entries ahead.
+                if ahead.is_none() && !behind {
+                    let mut at = self.emit;
+                    for _ in 0..SCAN_ENTRIES {
+                        let Some(e) = r.entry(at.pos) else {
+                            break;
+                        };
+                        if e.offset + at.off > limit {
+                            break;
+                        }
+                        if e.contains(b) && b - e.head >= at.off {
+                            past_end = true;
+                            ahead = Some(Place {
+                                pos: at.pos,
+                                off: b - e.head,
+                            });
+                            break;
+                        }
+                        at = Place {
+                            pos: at.pos + 1,
+                            off: 0,
+                        };
+                    }
+                }
+                for (p, e) in r.occurrences(b) {
+                    let o = e.offset + p.off;
+                    if ahead.is_some() || behind {
+                        break;
+                    }
+                    if p >= self.cursor && o <= limit {
+                        ahead = Some(ahead.map_or(p, |a| a.min(p)));
+                    } else if p < self.cursor && o.saturating_add(w) >= cur {
+                        behind = true;
+                    } else if p > self.cursor && o <= cur.saturating_add(span) {
+                        // Further on in this period: the program ran past
+                        // the window unseen. The nearest such place.
+                        onward = Some(onward.map_or(p, |q| q.min(p)));
+                    } else if o.saturating_add(gap) <= total && ctx(o) {
+                        in_context = Some(in_context.map_or(p, |q| q.max(p)));
+                    }
+                }
+            }
+            None => {
+                for (p, e) in r.occurrences(b) {
+                    let o = e.offset + p.off;
+                    if o.saturating_add(gap) > total {
+                        // Too close to the head: nothing to follow there.
+                        continue;
+                    }
+                    if ctx(o) {
+                        in_context = Some(in_context.map_or(p, |q| q.max(p)));
+                    }
+                }
+                self.following = false;
+            }
+        }
+        if refault {
+            // Pre-eviction took a block that was needed: the window, which
+            // it must not touch, is too large.
+            self.hwin = (self.hwin - self.hwin / WINDOW_SHRINK).max(MIN_HISTORY_WINDOW);
+        }
+        if let Some(p) = ahead {
+            if past_end && self.front_len as u64 >= w {
+                // The program outran a full window: it may be larger.
+                let max = self.history_window_max();
+                self.hwin = (self.hwin + self.hwin / WINDOW_GROW + 1).min(max);
+            }
+            // Predicted: the program is here. Move the window on.
+            self.stats.history_hits += 1;
+            self.misses = 0;
+            self.history_advance(Place {
+                pos: p.pos,
+                off: p.off + 1,
+            });
+            return;
+        }
+        if behind {
+            // Passed a moment ago (a late or lost prefetch of a block the
+            // cursor already passed): nothing new.
+            return;
+        }
+        // Not predicted: record it where the program is now (after what the
+        // cursor passed), then follow it if the window has lost its way.
+        self.stats.history_misses += 1;
+        self.copy_step(COPY_PER_FAULT);
+        if !self.tape_mut().newest().is_some_and(|e| e.contains(b)) {
+            self.tape_mut().append(b, 1);
+        }
+        if !refault {
+            // A block pre-evicted too early says nothing about where the
+            // program is.
+            self.misses = self.misses.saturating_add(1);
+        }
+        let last_miss = self.last_miss;
+        self.last_miss = b;
+        let sure = in_context.is_some() && last_miss != NONE;
+        if self.following && self.misses < JUMP_AFTER && !(sure && self.misses >= 2) {
+            return;
+        }
+        // A place is only taken on evidence: the previous unpredicted fault
+        // was recorded just before it (the same sequence again), or it lies
+        // further on in the period the window was following.
+        match in_context.or(onward) {
+            Some(p) => {
+                self.stats.history_jumps += 1;
+                self.following = true;
+                self.misses = 0;
+                let to = Place {
+                    pos: p.pos,
+                    off: p.off + 1,
+                };
+                // Blocks claimed before stay protected while they are ahead
+                // of the new cursor; nothing emitted counts any more.
+                self.copy = to;
+                self.emit = to;
+                self.front_len = 0;
+                self.stats.windows += 1;
+                self.history_advance(to);
+            }
+            None => {
+                self.following = false;
+                self.state = ChainState::Idle;
+            }
+        }
+    }
+
+    fn history_prefetches(&mut self, out: &mut [Prefetch]) -> usize {
+        let mut n = 0;
+        let mut steps = STEPS_PER_SLOT * out.len();
+        let w = self.history_window();
+        while n < out.len() && steps > 0 && self.state == ChainState::Running {
+            steps -= 1;
+            if !self.following {
+                self.state = ChainState::Idle;
+                break;
+            }
+            self.copy_step(1);
+            if self.front_len as u64 >= w {
+                // The memory budget is in flight: wait for the next fault.
+                self.state = ChainState::Paused;
+                break;
+            }
+            if self.window_len as usize >= self.l.window_slots / 2 {
+                // The window set is full of blocks the cursor passed: a new
+                // generation, emitting again from the cursor.
+                self.stats.window_full += 1;
+                self.history_rearm();
+                continue;
+            }
+            let Some(e) = self.tape_ref().entry(self.emit.pos) else {
+                // Reached the head (or the ring overwrote the place).
+                self.state = ChainState::Paused;
+                break;
+            };
+            if self.emit.off >= e.len {
+                self.emit = Place {
+                    pos: self.emit.pos + 1,
+                    off: 0,
+                };
+                continue;
+            }
+            let o = e.offset + self.emit.off;
+            if o >= self.seq.saturating_add(HISTORY_AHEAD * w) {
+                self.state = ChainState::Paused;
+                break;
+            }
+            let b = e.head + self.emit.off;
+            self.emit.off += 1;
+            if self.claim_at(b, o, self.emit.pos) != Visit::Emit {
+                continue;
+            }
+            self.window_len += 1;
+            if self.regions().ledger.contains(b) {
+                // Resident: protected now, nothing to move.
+                continue;
+            }
+            self.emitted = self.emitted.wrapping_add(1);
+            if PROBE_EVERY > 0 && self.emitted.is_multiple_of((w / PROBE_EVERY).max(2)) {
+                // A probe: left to fault, so that the cursor learns where
+                // the program is while the window is still full.
+                continue;
+            }
+            out[n] = Prefetch { block: b, ahead: 0 };
+            n += 1;
+            let cap = self.l.frontier.len() as u32;
+            if self.front_len < cap {
+                let at = (self.front_head + self.front_len) % cap;
+                self.storage[self.l.frontier.start + at as usize] = o;
+                self.front_len += 1;
+            }
+        }
+        n
+    }
+}
+
+impl<S: DerefMut<Target = [u64]>> Engine<S> {
+    #[doc(hidden)]
+    pub fn history_debug(&self) -> [u64; 10] {
+        let r = self.tape_ref();
+        [
+            self.following as u64,
+            self.cursor.pos,
+            r.offset_of(self.cursor).unwrap_or(NONE),
+            self.emit.pos,
+            r.offset_of(self.emit).unwrap_or(NONE),
+            self.copy.pos,
+            self.tape.head(),
+            self.tape.blocks(),
+            self.front_len as u64,
+            self.state as u64,
+        ]
     }
 }

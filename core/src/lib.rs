@@ -13,10 +13,11 @@
 pub mod block_table;
 pub mod engine;
 pub mod exec_table;
+pub mod history;
 pub mod ledger;
 pub mod params;
 
-pub use engine::{ChainState, Engine, EngineError, Prefetch, Stats, Victim};
+pub use engine::{ChainState, Engine, EngineError, Prefetch, Stats, TransparentPredictor, Victim};
 pub use exec_table::NO_EXEC;
 pub use params::{Mode, Param, ParamError, Params};
 

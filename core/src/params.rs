@@ -150,6 +150,19 @@ impl Params {
         }
     }
 
+    /// Entries of transparent mode's history (a power of two; 0 in
+    /// execution-id mode). A training iteration's faults must fit in it to
+    /// be predicted: 8 entries (runs of up to 16 blocks) per GPU block, at
+    /// least 4096.
+    pub fn history_entries(&self) -> u32 {
+        match self.mode {
+            Mode::ExecId => 0,
+            Mode::Transparent => (self.max_resident_blocks as u64 * HISTORY_PER_BLOCK)
+                .next_power_of_two()
+                .clamp(MIN_HISTORY, MAX_HISTORY) as u32,
+        }
+    }
+
     /// The storage layout these parameters need. Only meaningful for
     /// validated parameters.
     pub fn layout(&self) -> Layout {
@@ -279,10 +292,18 @@ pub const EXEC_RECORD_WORDS: usize = 3;
 pub const TABLE_HEADER: usize = 4;
 /// Words per block-table way besides its successors: head, stamp, run length.
 pub const ENTRY_HEADER: usize = 3;
-/// Words per window-set slot: block, generation, kernel sequence.
-pub const WINDOW_SLOT_WORDS: usize = 3;
+/// Words per window-set slot: block, generation, kernel sequence (in
+/// transparent mode: the block's offset in the history), history position.
+pub const WINDOW_SLOT_WORDS: usize = 4;
 /// Words per ledger slot: block, links, flags.
 pub const LEDGER_SLOT_WORDS: usize = 3;
+/// History entries per GPU block (transparent mode).
+pub const HISTORY_PER_BLOCK: u64 = 8;
+pub const MIN_HISTORY: u64 = 1 << 12;
+/// Transparent mode: the window reads the history at most this many
+/// windows ahead of the cursor (resident blocks are claimed, not counted).
+pub const HISTORY_AHEAD: u64 = 2;
+pub const MAX_HISTORY: u64 = 1 << 23;
 
 /// Where each region lives inside the engine's one storage slice.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -301,6 +322,10 @@ pub struct Layout {
     pub ledger_index: core::ops::Range<usize>,
     /// Recently pre-evicted blocks, direct-mapped, to notice re-faults.
     pub victims: core::ops::Range<usize>,
+    /// Transparent mode's history: entries, then its index (one word per
+    /// entry). Empty in execution-id mode.
+    pub history: core::ops::Range<usize>,
+    pub history_index: core::ops::Range<usize>,
     pub total: usize,
 }
 
@@ -312,8 +337,15 @@ impl Layout {
         let entry_words = ENTRY_HEADER + p.succs as usize;
         let table_words = TABLE_HEADER + p.rows as usize * p.assoc as usize * entry_words;
         let tables_len = p.tables() as usize * table_words;
-        // Twice the window, rounded to a power of two, keeps linear probing short.
-        let window_slots = (2 * p.window_blocks as usize).next_power_of_two();
+        // Twice the window, rounded to a power of two, keeps linear probing
+        // short. Transparent mode's history window also claims the resident
+        // blocks it passes, up to `HISTORY_AHEAD` windows ahead: four times
+        // that, so that a new generation (which claims those again) is rare.
+        let per_window = match p.mode {
+            Mode::ExecId => 2,
+            Mode::Transparent => 4 * HISTORY_AHEAD as usize,
+        };
+        let window_slots = (per_window * p.window_blocks as usize).next_power_of_two();
         let window_len = window_slots * WINDOW_SLOT_WORDS;
         let frontier_len = p.window_blocks as usize;
         let ledger_slots_len = p.max_resident_blocks as usize * LEDGER_SLOT_WORDS;
@@ -332,6 +364,9 @@ impl Layout {
         let ledger_slots = take(ledger_slots_len);
         let ledger_index = take(ledger_index_slots);
         let victims = take(window_slots);
+        let history_entries = p.history_entries() as usize;
+        let history = take(history_entries * crate::history::HISTORY_ENTRY_WORDS);
+        let history_index = take(history_entries);
         Layout {
             exec_way_words,
             exec_sets,
@@ -346,6 +381,8 @@ impl Layout {
             ledger_slots,
             ledger_index,
             victims,
+            history,
+            history_index,
             total: at,
         }
     }
@@ -501,6 +538,8 @@ mod tests {
             &l.ledger_slots,
             &l.ledger_index,
             &l.victims,
+            &l.history,
+            &l.history_index,
         ];
         let mut at = 0;
         for r in regions {
