@@ -18,6 +18,9 @@ if [ ! -x "$PD" ]; then
   (cd "$ROOT" && cargo build --release -p prescientd) > "$OUT/cargo.log" 2>&1 && PD=$ROOT/target/release/prescientd
 fi
 log "prescientd: $PD ($($PD --version 2>&1))"
+CTL=${PRESCIENTCTL:-$ROOT/dist/prescientctl}
+[ -x "$CTL" ] || CTL=$(dirname "$PD")/prescientctl
+log "prescientctl: $CTL ($($CTL --version 2>&1))"
 RES="$OUT/results.jsonl"; : > "$RES"
 
 # case NAME MODE(none|observe|prescient|driver-like) BUDGET(-|bytes) -- umbench args
@@ -31,6 +34,11 @@ case_() {
   (sleep 150; kill $bp 2>/dev/null) & local wd=$!
   if [ "$mode" = none ]; then
     touch "$go"
+  elif [ "$mode" = record ]; then
+    # prescientctl record alone: the trace, and the fault counts "without Prescient".
+    timeout 110 "$CTL" record $bp --out "$OUT/$name.trace.gz" --ready-file "$go" \
+      > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
+    dp=$!
   else
     local ba=(); [ "$budget" != - ] && ba=(--budget "$budget")
     timeout 110 "$PD" --pid $bp --mode "$mode" "${ba[@]}" --stats-json "$OUT/$name.stats.json" \
@@ -42,7 +50,7 @@ case_() {
   [ -n "$dp" ] && wait $dp
   local t1=$(date +%s%N)
   local sum=$(grep '"summary"' "$OUT/$name.bench.jsonl" | tail -1)
-  local d=$(cat "$OUT/$name.daemon.json" 2>/dev/null | tail -1); [ -z "$d" ] && d=null
+  local d=$(tr -d '\n' < "$OUT/$name.daemon.json" 2>/dev/null); [ -z "$d" ] && d=null
   [ -z "$sum" ] && sum=null
   echo "{\"case\":\"$name\",\"mode\":\"$mode\",\"budget\":\"$budget\",\"rc\":$rc,\"wall_ms\":$(( (t1 - t0) / 1000000 )),\"bench\":$sum,\"daemon\":$d}" >> "$RES"
   log "$name rc=$rc $sum"
@@ -89,6 +97,26 @@ for w in $WHAT; do
     A=(random 10 4096 0.25)
     EXTRA="--fault-source migrations" case_ random_prescient_mig prescient - -- "${A[@]}"
     ;;
+  run4)
+    # Issue 5, run 4: traces recorded with prescientctl record, and the
+    # self back-off (default on; *_nobo = --no-backoff) on dnn and random.
+    A=(dnn 12 1024 4 256)
+    case_ dnn_base none - -- "${A[@]}"
+    case_ dnn_record record - -- "${A[@]}"
+    case_ dnn_observe observe - -- "${A[@]}"
+    case_ dnn_prescient prescient - -- "${A[@]}"
+    EXTRA=--no-backoff case_ dnn_prescient_nobo prescient - -- "${A[@]}"
+    A=(random 10 4096 0.25)
+    case_ random_base none - -- "${A[@]}"
+    case_ random_record record - -- "${A[@]}"
+    case_ random_prescient prescient - -- "${A[@]}"
+    EXTRA=--no-backoff case_ random_prescient_nobo prescient - -- "${A[@]}"
+    case_ random_base2 none - -- "${A[@]}"
+    A=(stream 10 32 256)   # 8 GiB working set; pressure only from the 4 GiB budget
+    case_ stream_record record - -- "${A[@]}"
+    case_ stream_driverlike driver-like 4G -- "${A[@]}"
+    case_ stream_prescient prescient 4G -- "${A[@]}"
+    ;;
   random)
     A=(random 10 4096 0.25)
     case_ random_base none - -- "${A[@]}"
@@ -99,4 +127,5 @@ for w in $WHAT; do
 done
 log done
 # The device returns few files: pack everything into one archive.
-(cd "$OUT" && tar czf /tmp/umb-results.tgz --exclude=results.tgz . && rm -f ./*.jsonl ./*.json ./*.log ./*.err ./*.txt ./*.csv && mv /tmp/umb-results.tgz results.tgz)
+# Recorded traces stay beside it (they come back as files of their own).
+(cd "$OUT" && tar czf /tmp/umb-results.tgz --exclude=results.tgz --exclude='*.trace.gz' . && rm -f ./*.jsonl ./*.json ./*.log ./*.err ./*.txt ./*.csv && mv /tmp/umb-results.tgz results.tgz)

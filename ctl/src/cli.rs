@@ -59,6 +59,15 @@ pub enum Command {
     },
     /// Versions of prescientctl, prescientd, the module's ABI and the bound driver.
     Version(JsonFlag),
+    /// Record a running CUDA process's GPU faults and migrations into a
+    /// native trace (replay it with `prescient-sim run --trace FILE`). Works
+    /// without prescientd or the module: attaches like the user-space
+    /// backend (pidfd_getfd + the UVM tools event tracker). Needs root.
+    Record(RecordArgs),
+    /// Renumber a native trace's blocks from 0 as `record` does (for traces
+    /// recorded before `record` compacted addresses itself).
+    #[command(hide = true)]
+    CompactTrace { input: PathBuf, output: PathBuf },
     /// Print a shell completion script (generated at build time).
     Completions {
         #[arg(value_enum)]
@@ -73,6 +82,78 @@ pub struct JsonFlag {
     /// JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Process id of the CUDA process.
+    #[arg(value_parser = clap::value_parser!(i32).range(1..))]
+    pub pid: i32,
+    /// Output trace (".gz" to compress).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Stop after this many seconds (default: when the target exits, or on
+    /// SIGINT/SIGTERM; the file is written in every case).
+    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    pub duration: Option<f64>,
+    /// Which iteration to write: `auto` (the last complete one that faults
+    /// on at least 1/8 as many blocks as the largest, when at least three
+    /// are found; else everything), `whole` (everything as one iteration) or
+    /// an iteration number from 0. Iterations are cut where the CPU takes
+    /// data back from the GPU after GPU faults.
+    #[arg(long, default_value = "auto", value_parser = parse_iteration)]
+    pub iteration: IterationArg,
+    /// A gap between GPU faults longer than this (microseconds) starts a new
+    /// pseudo-kernel.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub gap_us: u64,
+    /// Most distinct 2 MB blocks in one pseudo-kernel.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_blocks: u32,
+    /// Tools queue entries (power of two).
+    #[arg(long, default_value_t = 1 << 16)]
+    pub queue_entries: u32,
+    /// Keep retrying the attach for this many seconds (CUDA opens its UVM
+    /// fds only when it initialises). Permission errors are not retried.
+    #[arg(long, default_value_t = 30.0, value_parser = parse_wait)]
+    pub attach_wait: f64,
+    /// Create this file once the tracker runs (a workload can wait for it).
+    #[arg(long)]
+    pub ready_file: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IterationArg {
+    Auto,
+    Whole,
+    Index(usize),
+}
+
+fn parse_iteration(s: &str) -> Result<IterationArg, String> {
+    match s {
+        "auto" => Ok(IterationArg::Auto),
+        "whole" => Ok(IterationArg::Whole),
+        n => n
+            .parse::<usize>()
+            .map(IterationArg::Index)
+            .map_err(|_| format!("{s:?}: expected auto, whole or an iteration number")),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if !(0.01..=86400.0).contains(&v) {
+        return Err(format!("{v} is out of range 0.01..=86400 seconds"));
+    }
+    Ok(v)
+}
+
+fn parse_wait(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if !(0.0..=3600.0).contains(&v) {
+        return Err(format!("{v} is out of range 0..=3600 seconds"));
+    }
+    Ok(v)
 }
 
 #[derive(Args, Debug)]

@@ -2,6 +2,7 @@
 //! request per line, one response per line; see prescientd::proto).
 
 mod cli;
+mod record;
 
 use clap::Parser;
 use cli::{Cli, Command, ModeArg, SetArgs, Shell};
@@ -389,6 +390,41 @@ fn run(cli: Cli) -> Res<()> {
         Command::Reset => done(connect()?.call(&Request::Reset)?),
         Command::Attach { pid } => done(connect()?.call(&Request::Attach { pid: *pid })?),
         Command::Detach { pid } => done(connect()?.call(&Request::Detach { pid: *pid })?),
+        Command::Record(a) => record_cmd(a),
+        Command::CompactTrace { input, output } => {
+            let r = prescient_sim::native::read_file(input).and_then(|mut w| {
+                record::compact(&mut w);
+                prescient_sim::native::write_file(output, &w)
+            });
+            r.map_err(|e| fail(EXIT_REFUSED, format!("compact-trace: {e:#}")))
+        }
+    }
+}
+
+fn record_cmd(a: &cli::RecordArgs) -> Res<()> {
+    let req = record::Request {
+        pid: a.pid,
+        out: &a.out,
+        duration: a.duration.map(Duration::from_secs_f64),
+        shape: record::Shape {
+            iteration: a.iteration,
+            gap_ns: a.gap_us * 1000,
+            max_blocks: a.max_blocks,
+        },
+        queue_entries: a.queue_entries,
+        attach_wait: Duration::from_secs_f64(a.attach_wait),
+        ready_file: a.ready_file.as_deref(),
+    };
+    match record::record(&req) {
+        Ok(s) => json(&s),
+        Err(e) => {
+            let code = if record::is_permission(&e) {
+                EXIT_NOPERM
+            } else {
+                EXIT_REFUSED
+            };
+            Err(fail(code, format!("record: {e:#}")))
+        }
     }
 }
 

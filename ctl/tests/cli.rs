@@ -194,3 +194,50 @@ fn completions_and_man_page() {
     assert!(o.status.success());
     assert!(stdout(&o).starts_with(".ie") || stdout(&o).contains(".TH"));
 }
+
+fn record(args: &[&str]) -> Output {
+    Command::new(BIN).arg("record").args(args).output().unwrap()
+}
+
+#[test]
+fn record_refuses_a_process_without_cuda_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.trace");
+    let me = std::process::id().to_string();
+    let o = record(&[&me, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a CUDA process"), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn record_names_a_missing_process() {
+    let o = record(&["2147483647", "--out", "/nonexistent/t.trace"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no such process"), "{err}");
+}
+
+#[test]
+fn record_without_the_right_to_look_exits_77() {
+    // As an unprivileged user, pid 1's fds are out of reach. When the tests
+    // run as root, drop to nobody with setpriv (util-linux).
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let o = if root {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+            .args(["record", "1", "--out", "/tmp/never.trace"])
+            .output()
+            .expect("setpriv (util-linux) is needed to run this test as root")
+    } else {
+        record(&["1", "--out", "/tmp/never.trace"])
+    };
+    assert_eq!(o.status.code(), Some(77), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("permission denied") && err.contains("root"),
+        "{err}"
+    );
+}

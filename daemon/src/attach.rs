@@ -52,11 +52,29 @@ pub struct Target {
 }
 
 impl Target {
+    /// Attaches to `pid`. Errors say which step failed; a permission
+    /// problem keeps its `std::io::Error` (kind `PermissionDenied`) in the
+    /// chain, so callers can map it to an exit status.
     pub fn attach(pid: i32) -> Result<Target> {
-        let pidfd = pidfd_open(pid).with_context(|| format!("pidfd_open({pid})"))?;
+        let pidfd = pidfd_open(pid).map_err(|e| {
+            let what = if e.raw_os_error() == Some(libc::ESRCH) {
+                "no such process"
+            } else {
+                "pidfd_open failed"
+            };
+            anyhow::Error::new(e).context(format!("pid {pid}: {what}"))
+        })?;
         let dir = format!("/proc/{pid}/fd");
         let mut candidates = Vec::new();
-        for e in std::fs::read_dir(&dir).with_context(|| format!("reading {dir} (root needed)"))? {
+        let entries = std::fs::read_dir(&dir).map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                "permission denied: attaching needs root (or ptrace rights over the target)"
+            } else {
+                "cannot list the target's fds"
+            };
+            anyhow::Error::new(e).context(format!("reading {dir}: {hint}"))
+        })?;
+        for e in entries {
             let e = e?;
             let Ok(link) = std::fs::read_link(e.path()) else {
                 continue;
@@ -75,6 +93,11 @@ impl Target {
         for n in &candidates {
             let fd = match pidfd_getfd(pidfd.as_raw_fd(), *n) {
                 Ok(fd) => fd,
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "pidfd_getfd({pid}, fd {n}): permission denied: attaching needs root (or ptrace rights over the target: same user and kernel.yama.ptrace_scope 0, or CAP_SYS_PTRACE)"
+                    )));
+                }
                 Err(e) => {
                     last_err = Some(anyhow!(
                         "pidfd_getfd({pid}, {n}): {e} (need root or ptrace rights)"

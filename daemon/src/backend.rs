@@ -1,9 +1,10 @@
 //! The user-space backend loop: tools events in, engine in the middle,
 //! UVM_MIGRATE out (prefetch to the GPU, pre-evict to the CPU).
 
-use crate::attach::{Event, Target, Tracker};
-use crate::uvm;
+use crate::backoff::{self, Backoff};
 use prescient_core::{Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT};
+use prescientd::attach::{Event, Target, Tracker};
+use prescientd::uvm;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -48,6 +49,8 @@ pub struct Config {
     pub async_migrate: bool,
     pub max_coalesce_blocks: u64,
     pub gpu_blocks: u32,
+    /// Self back-off (None: always prefetch).
+    pub backoff: Option<backoff::Params>,
 }
 
 #[derive(Default)]
@@ -107,6 +110,8 @@ pub struct Snapshot {
     pub engine_refaults: u64,
     pub engine_victims: u64,
     pub engine_free_target: u32,
+    /// Self back-off counters (absent when disabled).
+    pub backoff: Option<backoff::Stats>,
 }
 
 #[derive(Clone, Copy)]
@@ -298,6 +303,10 @@ pub fn run(
     let mut alive_check = Instant::now();
     // Union of GPU copy intervals of our own migrations to the GPU.
     let (mut iv_start, mut iv_end, mut iv_total) = (0u64, 0u64, 0u64);
+    let mut backoff = cfg
+        .backoff
+        .filter(|_| cfg.mode == PolicyMode::Prescient)
+        .map(|p| Backoff::new(p, Instant::now()));
 
     loop {
         if stop.load(Relaxed) {
@@ -323,6 +332,9 @@ pub fn run(
                     if b != last_fault_block {
                         last_fault_block = b;
                         snap.fault_blocks += 1;
+                        if let Some(bo) = backoff.as_mut() {
+                            bo.fault(b);
+                        }
                         if cfg.mode == PolicyMode::Prescient {
                             engine.fault(b);
                             faulted = true;
@@ -341,6 +353,9 @@ pub fn run(
                     {
                         last_fault_block = b;
                         snap.fault_blocks += 1;
+                        if let Some(bo) = backoff.as_mut() {
+                            bo.fault(b);
+                        }
                         if cfg.mode == PolicyMode::Prescient {
                             engine.fault(b);
                             faulted = true;
@@ -377,6 +392,9 @@ pub fn run(
             }
         });
         snap.max_resident_bytes = snap.max_resident_bytes.max(ledger.total);
+        if let Some(bo) = backoff.as_mut() {
+            bo.tick(snap.fault_blocks, Instant::now());
+        }
         let copy_ns = iv_total + (iv_end - iv_start);
         snap.user_to_gpu_copy_s = copy_ns as f64 / 1e9;
         snap.user_to_gpu_gbps = if copy_ns > 0 {
@@ -442,6 +460,11 @@ pub fn run(
                                 break;
                             }
                         }
+                        if let Some(bo) = backoff.as_mut() {
+                            if !bo.admit(b, snap.fault_blocks) {
+                                continue;
+                            }
+                        }
                         if ledger.add(b, BLOCK_BYTES) {
                             engine.migrated_in(b);
                         }
@@ -478,6 +501,7 @@ pub fn run(
         if last_write.elapsed() >= cfg.stats_interval {
             last_write = Instant::now();
             fill(&mut snap, &ledger, &engine, &counters, &tracker, start);
+            snap.backoff = backoff.as_ref().map(|b| b.stats(Instant::now()));
             write_stats(&cfg, &snap);
         }
     }
@@ -488,6 +512,7 @@ pub fn run(
     tracker.flush();
     tracker.drain(usize::MAX, |_| {});
     fill(&mut snap, &ledger, &engine, &counters, &tracker, start);
+    snap.backoff = backoff.as_ref().map(|b| b.stats(Instant::now()));
     write_stats(&cfg, &snap);
     Ok(snap)
 }

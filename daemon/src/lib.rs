@@ -1,10 +1,15 @@
 //! prescientd's service side, as a library: the config file, the control
 //! protocol (shared with prescientctl), the /dev/prescient client, the
-//! Prometheus exposition and the service loop. The user-space backend
-//! (attach.rs, backend.rs, uvm.rs) is part of the binary.
+//! Prometheus exposition and the service loop; and the user-space attach
+//! layer (`uvm`: the NVIDIA UVM ioctl ABI, `attach`: pidfd_getfd + the V2
+//! tools event tracker), shared by the backend loop (backend.rs, part of the
+//! binary) and `prescientctl record`, so both read events through one
+//! implementation.
 
+pub mod attach;
 pub mod config;
 pub mod device;
 pub mod metrics;
 pub mod proto;
 pub mod service;
+pub mod uvm;

@@ -6,13 +6,13 @@
 //! * `prescientd --pid PID [...]`: the user-space backend for one process,
 //!   where no module can be loaded (see README.md).
 
-mod attach;
 mod backend;
-mod uvm;
+mod backoff;
 
 use anyhow::{Context, Result};
 use backend::{Config, FaultSource, PolicyMode};
 use clap::Parser;
+use prescientd::{attach, uvm};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -72,6 +72,29 @@ struct Cli {
     /// Create this file once the tracker runs (a workload can wait for it).
     #[arg(long)]
     ready_file: Option<PathBuf>,
+    /// Never back off: prefetch whatever the engine predicts.
+    #[arg(long)]
+    no_backoff: bool,
+    /// Back-off: one predicted block in this many is held back and watched
+    /// to measure prediction accuracy while prefetching.
+    #[arg(long, default_value_t = 16)]
+    backoff_holdout: u32,
+    /// Back-off: a watched prediction counts as used if the process faults
+    /// on it within this many further fault blocks.
+    #[arg(long, default_value_t = 4096)]
+    backoff_horizon: u64,
+    /// Back-off: watched predictions per accuracy decision.
+    #[arg(long, default_value_t = 64)]
+    backoff_window: u64,
+    /// Back-off: stop prefetching below this accuracy.
+    #[arg(long, default_value_t = 0.3)]
+    backoff_stop: f64,
+    /// Back-off: resume after a probe at or above this accuracy.
+    #[arg(long, default_value_t = 0.5)]
+    backoff_resume: f64,
+    /// Back-off: milliseconds between probes while backed off.
+    #[arg(long, default_value_t = 2000)]
+    backoff_probe_ms: u64,
     /// GPU memory in bytes to size the engine when no budget is given.
     #[arg(long, value_parser = parse_bytes, default_value = "140G")]
     gpu_memory: u64,
@@ -127,6 +150,17 @@ async fn main() -> Result<()> {
     if cli.fault_source == FaultSource::FaultsOnly && cli.budget.is_some() {
         anyhow::bail!("--fault-source faults-only sees no migrations: it cannot keep a residency budget; drop --budget or use --fault-source faults");
     }
+    let backoff = (!cli.no_backoff).then_some(backoff::Params {
+        holdout: cli.backoff_holdout,
+        horizon: cli.backoff_horizon,
+        window: cli.backoff_window,
+        stop_below: cli.backoff_stop,
+        resume_at: cli.backoff_resume,
+        probe_every: Duration::from_millis(cli.backoff_probe_ms),
+    });
+    if let Some(p) = &backoff {
+        p.validate().map_err(anyhow::Error::msg)?;
+    }
     let version = attach::driver_version()?;
     tracing::info!(%version, "nvidia_uvm ABI known");
 
@@ -171,6 +205,7 @@ async fn main() -> Result<()> {
         async_migrate: !cli.sync_migrate,
         max_coalesce_blocks: cli.coalesce_blocks.max(1),
         gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,
+        backoff,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();

@@ -23,15 +23,12 @@ pub const MIGRATE_FLAG_ASYNC: u32 = 1;
 /// Event types (`UvmEventType`).
 pub const EVENT_MIGRATION: u8 = 2;
 pub const EVENT_GPU_FAULT: u8 = 3;
-#[allow(dead_code)]
 pub const EVENT_THRASHING_DETECTED: u8 = 10;
-#[allow(dead_code)]
 pub const EVENT_EVICTION: u8 = 14;
 /// `UvmEventNumTypesAll`: entries of the control block's `dropped` array.
 pub const EVENT_NUM_TYPES_ALL: usize = 64;
 
 /// Migration causes (`UvmEventMigrationCause`).
-#[allow(dead_code)]
 pub const CAUSE_USER: u8 = 1;
 pub const CAUSE_COHERENCE: u8 = 2;
 pub const CAUSE_PREFETCH: u8 = 3;
