@@ -203,6 +203,9 @@ pub struct Engine<S> {
     cursor: Place,
     /// The next place to emit a prefetch from.
     emit: Place,
+    /// The furthest place emitted from since the last jump: below it the
+    /// window is walked again, offering only what is still not resident.
+    emit_hi: Place,
     /// The next place to copy to the head: what the cursor passed is
     /// recorded again, so the history keeps the whole order of use although
     /// blocks that were prefetched in time never fault.
@@ -303,6 +306,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             following: false,
             cursor: Place { pos: 0, off: 0 },
             emit: Place { pos: 0, off: 0 },
+            emit_hi: Place { pos: 0, off: 0 },
             copy: Place { pos: 0, off: 0 },
             misses: 0,
             hwin: 0,
@@ -1020,19 +1024,23 @@ const JUMP_CONTEXT: u64 = 64;
 const WINDOW_GROW: u32 = 8;
 const WINDOW_SHRINK: u32 = 1024;
 const MIN_HISTORY_WINDOW: u32 = 16;
+/// Blocks offered between two probes at least.
+const MIN_PROBE_GAP: u64 = 2;
+/// Marks a probe in a window slot's position word.
+const PROBE_FLAG: u64 = 1 << 63;
 /// History entries scanned past the window's end for a fault.
 const SCAN_ENTRIES: usize = 64;
 
 /// Transparent mode: the history follower.
 impl<S: DerefMut<Target = [u64]>> Engine<S> {
-    /// Blocks the history window may have in flight: `window_blocks`, but
-    /// never more than half of the memory.
+    /// Blocks the history window may have in flight now (adaptive, at most
+    /// `Params::history_window`).
     fn history_window(&self) -> u64 {
         self.hwin.clamp(1, self.history_window_max()) as u64
     }
 
     fn history_window_max(&self) -> u32 {
-        (self.p.window_blocks.min(self.p.max_resident_blocks / 2)).max(1)
+        self.p.history_window()
     }
 
     /// Copies what the cursor passed to the head, at most `budget` entries.
@@ -1070,6 +1078,24 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         }
     }
 
+    fn mark_probe(&mut self, b: Block) {
+        let gen = self.gen;
+        let win = &mut self.storage[self.l.window.clone()];
+        let mask = win.len() / WINDOW_SLOT_WORDS - 1;
+        let mut i = hash_block(b, mask);
+        loop {
+            let w = &mut win[i * WINDOW_SLOT_WORDS..(i + 1) * WINDOW_SLOT_WORDS];
+            if w[1] != gen {
+                return;
+            }
+            if w[0] == b {
+                w[3] |= PROBE_FLAG;
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Starts a new window generation at the cursor: nothing emitted yet.
     fn history_rearm(&mut self) {
         self.stats.windows += 1;
@@ -1078,6 +1104,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.front_head = 0;
         self.front_len = 0;
         self.emit = self.cursor;
+        self.emit_hi = self.cursor;
         self.state = ChainState::Running;
     }
 
@@ -1092,12 +1119,18 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             if o >= self.seq {
                 break;
             }
-            self.front_head = (self.front_head + 1) % cap;
+            // No `%`: a division the compiler cannot prove safe leaves a
+            // panic call that objtool flags in the kernel build.
+            self.front_head += 1;
+            if self.front_head >= cap {
+                self.front_head = 0;
+            }
             self.front_len -= 1;
         }
-        if self.emit < self.cursor {
-            self.emit = self.cursor;
-        }
+        // Walk the window again from here: what the backend dropped is
+        // offered again (see `history_prefetches`).
+        self.emit_hi = self.emit_hi.max(self.emit).max(to);
+        self.emit = to;
         if self.state != ChainState::Running {
             self.state = ChainState::Running;
         }
@@ -1153,7 +1186,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 let win = &self.storage[self.l.window.clone()];
                 if let Some(s) = window_slot(win, self.gen, b) {
                     // The first place it is needed at (o: the last).
-                    let (o, pos) = (s[2], s[3]);
+                    let (o, pos) = (s[2], s[3] & !PROBE_FLAG);
                     let first = r.entry(pos).filter(|e| e.contains(b)).map(|e| Place {
                         pos,
                         off: b - e.head,
@@ -1281,6 +1314,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 // of the new cursor; nothing emitted counts any more.
                 self.copy = to;
                 self.emit = to;
+                self.emit_hi = to;
                 self.front_len = 0;
                 self.stats.windows += 1;
                 self.history_advance(to);
@@ -1303,7 +1337,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 break;
             }
             self.copy_step(1);
-            if self.front_len as u64 >= w {
+            let rewalk = self.emit < self.emit_hi;
+            if !rewalk && self.front_len as u64 >= w {
                 // The memory budget is in flight: wait for the next fault.
                 self.state = ChainState::Paused;
                 break;
@@ -1328,24 +1363,42 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 continue;
             }
             let o = e.offset + self.emit.off;
-            if o >= self.seq.saturating_add(HISTORY_AHEAD * w) {
+            if !rewalk && o >= self.seq.saturating_add(HISTORY_AHEAD * w) {
                 self.state = ChainState::Paused;
                 break;
             }
             let b = e.head + self.emit.off;
             self.emit.off += 1;
-            if self.claim_at(b, o, self.emit.pos) != Visit::Emit {
-                continue;
+            self.emit_hi = self.emit_hi.max(self.emit);
+            let fresh = self.claim_at(b, o, self.emit.pos) == Visit::Emit;
+            if fresh {
+                self.window_len += 1;
             }
-            self.window_len += 1;
             if self.regions().ledger.contains(b) {
                 // Resident: protected now, nothing to move.
                 continue;
             }
+            if !fresh {
+                // Emitted before and still not resident: the backend dropped
+                // it (no room, or a queue it cleared). Offer it again,
+                // unless it is a probe.
+                let win = &self.storage[self.l.window.clone()];
+                if window_slot(win, self.gen, b).is_none_or(|s| s[3] & PROBE_FLAG != 0) {
+                    continue;
+                }
+                out[n] = Prefetch { block: b, ahead: 0 };
+                n += 1;
+                continue;
+            }
             self.emitted = self.emitted.wrapping_add(1);
-            if PROBE_EVERY > 0 && self.emitted.is_multiple_of((w / PROBE_EVERY).max(2)) {
+            if PROBE_EVERY > 0
+                && self
+                    .emitted
+                    .is_multiple_of((w / PROBE_EVERY).max(MIN_PROBE_GAP))
+            {
                 // A probe: left to fault, so that the cursor learns where
                 // the program is while the window is still full.
+                self.mark_probe(b);
                 continue;
             }
             out[n] = Prefetch { block: b, ahead: 0 };
@@ -1358,24 +1411,5 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             }
         }
         n
-    }
-}
-
-impl<S: DerefMut<Target = [u64]>> Engine<S> {
-    #[doc(hidden)]
-    pub fn history_debug(&self) -> [u64; 10] {
-        let r = self.tape_ref();
-        [
-            self.following as u64,
-            self.cursor.pos,
-            r.offset_of(self.cursor).unwrap_or(NONE),
-            self.emit.pos,
-            r.offset_of(self.emit).unwrap_or(NONE),
-            self.copy.pos,
-            self.tape.head(),
-            self.tape.blocks(),
-            self.front_len as u64,
-            self.state as u64,
-        ]
     }
 }

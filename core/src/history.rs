@@ -254,6 +254,9 @@ impl<'a> History<'a> {
 
     fn append_in_chunk(&mut self, b: Block, n: u64) {
         let entries = (self.ring.len() / HISTORY_ENTRY_WORDS) as u64;
+        if entries == 0 || self.index.is_empty() {
+            return;
+        }
         if let Some(e) = self.newest() {
             if e.head + e.len == b && chunk(e.head) == chunk(b) {
                 let at = ((self.st.head - 1) % entries) as usize * HISTORY_ENTRY_WORDS;

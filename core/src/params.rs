@@ -150,6 +150,16 @@ impl Params {
         }
     }
 
+    /// Blocks transparent mode's history window may have in flight at most:
+    /// `window_blocks`, but never more than 1/`HISTORY_WINDOW_PART` of the
+    /// memory (the window is protected from pre-eviction, and without
+    /// kernel boundaries it cannot tell how soon its blocks are needed).
+    pub fn history_window(&self) -> u32 {
+        self.window_blocks
+            .min(self.max_resident_blocks / HISTORY_WINDOW_PART)
+            .max(1)
+    }
+
     /// Entries of transparent mode's history (a power of two; 0 in
     /// execution-id mode). A training iteration's faults must fit in it to
     /// be predicted: 8 entries (runs of up to 16 blocks) per GPU block, at
@@ -303,6 +313,8 @@ pub const MIN_HISTORY: u64 = 1 << 12;
 /// Transparent mode: the window reads the history at most this many
 /// windows ahead of the cursor (resident blocks are claimed, not counted).
 pub const HISTORY_AHEAD: u64 = 2;
+/// The history window holds at most this part of the memory.
+pub const HISTORY_WINDOW_PART: u32 = 8;
 pub const MAX_HISTORY: u64 = 1 << 23;
 
 /// Where each region lives inside the engine's one storage slice.
@@ -341,11 +353,11 @@ impl Layout {
         // short. Transparent mode's history window also claims the resident
         // blocks it passes, up to `HISTORY_AHEAD` windows ahead: four times
         // that, so that a new generation (which claims those again) is rare.
-        let per_window = match p.mode {
-            Mode::ExecId => 2,
-            Mode::Transparent => 4 * HISTORY_AHEAD as usize,
-        };
-        let window_slots = (per_window * p.window_blocks as usize).next_power_of_two();
+        let window_slots = match p.mode {
+            Mode::ExecId => 2 * p.window_blocks as usize,
+            Mode::Transparent => 4 * HISTORY_AHEAD as usize * p.history_window() as usize,
+        }
+        .next_power_of_two();
         let window_len = window_slots * WINDOW_SLOT_WORDS;
         let frontier_len = p.window_blocks as usize;
         let ledger_slots_len = p.max_resident_blocks as usize * LEDGER_SLOT_WORDS;

@@ -127,13 +127,14 @@ fn transparent_history_replays_the_fault_order_from_two_faults() {
     }
     // The same sequence again: one fault is no evidence, two in the order
     // recorded are. The window then emits what followed, in order, up to
-    // its size (half the memory here), leaving a few probes to fault.
+    // its size (an eighth of the memory here: 32 blocks), leaving probes
+    // to fault (every second block in a window this small).
     e.fault(order[0]);
     assert!(drain(&mut e).is_empty());
     e.fault(order[1]);
     let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
-    assert!(got.len() >= 50, "{got:?}");
-    // It goes on into what was just recorded: the sequence repeats.
+    assert!(got.len() >= 14 && got.len() <= 32, "{got:?}");
+    // It may go on into what was just recorded: the sequence repeats.
     let mut rest = order[2..].iter().chain(&order[..2]);
     for b in &got {
         assert!(rest.any(|x| x == b), "{b} out of order in {got:?}");
@@ -141,8 +142,9 @@ fn transparent_history_replays_the_fault_order_from_two_faults() {
     assert!(got.iter().all(|&b| e.is_predicted(b)));
     let s = e.stats();
     assert_eq!(s.history_jumps, 1);
-    // A later fault in the order moves the window on without a miss.
-    e.fault(order[40]);
+    // A later fault in the order (a probe, or just past the window) moves
+    // the window on without a miss.
+    e.fault(order[30]);
     assert_eq!(e.stats().history_hits, s.history_hits + 1);
     assert_eq!(e.stats().history_misses, s.history_misses);
     assert!(
@@ -179,7 +181,6 @@ fn transparent_history_records_prefetched_blocks_again() {
             // Most blocks arrive ahead of their use; what faults (probes,
             // blocks evicted for room) the history knew.
             assert!(s.faults - before.faults <= 10, "pass {pass}: {s:?}");
-            assert!(s.faults > before.faults, "probes fault");
             assert_eq!(s.history_misses, before.history_misses, "pass {pass}");
         }
     }
@@ -335,7 +336,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// Within one window no block is emitted twice while the kernel it was
-    /// predicted for has not run; every prefetches() call
+    /// predicted for has not run (transparent mode: never a resident block,
+    /// never an unprotected one); every prefetches() call
     /// returns at most what it was given room for; victims are distinct,
     /// resident and never predicted; the ledger never exceeds its capacity.
     #[test]
@@ -358,6 +360,17 @@ proptest! {
                         emitted.clear();
                     }
                     let now = e.stats().kernel_starts;
+                    if p.mode == Mode::Transparent {
+                        // The history window offers a block again only
+                        // while it is not resident (the backend dropped
+                        // it), and protects everything it offers.
+                        for pf in &buf[..got] {
+                            prop_assert_eq!(pf.ahead, 0);
+                            prop_assert!(!resident.contains(&pf.block), "resident {} offered", pf.block);
+                            prop_assert!(e.is_predicted(pf.block), "{} offered unprotected", pf.block);
+                        }
+                        continue;
+                    }
                     for pf in &buf[..got] {
                         prop_assert!(pf.ahead <= p.lookahead);
                         let target = now + pf.ahead as u64;
