@@ -30,8 +30,13 @@
 //!   Running|Paused --prediction failed or window full--> Idle
 //!   any --fault--> Running (new window)
 //! ```
-//! In transparent mode there are no kernels: one global table, and a window
-//! is the breadth-first walk from the faulted block, up to `window_blocks`.
+//! In transparent mode there are no kernels. By default the window follows
+//! a global history of faulted runs (`history.rs`; the second `impl` block
+//! below and docs/engine.md): a cursor where the program is, a window of the
+//! blocks recorded after it, probes left to fault so that the window slides,
+//! and a copy of what the cursor passed written back to the history. With
+//! [`TransparentPredictor::Table`] it is the breadth-first walk of one global
+//! block table from the faulted block, up to `window_blocks`.
 
 use crate::block_table::{BlockTable, BlockTableRef, Geometry};
 use crate::exec_table::{Evicted, ExecTable, NO_EXEC};
@@ -334,9 +339,11 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.l.total * 8
     }
 
-    /// Bytes of the correlation tables alone (execution-id and block tables).
+    /// Bytes of the correlation tables alone (execution-id and block
+    /// tables; in transparent mode also the history and its index).
     pub fn table_bytes(&self) -> usize {
-        (self.l.exec.len() + self.l.tables.len()) * 8
+        let l = &self.l;
+        (l.exec.len() + l.tables.len() + l.history.len() + l.history_index.len()) * 8
     }
 
     pub fn resident_blocks(&self) -> u32 {
