@@ -33,14 +33,26 @@ MODULE_PARM_DESC(gpu_blocks, "GPU memory in 2 MB blocks: the default residency b
 static unsigned int enable = 1;
 module_param(enable, uint, 0444);
 MODULE_PARM_DESC(enable, "prefetch and pre-evict from the start (0 = observe only)");
+static unsigned int track_evictions = 1;
+module_param(track_evictions, uint, 0444);
+MODULE_PARM_DESC(track_evictions,
+		 "follow the driver's own evictions (MIGRATION events, cause EVICTION) in the residency ledger (0 = faults and own migrations only)");
 
 /* Implemented in Rust. */
-void prescient_rs_fault(u64 va_space, u64 block_start, u64 timestamp, u32 access);
+void prescient_rs_fault(u64 va_space, u64 events, u64 block_start, u64 timestamp, u32 access);
+void prescient_rs_evicted(u64 events, u64 block_start);
 long prescient_rs_ioctl(unsigned int cmd, unsigned long arg);
 int prescient_rs_work(void);
 
 /* ----- driver 580 layouts (the only version table entry so far) ----- */
 #define UVM_PERF_EVENT_FAULT 6
+#define UVM_PERF_EVENT_MIGRATION 7
+/* uvm_perf_event_data_t.migration: block* @8, dst (uvm_processor_id_t) @16, cause @52 */
+#define MIGRATION_DATA_BLOCK 8
+#define MIGRATION_DATA_DST 16
+#define MIGRATION_DATA_CAUSE 52
+#define UVM_ID_CPU_VALUE 0
+#define UVM_MAKE_RESIDENT_CAUSE_EVICTION 4
 #define UVM_FD_VA_SPACE 2
 #define UVM_FD_TYPE_MASK 0x7ul
 #define FAULT_DATA_BLOCK 0
@@ -126,13 +138,30 @@ static int notify_pre(struct kprobe *p, struct pt_regs *regs)
 	const struct uvm580_va_block_head *blk;
 	const u8 *entry;
 
-	if (regs->si != UVM_PERF_EVENT_FAULT || !data)
+	if (!data)
+		return 0;
+	if (regs->si == UVM_PERF_EVENT_MIGRATION) {
+		/*
+		 * The driver evicted a block to make room (on the fault path or
+		 * inside a migration): Prescient's ledger must drop it. Other
+		 * migrations are Prescient's own or follow a fault it sees.
+		 */
+		if (!track_evictions ||
+		    *(const u32 *)(data + MIGRATION_DATA_CAUSE) != UVM_MAKE_RESIDENT_CAUSE_EVICTION ||
+		    *(const u32 *)(data + MIGRATION_DATA_DST) != UVM_ID_CPU_VALUE)
+			return 0;
+		blk = *(const struct uvm580_va_block_head *const *)(data + MIGRATION_DATA_BLOCK);
+		if (blk)
+			prescient_rs_evicted(regs->di, blk->start);
+		return 0;
+	}
+	if (regs->si != UVM_PERF_EVENT_FAULT)
 		return 0;
 	blk = *(const struct uvm580_va_block_head *const *)(data + FAULT_DATA_BLOCK);
 	entry = *(const u8 *const *)(data + FAULT_DATA_ENTRY);
 	if (!blk || !entry)
 		return 0;
-	prescient_rs_fault(*(const u64 *)(entry + ENTRY_VA_SPACE), blk->start,
+	prescient_rs_fault(*(const u64 *)(entry + ENTRY_VA_SPACE), regs->di, blk->start,
 			   *(const u64 *)(entry + ENTRY_TIMESTAMP),
 			   (*(const u32 *)(entry + ENTRY_TYPE_WORD) >> 6) & 0xf);
 	return 0;

@@ -111,6 +111,7 @@ const RING_MASK: u64 = RING_SIZE as u64 - 1;
 struct Slot {
     seq: AtomicU64,
     va_space: AtomicU64,
+    events: AtomicU64,
     block: AtomicU64,
     time: AtomicU64,
     access: AtomicU64,
@@ -120,6 +121,7 @@ struct Slot {
 const EMPTY_SLOT: Slot = Slot {
     seq: AtomicU64::new(0),
     va_space: AtomicU64::new(0),
+    events: AtomicU64::new(0),
     block: AtomicU64::new(0),
     time: AtomicU64::new(0),
     access: AtomicU64::new(0),
@@ -142,10 +144,16 @@ static RING: Ring = Ring {
 /// [`FaultRec::access`] of a kernel start (SET_EXEC_ID): `block` holds the
 /// execution id. Fault access types are 0..=4.
 const KERNEL_START: u64 = u64::MAX;
+/// [`FaultRec::access`] of a block the driver evicted on its own (MIGRATION
+/// event, cause EVICTION): only `events` identifies the address space.
+const DRIVER_EVICTED: u64 = u64::MAX - 1;
 
 #[derive(Clone, Copy)]
 struct FaultRec {
     va_space: u64,
+    /// The address space's `uvm_perf_va_space_events_t *` (the hooked
+    /// function's first argument); 0 for kernel starts.
+    events: u64,
     block: u64,
     #[allow(dead_code)]
     time: u64,
@@ -179,6 +187,7 @@ impl Ring {
                 ) {
                     Ok(_) => {
                         slot.va_space.store(r.va_space, Ordering::Relaxed);
+                        slot.events.store(r.events, Ordering::Relaxed);
                         slot.block.store(r.block, Ordering::Relaxed);
                         slot.time.store(r.time, Ordering::Relaxed);
                         slot.access.store(r.access, Ordering::Relaxed);
@@ -205,6 +214,7 @@ impl Ring {
         }
         let r = FaultRec {
             va_space: slot.va_space.load(Ordering::Relaxed),
+            events: slot.events.load(Ordering::Relaxed),
             block: slot.block.load(Ordering::Relaxed),
             time: slot.time.load(Ordering::Relaxed),
             access: slot.access.load(Ordering::Relaxed),
@@ -225,15 +235,37 @@ impl Ring {
 /// Fault callback (kprobe pre-handler on uvm_perf_event_notify, in the
 /// driver's fault-servicing thread, under its locks): copy and return.
 #[no_mangle]
-pub extern "C" fn prescient_rs_fault(va_space: u64, block_start: u64, time: u64, access: u32) {
+pub extern "C" fn prescient_rs_fault(
+    va_space: u64,
+    events: u64,
+    block_start: u64,
+    time: u64,
+    access: u32,
+) {
     RING.push(FaultRec {
         va_space,
+        events,
         block: block_start >> BLOCK_SHIFT,
         time,
         access: access as u64,
     });
     // SAFETY: plain C call; it only queues an irq_work (NMI-safe), which
     // wakes the worker.
+    unsafe { prescient_c_kick() };
+}
+
+/// Eviction callback (same kprobe, MIGRATION event with cause EVICTION): the
+/// driver took `block_start` off the GPU to make room. Copy and return.
+#[no_mangle]
+pub extern "C" fn prescient_rs_evicted(events: u64, block_start: u64) {
+    RING.push(FaultRec {
+        va_space: 0,
+        events,
+        block: block_start >> BLOCK_SHIFT,
+        time: 0,
+        access: DRIVER_EVICTED,
+    });
+    // SAFETY: as in prescient_rs_fault.
     unsafe { prescient_c_kick() };
 }
 
@@ -256,6 +288,9 @@ struct Space {
     handle: u64,
     pid: u64,
     va_space: u64,
+    /// The driver's perf-events pointer of this space, learnt from its
+    /// first fault (eviction events carry only this).
+    events: u64,
     file: FileRef,
     engine: Engine<VVec<u64>>,
     st: abi::SpaceStats,
@@ -272,6 +307,8 @@ struct State {
     spaces: [Option<Space>; MAX_SPACES],
     head: abi::StatsHead,
     unattached_faults: u64,
+    /// Blocks the driver evicted on its own while the ledger held them.
+    driver_evictions: u64,
 }
 
 static STATE: AtomicPtr<Mutex<State>> = AtomicPtr::new(core::ptr::null_mut());
@@ -325,25 +362,45 @@ impl State {
         self.spaces.iter_mut().flatten().find(|s| s.handle == h)
     }
 
-    fn on_fault(&mut self, r: FaultRec) {
+    /// Feeds one ring record to its space's engine. True if it was a fault
+    /// of an attached space.
+    fn on_fault(&mut self, r: FaultRec) -> bool {
         if r.access == KERNEL_START {
             if let Some(sp) = self.space_by_va(r.va_space) {
                 sp.engine.kernel_start(r.block as u32);
             }
-            return;
+            return false;
+        }
+        if r.access == DRIVER_EVICTED {
+            // Records are in the driver's order: a later fault or our own
+            // migration of this block comes after this one.
+            let sp = self
+                .spaces
+                .iter_mut()
+                .flatten()
+                .find(|s| s.events != 0 && s.events == r.events);
+            if let Some(sp) = sp {
+                if sp.engine.is_resident(r.block) {
+                    sp.engine.demand_evicted(r.block);
+                    self.driver_evictions += 1;
+                }
+            }
+            return false;
         }
         self.head.faults_seen += 1;
         let Some(sp) = self.space_by_va(r.va_space) else {
             self.unattached_faults += 1;
-            return;
+            return false;
         };
         sp.st.faults += 1;
+        sp.events = r.events;
         let late = sp.engine.is_resident(r.block);
         sp.engine.fault(r.block);
         sp.engine.migrated_in(r.block);
         if late {
             self.head.late_prefetches += 1;
         }
+        true
     }
 
     /// Takes one victim off the GPU. False if the engine has none to give.
@@ -378,11 +435,17 @@ impl State {
     /// Pre-evicts down to the limit, then issues up to `inflight_limit`
     /// prefetches per space. True if a space's chain still has work.
     fn prefetch_round(&mut self) -> bool {
-        let limit = self.limit_blocks();
+        let wm_limit = self.limit_blocks();
+        let budget = self.budget_blocks().min(u32::MAX as u64) as u32;
         let per_round = (self.inflight_limit as usize).min(16);
         let mut more = false;
         let head = &mut self.head;
         for sp in self.spaces.iter_mut().flatten() {
+            // The engine's free target grows with every eviction the driver
+            // had to make (memory was full) and shrinks on refaults.
+            let limit = wm_limit
+                .min(budget.saturating_sub(sp.engine.free_target()))
+                .max(1);
             while sp.engine.resident_blocks() > limit {
                 if !Self::evict_one(sp, head) {
                     break;
@@ -484,11 +547,21 @@ pub extern "C" fn prescient_rs_work() -> c_int {
     with_state(|s| {
         let mut n = 0;
         while n < 512 {
-            match RING.pop() {
-                Some(r) => s.on_fault(r),
-                None => break,
-            }
+            let Some(r) = RING.pop() else {
+                break;
+            };
             n += 1;
+            if s.on_fault(r) {
+                // A fault starts a new prediction window: walk it (and act
+                // on it) before the engine sees the next event. Fed back to
+                // back, a burst of faults leaves every window but the last
+                // unwalked, and the engine learns and predicts differently
+                // (vm-tests/README.md: 84% instead of 90% in the VM).
+                let mut rounds = 0;
+                while rounds < 8 && s.prefetch_round() {
+                    rounds += 1;
+                }
+            }
         }
         s.reap_orphans();
         let more = s.prefetch_round();
@@ -630,6 +703,7 @@ fn ioctl(cmd: u32, arg: usize) -> c_long {
                     // start in order with the faults before and after it.
                     RING.push(FaultRec {
                         va_space: sp.va_space,
+                        events: 0,
                         block: x.exec_id as u64,
                         time: 0,
                         access: KERNEL_START,
@@ -748,6 +822,7 @@ fn attach(s: &mut State, t: &abi::Target) -> Result<u64, c_long> {
         handle,
         pid,
         va_space: va,
+        events: 0,
         file,
         engine,
         st: abi::SpaceStats::default(),
@@ -846,6 +921,7 @@ impl kernel::Module for PrescientModule {
             spaces: Default::default(),
             head: abi::StatsHead::default(),
             unattached_faults: 0,
+            driver_evictions: 0,
         };
         let state = match KBox::pin_init(new_mutex!(st), GFP_KERNEL) {
             Ok(s) => s,
@@ -887,7 +963,7 @@ impl Drop for PrescientModule {
         // SAFETY: init succeeded; after this no hook, ioctl or worker runs.
         unsafe { prescient_c_stop() };
         STATE.store(core::ptr::null_mut(), Ordering::Release);
-        let (faults, pf, drops, unattached) = {
+        let (faults, pf, drops, unattached, evictions) = {
             let mut g = self.state.lock();
             for slot in g.spaces.iter_mut() {
                 *slot = None; // drops engines and file references
@@ -897,16 +973,18 @@ impl Drop for PrescientModule {
                 g.head.blocks_prefetched,
                 RING.drops.load(Ordering::Relaxed),
                 g.unattached_faults,
+                g.driver_evictions,
             )
         };
         // SAFETY: no more uvm calls can happen; drop the module reference.
         unsafe { prescient_c_release_driver() };
         pr_info!(
-            "unloaded (faults seen {}, prefetched {}, queue drops {}, unattached faults {})\n",
+            "unloaded (faults seen {}, prefetched {}, queue drops {}, unattached faults {}, driver evictions followed {})\n",
             faults,
             pf,
             drops,
-            unattached
+            unattached,
+            evictions
         );
     }
 }

@@ -6,7 +6,9 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null; mount -t debugfs debugfs /sys/kerne
 mount -t tmpfs tmpfs /tmp
 echo "VMTEST-BOOT: cpus=$(grep -c ^processor /proc/cpuinfo) kernel $(uname -r) uptime $(cut -d' ' -f1 /proc/uptime)s"
 T=/bin/vmtest; GB=24; KUS=${KUS:-1000}
-P="/lib/prescient.ko gpu_blocks=$GB"
+# VMTEST_TRACK_EVICTIONS=0: the module ignores the driver's eviction events
+# (the behaviour before they were followed; for comparison).
+P="/lib/prescient.ko gpu_blocks=$GB track_evictions=${VMTEST_TRACK_EVICTIONS:-1}"
 mark() { echo "VMTEST: $1 $2 $3"; }
 t() { cut -d' ' -f1 /proc/uptime; }
 
@@ -34,6 +36,25 @@ t0=$(t)
 $T replay 8 noattach /tmp/base && mark replay-baseline PASS "from $t0 s to $(t) s" || mark replay-baseline FAIL ""
 cat /sys/kernel/debug/nvidia_uvm_standin/stats
 
+# VMTEST_ONLY=exec: only the execution-id replay against the baseline (diagnostics)
+if [ "${VMTEST_ONLY:-all}" = exec ]; then
+  insmod $P || mark prescient-load FAIL ""
+  t0=$(t)
+  $T replay-exec 8 /tmp/exec
+  $T cut /tmp/base /tmp/exec fault-cut-exec
+  echo "replay-exec: from $t0 s to $(t) s"
+  cat /sys/kernel/debug/nvidia_uvm_standin/stats
+  rmmod prescient
+  dmesg | grep -E 'prescient|nvidia_uvm' | tail -5
+  if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|lockdep: |INFO: |general protection|Call Trace|kernel panic' >/tmp/splat; then
+    cat /tmp/splat; mark no-splat FAIL "see above"
+  else
+    mark no-splat PASS "dmesg clean"
+  fi
+  echo "VMTEST-END uptime=$(t)s"
+  poweroff -f
+fi
+
 # 3. the ioctl surface
 insmod $P || mark prescient-load FAIL ""
 $T ioctl
@@ -49,6 +70,7 @@ t0=$(t)
 $T replay-exec 8 /tmp/exec
 $T cut /tmp/base /tmp/exec fault-cut-exec
 echo "replay-exec: from $t0 s to $(t) s"
+cat /sys/kernel/debug/nvidia_uvm_standin/stats
 
 # 4b. two address spaces at once; a fault burst larger than the ring
 $T two

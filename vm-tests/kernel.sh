@@ -9,7 +9,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 KVER=${PRESCIENT_KVER:-6.12.117-1~deb12u1}
 CACHE=${PRESCIENT_CACHE:-$HOME/.cache/prescient}
 JOBS=${JOBS:-$(nproc)}
-FRAG=$HERE/kernel.config
+# PRESCIENT_KCONFIG: another fragment (kernel-nolockdep.config: the lockdep cost measurement).
+FRAG=${PRESCIENT_KCONFIG:-$HERE/kernel.config}
 mkdir -p "$CACHE"
 have=$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true)
 [ "$have" = "$KVER" ] || { echo "kernel: need linux-source-6.12=$KVER, have '${have:-none}' (run vm-tests/deps.sh)" >&2; exit 1; }

@@ -2,12 +2,17 @@
 # `make vm-test`: deps -> cached kernel -> prescient.ko + stand-in -> guest binary ->
 # initramfs -> QEMU TCG boot (with a timeout) -> pass/fail from serial markers.
 # Env: PRESCIENT_CACHE (kernel cache dir), VMTEST_TIMEOUT (boot timeout, s), JOBS,
-# VMTEST_KERNEL_US (simulated run time of one GPU kernel in the stand-in, default 1000).
+# VMTEST_KERNEL_US (simulated run time of one GPU kernel in the stand-in, default 1000),
+# VMTEST_WATERMARK, VMTEST_LOOKAHEAD (execution-id replay), VMTEST_TRACK_EVICTIONS
+# (0: prescient.ko ignores the driver's eviction events), VMTEST_ONLY=exec (only the
+# baseline and execution-id replays: a short diagnostic boot).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(dirname "$HERE")
 WORK=$HERE/work; mkdir -p "$WORK"
 T0=$(date +%s); step() { echo "[vm-test +$(( $(date +%s) - T0 ))s] $*"; }
-EXPECT=(no-driver load-unload-20 replay-baseline ioctl-surface replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow rmmod-during-replay unknown-version no-splat)
+EXPECT=(no-driver load-unload-20 replay-baseline ioctl-surface replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow rmmod-during-replay unknown-version no-splat sim-agree)
+[ "${VMTEST_ONLY:-all}" = exec ] && EXPECT=(no-driver load-unload-20 replay-baseline replay-exec fault-cut-exec no-splat sim-agree)
+KUS=${VMTEST_KERNEL_US:-1000}
 
 step "deps"; "$HERE/deps.sh"
 step "kernel (cached by key)"; KDIR=$("$HERE/kernel.sh" | tail -1)
@@ -33,11 +38,26 @@ LOG=$WORK/serial.log
 set +e
 timeout "${VMTEST_TIMEOUT:-480}" qemu-system-x86_64 -m 1G -smp 2 -nographic -no-reboot \
   -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$WORK/initramfs.cpio.gz" \
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=${VMTEST_KERNEL_US:-1000} VMTEST_WATERMARK=${VMTEST_WATERMARK:-90}" </dev/null >"$LOG" 2>&1
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=$KUS VMTEST_WATERMARK=${VMTEST_WATERMARK:-90} VMTEST_LOOKAHEAD=${VMTEST_LOOKAHEAD:-16} VMTEST_TRACK_EVICTIONS=${VMTEST_TRACK_EVICTIONS:-1} VMTEST_ONLY=${VMTEST_ONLY:-all}" </dev/null >"$LOG" 2>&1
 qrc=$?
 set -e
 step "boot done (qemu rc=$qrc; QEMU exits 0 even after a panic, so markers decide)"
-grep -E '^(VMTEST|VMTEST-TARGET|replay:|replay-exec:|stand-in|ioctl:)' "$LOG" | tr -d '\r' || true
+grep -E '^(VMTEST|VMTEST-TARGET|replay:|replay-exec:|faultcause:|stand-in|ioctl:)' "$LOG" | tr -d '\r' || true
+# The same scaled trace through prescient-sim (sim/), same GPU size and engine
+# parameters: the host-side check `sim-agree` (vm-tests/simcheck.py says what
+# it compares and why the models differ).
+step "prescient-sim on the same trace"
+simcheck() {
+  python3 "$HERE/stand-in/mktrace.py" --native "$WORK/trace.prsc" --kernel-us "$KUS" \
+    "$ROOT/sim/traces/BERT_256.kernels.txt.gz" 1369 1024 &&
+  (cd "$ROOT" && cargo build -q --release --locked -p prescient-sim) &&
+  "$ROOT/target/release/prescient-sim" run --trace "$WORK/trace.prsc" --gpu-mem 48MiB \
+    --h2d 100000GB/s --d2h 100000GB/s --iterations 8 --rows 16 --assoc 2 --succs 4 \
+    --lookahead "${VMTEST_LOOKAHEAD:-16}" --window-blocks 256 --max-tables 2048 --free-min 0 \
+    --free-max 12 --policy driver,prescient --json >"$WORK/sim.json" &&
+  python3 "$HERE/simcheck.py" "$LOG" "$WORK/sim.json"
+}
+simcheck | tee -a "$LOG" || true
 pass=0; fail=0
 for s in "${EXPECT[@]}"; do
   if grep -q "^VMTEST: $s PASS" "$LOG"; then pass=$((pass+1)); else fail=$((fail+1)); echo "vm-tests: $s FAILED or missing"; fi

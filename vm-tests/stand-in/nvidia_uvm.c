@@ -74,6 +74,7 @@ typedef u32 NvU32;
 #define NV_ERR_NO_MEMORY 0x51
 
 #define UVM_PERF_EVENT_FAULT 6
+#define UVM_PERF_EVENT_MIGRATION 7
 #define UVM_PERF_EVENT_COUNT 16
 #define UVM_FD_VA_SPACE 2
 #define UVM_FD_TYPE_MASK 0x7
@@ -112,8 +113,35 @@ typedef union {
 		NvU32 batch_id;				/* @24 */
 		u8 is_duplicate;			/* @28 */
 	} fault;
+	/*
+	 * MIGRATION: raised for every migration, including the driver's own
+	 * evictions (uvm_perf_event_notify_migration). Layout as in the
+	 * driver's uvm_perf_events.h (push/cpu_start_timestamp, block, dst,
+	 * src, dst_nid, src_nid, address, bytes, transfer_mode, cause,
+	 * make_resident_context); the stand-in fills what it models.
+	 */
+	struct {
+		void *push;				/* @0 */
+		uvm_va_block_t *block;			/* @8 */
+		NvU32 dst;				/* @16 uvm_processor_id_t */
+		NvU32 src;				/* @20 */
+		u16 dst_nid;				/* @24 */
+		u16 src_nid;				/* @26 */
+		NvU64 address;				/* @32 */
+		NvU64 bytes;				/* @40 */
+		NvU32 transfer_mode;			/* @48 MOVE = 1 */
+		NvU32 cause;				/* @52 uvm_make_resident_cause_t */
+		void *make_resident_context;		/* @56 */
+	} migration;
 	u8 pad[64];
 } uvm_perf_event_data_t;
+
+/* uvm_make_resident_cause_t */
+#define CAUSE_REPLAYABLE_FAULT 0
+#define CAUSE_EVICTION 4
+#define CAUSE_API_MIGRATE 6
+#define UVM_ID_CPU 0
+#define UVM_ID_GPU0 1
 
 struct uvm_va_space_struct;
 typedef void (*uvm_perf_event_callback_t)(struct uvm_va_space_struct *, int, uvm_perf_event_data_t *);
@@ -155,6 +183,21 @@ typedef struct {
 static const u8 uuid_cpu[16] = { 0xa6, 0x5e, 0x0f, 0x4e, 0xd7, 0xd4, 0x7b, 0xa2,
 				 0x50, 0x47, 0x41, 0x2c, 0x14, 0x2a, 0x77, 0x73 };
 
+/* Why a block was not resident when it faulted (diagnostics, debugfs and FAULTLOG). */
+enum { GONE_NEVER, GONE_EVICT_FAULT, GONE_EVICT_MIGRATE, GONE_TO_CPU, GONE_DISCARD, GONE_N };
+static const char *const gone_name[GONE_N] = {
+	"never_resident", "driver_evicted_for_fault", "driver_evicted_for_migrate",
+	"migrated_to_cpu", "discarded",
+};
+#define STANDIN_LOG 8192
+struct standin_fault_rec {
+	u16 kernel;	/* kernel index in the trace */
+	u8 block;
+	u8 cause;	/* GONE_*, | 0x80 if a prefetch landed while the fault was serviced */
+	u16 gone_kernel;	/* the kernel that ran when the block left the GPU */
+	u16 pad;
+};
+
 typedef struct uvm_va_space_struct {
 	struct rw_semaphore lock;
 	uvm_perf_va_space_events_t perf_events;
@@ -163,6 +206,11 @@ typedef struct uvm_va_space_struct {
 	/* residency: resident[i] != 0; fifo[] = resident blocks, oldest first */
 	u8 resident[TRACE_BLOCKS];
 	u8 prefetched[TRACE_BLOCKS];	/* made resident by uvm_api_migrate, not yet touched */
+	u8 gone[TRACE_BLOCKS];		/* why the block is not resident: GONE_* (diagnostics) */
+	u16 gone_kernel[TRACE_BLOCKS];	/* and during which kernel it left */
+	u32 cur_kernel;			/* the kernel being replayed (diagnostics) */
+	struct standin_fault_rec log[STANDIN_LOG];	/* faults since the last FAULTLOG read */
+	u32 nlog;
 	u32 fifo[TRACE_BLOCKS];
 	u32 nres;
 	u32 debt_us;			/* kernel time not yet slept (STANDIN_IOCTL_KERNEL) */
@@ -181,7 +229,8 @@ void uvm_perf_event_notify(uvm_perf_va_space_events_t *ev, int id, uvm_perf_even
 /* global counters (debugfs) */
 static atomic64_t c_faults, c_accesses, c_fault_migrations, c_driver_evictions,
 	c_migrate_calls, c_migrated_in, c_migrated_out, c_discard_calls, c_discarded,
-	c_prefetch_hits, c_no_context, c_bad_args, c_replays, c_spaces;
+	c_prefetch_hits, c_no_context, c_bad_args, c_replays, c_spaces, c_fault_raced;
+static atomic64_t c_fault_after[GONE_N];
 
 /* ----- thread context (uvm_thread_context_add/remove) ----- */
 typedef struct { void *task; u8 opaque[48]; } uvm_thread_context_t;	/* 56 bytes */
@@ -283,7 +332,24 @@ noinline void uvm_perf_event_notify(uvm_perf_va_space_events_t *ev, int id, uvm_
 }
 
 /* ----- simulated GPU memory (gpu_lock held) ----- */
-static void make_nonresident(uvm_va_space_t *vs, u32 b)
+
+/* One MIGRATION perf event, as the driver raises for every block it moves. */
+static void notify_migration(uvm_va_space_t *vs, u32 b, bool to_gpu, u32 cause)
+{
+	uvm_perf_event_data_t data;
+
+	memset(&data, 0, sizeof(data));
+	data.migration.block = vs->blocks[b];
+	data.migration.dst = to_gpu ? UVM_ID_GPU0 : UVM_ID_CPU;
+	data.migration.src = to_gpu ? UVM_ID_CPU : UVM_ID_GPU0;
+	data.migration.address = vs->blocks[b]->start;
+	data.migration.bytes = 1ULL << BLOCK_SHIFT;
+	data.migration.transfer_mode = 1;
+	data.migration.cause = cause;
+	uvm_perf_event_notify(&vs->perf_events, UVM_PERF_EVENT_MIGRATION, &data);
+}
+
+static void make_nonresident(uvm_va_space_t *vs, u32 b, u8 why)
 {
 	u32 i;
 
@@ -297,19 +363,27 @@ static void make_nonresident(uvm_va_space_t *vs, u32 b)
 		}
 	vs->resident[b] = 0;
 	vs->prefetched[b] = 0;
+	vs->gone[b] = why;
+	vs->gone_kernel[b] = vs->cur_kernel;
+	if (why == GONE_TO_CPU)
+		notify_migration(vs, b, false, CAUSE_API_MIGRATE);
+	else if (why == GONE_EVICT_FAULT || why == GONE_EVICT_MIGRATE)
+		notify_migration(vs, b, false, CAUSE_EVICTION);
 }
 
-static void make_resident(uvm_va_space_t *vs, u32 b)
+/* `for_fault`: servicing a fault (else uvm_api_migrate to the GPU). */
+static void make_resident(uvm_va_space_t *vs, u32 b, bool for_fault)
 {
 	if (vs->resident[b])
 		return;
 	while (vs->nres >= gpu_blocks && vs->nres > 0) {
 		/* the driver's policy: evict the first block that became resident */
-		make_nonresident(vs, vs->fifo[0]);
+		make_nonresident(vs, vs->fifo[0], for_fault ? GONE_EVICT_FAULT : GONE_EVICT_MIGRATE);
 		atomic64_inc(&c_driver_evictions);
 	}
 	vs->resident[b] = 1;
 	vs->fifo[vs->nres++] = b;
+	notify_migration(vs, b, true, for_fault ? CAUSE_REPLAYABLE_FAULT : CAUSE_API_MIGRATE);
 }
 
 static uvm_va_space_t *va_space_of(struct file *filp)
@@ -361,10 +435,10 @@ noinline NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp
 	mutex_lock(&vs->gpu_lock);
 	for (b = first; b <= last; b++) {
 		if (to_cpu && vs->resident[b]) {
-			make_nonresident(vs, b);
+			make_nonresident(vs, b, GONE_TO_CPU);
 			atomic64_inc(&c_migrated_out);
 		} else if (!to_cpu && !vs->resident[b]) {
-			make_resident(vs, b);
+			make_resident(vs, b, false);
 			vs->prefetched[b] = 1;
 			atomic64_inc(&c_migrated_in);
 		}
@@ -392,7 +466,7 @@ noinline NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp
 	mutex_lock(&vs->gpu_lock);
 	for (b = first; b <= last; b++)
 		if (vs->resident[b]) {
-			make_nonresident(vs, b);
+			make_nonresident(vs, b, GONE_DISCARD);
 			atomic64_inc(&c_discarded);
 		}
 	mutex_unlock(&vs->gpu_lock);
@@ -404,13 +478,19 @@ noinline NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp
 #define STANDIN_IOCTL_REPLAY 0x7e000001u	/* test-only, not a real UVM number */
 #define STANDIN_IOCTL_INFO   0x7e000002u
 #define STANDIN_IOCTL_STORM  0x7e000003u
-#define STANDIN_IOCTL_KERNEL 0x7e000004u	/* arg = kernel index: run that one kernel */	/* arg = number of FAULT events to raise back to back */
+#define STANDIN_IOCTL_KERNEL 0x7e000004u	/* arg = kernel index: run that one kernel */
+#define STANDIN_IOCTL_FAULTLOG 0x7e000005u	/* copy out and clear the fault log */
 #define STANDIN_MAX_ITERS 64
 struct standin_replay {
 	u32 iterations;
 	u32 kernel_us;			/* 0 = module default */
 	u64 faults[STANDIN_MAX_ITERS];	/* out: faults per iteration */
 	u64 prefetch_hits[STANDIN_MAX_ITERS];	/* out: first touches of prefetched blocks */
+};
+struct standin_faultlog {
+	u32 n;				/* out: records (at most STANDIN_LOG) */
+	u32 lost;			/* out: faults not logged (log full) */
+	struct standin_fault_rec rec[STANDIN_LOG];
 };
 struct standin_info {
 	u64 base;
@@ -421,10 +501,12 @@ struct standin_info {
 };
 
 /* One access of the running kernel: fault (notify + service) if not resident. */
-static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u64 *faults, u64 *hits)
+static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u32 kernel,
+			 u64 *faults, u64 *hits)
 {
 	uvm_fault_buffer_entry_t entry;
 	uvm_perf_event_data_t data;
+	u8 why;
 
 	atomic64_inc(&c_accesses);
 	mutex_lock(&vs->gpu_lock);
@@ -437,6 +519,7 @@ static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u64 *
 		mutex_unlock(&vs->gpu_lock);
 		return;
 	}
+	why = vs->gone[b];
 	mutex_unlock(&vs->gpu_lock);
 
 	memset(&entry, 0, sizeof(entry));
@@ -452,11 +535,18 @@ static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u64 *
 	uvm_perf_event_notify(&vs->perf_events, UVM_PERF_EVENT_FAULT, &data);
 
 	mutex_lock(&vs->gpu_lock);
-	if (!vs->resident[b]) {		/* a prefetch may have won the race */
-		make_resident(vs, b);
+	if (!vs->resident[b]) {
+		make_resident(vs, b, true);
 		atomic64_inc(&c_fault_migrations);
+	} else {			/* a prefetch landed while the fault was raised */
+		why |= 0x80;
+		atomic64_inc(&c_fault_raced);
 	}
 	vs->prefetched[b] = 0;
+	atomic64_inc(&c_fault_after[why & 0x7f]);
+	if (vs->nlog < STANDIN_LOG)
+		vs->log[vs->nlog] = (struct standin_fault_rec){ kernel, b, why, vs->gone_kernel[b] };
+	vs->nlog++;
 	mutex_unlock(&vs->gpu_lock);
 	(*faults)++;
 	atomic64_inc(&c_faults);
@@ -486,9 +576,10 @@ static long replay(uvm_va_space_t *vs, struct standin_replay __user *uarg)
 		r->prefetch_hits[it] = 0;
 		for (k = 0; k + 1 < ARRAY_SIZE(trace_kernel); k++) {
 			/* one fault batch per kernel, serviced under the va_space lock */
+			WRITE_ONCE(vs->cur_kernel, k);
 			down_read(&vs->lock);
 			for (i = trace_kernel[k]; i < trace_kernel[k + 1]; i++)
-				access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, batch,
+				access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, batch, k,
 					     &r->faults[it], &r->prefetch_hits[it]);
 			up_read(&vs->lock);
 			batch++;
@@ -563,9 +654,10 @@ static long run_kernel(uvm_va_space_t *vs, unsigned long k)
 
 	if (k + 1 >= ARRAY_SIZE(trace_kernel))
 		return -EINVAL;
+	WRITE_ONCE(vs->cur_kernel, k);
 	down_read(&vs->lock);
 	for (i = trace_kernel[k]; i < trace_kernel[k + 1]; i++)
-		access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, k, &faults, &hits);
+		access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, k, k, &faults, &hits);
 	up_read(&vs->lock);
 	vs->debt_us += kernel_us;
 	if (vs->debt_us >= 4000) {
@@ -573,6 +665,27 @@ static long run_kernel(uvm_va_space_t *vs, unsigned long k)
 		vs->debt_us = 0;
 	}
 	return (long)(min_t(u64, faults, 0xffff) | min_t(u64, hits, 0x7fff) << 16);
+}
+
+/* Copies the fault log out and clears it (diagnostics). */
+static long faultlog(uvm_va_space_t *vs, struct standin_faultlog __user *uarg)
+{
+	struct standin_faultlog *l;
+	long ret = 0;
+
+	l = kvzalloc(sizeof(*l), GFP_KERNEL);
+	if (!l)
+		return -ENOMEM;
+	mutex_lock(&vs->gpu_lock);
+	l->n = min_t(u32, vs->nlog, STANDIN_LOG);
+	l->lost = vs->nlog - l->n;
+	memcpy(l->rec, vs->log, l->n * sizeof(l->rec[0]));
+	vs->nlog = 0;
+	mutex_unlock(&vs->gpu_lock);
+	if (copy_to_user(uarg, l, sizeof(*l)))
+		ret = -EFAULT;
+	kvfree(l);
+	return ret;
 }
 
 /* ----- /dev/nvidia-uvm ----- */
@@ -643,6 +756,8 @@ static long uvm_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return run_kernel(vs, arg);
 	case STANDIN_IOCTL_STORM:
 		return storm(vs, arg);
+	case STANDIN_IOCTL_FAULTLOG:
+		return faultlog(vs, (struct standin_faultlog __user *)arg);
 	case STANDIN_IOCTL_INFO: {
 		struct standin_info info = {
 			.base = STANDIN_BASE, .blocks = TRACE_BLOCKS, .gpu_blocks = gpu_blocks,
@@ -677,8 +792,15 @@ static int stats_show(struct seq_file *m, void *v)
 #define C(x) seq_printf(m, "%-18s %lld\n", #x, atomic64_read(&c_##x))
 	C(faults); C(accesses); C(fault_migrations); C(driver_evictions); C(migrate_calls);
 	C(migrated_in); C(migrated_out); C(discard_calls); C(discarded); C(prefetch_hits);
-	C(no_context); C(bad_args); C(replays); C(spaces);
+	C(no_context); C(bad_args); C(replays); C(spaces); C(fault_raced);
 #undef C
+	{
+		int i;
+
+		for (i = 0; i < GONE_N; i++)
+			seq_printf(m, "fault_after_%-26s %lld\n", gone_name[i],
+				   atomic64_read(&c_fault_after[i]));
+	}
 	seq_printf(m, "%-18s %u\n", "gpu_blocks", gpu_blocks);
 	seq_printf(m, "%-18s %s\n", "trace", TRACE_NAME);
 	return 0;
@@ -699,6 +821,11 @@ static int __init standin_init(void)
 	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.buffer_entry) != 16);
 	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.batch_id) != 24);
 	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.is_duplicate) != 28);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.block) != 8);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.dst) != 16);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.address) != 32);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.cause) != 52);
+	BUILD_BUG_ON(sizeof(uvm_perf_event_data_t) != 64);
 	BUILD_BUG_ON(sizeof(UVM_MIGRATE_PARAMS) != 80);
 	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, flags) != 32);
 	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, rmStatus) != 72);

@@ -8,6 +8,72 @@ const STANDIN_IOCTL_REPLAY: u64 = 0x7e00_0001;
 const STANDIN_IOCTL_INFO: u64 = 0x7e00_0002;
 const STANDIN_IOCTL_STORM: u64 = 0x7e00_0003;
 const STANDIN_IOCTL_KERNEL: u64 = 0x7e00_0004;
+const STANDIN_IOCTL_FAULTLOG: u64 = 0x7e00_0005;
+const STANDIN_LOG: usize = 8192;
+/// Why a faulted block was not resident (the stand-in's GONE_* codes).
+const GONE: [&str; 5] = ["never", "evict-fault", "evict-migrate", "to-cpu", "discard"];
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct FaultRec {
+    kernel: u16,
+    block: u8,
+    cause: u8,
+    /// The kernel that ran when the block left the GPU.
+    gone_kernel: u16,
+    pad: u16,
+}
+
+#[repr(C)]
+struct FaultLog {
+    n: u32,
+    lost: u32,
+    rec: [FaultRec; STANDIN_LOG],
+}
+
+/// The stand-in's faults since the last call (kernel, block, cause), cleared.
+fn fault_log(f: &File) -> Vec<FaultRec> {
+    let mut l = Box::new(FaultLog {
+        n: 0,
+        lost: 0,
+        rec: [FaultRec::default(); STANDIN_LOG],
+    });
+    if ioc(
+        f.as_raw_fd(),
+        STANDIN_IOCTL_FAULTLOG,
+        &mut *l as *mut FaultLog as *mut u8,
+    )
+    .is_err()
+    {
+        return vec![];
+    }
+    l.rec[..(l.n as usize).min(STANDIN_LOG)].to_vec()
+}
+
+/// One line per fault, `faultlog: <tag> iter <i> k <kernel> b <block> <cause>
+/// (left during k <kernel>)`
+/// (hostsim prints the same format), then a count per cause.
+fn print_fault_log(tag: &str, it: usize, log: &[FaultRec]) {
+    let mut by = [0u32; 6];
+    for r in log {
+        let c = (r.cause & 0x7f) as usize;
+        let raced = r.cause & 0x80 != 0;
+        println!(
+            "faultlog: {tag} iter {it} k {} b {} {}{} (left during k {})",
+            r.kernel,
+            r.block,
+            GONE.get(c).unwrap_or(&"?"),
+            if raced { " raced" } else { "" },
+            r.gone_kernel
+        );
+        by[c.min(4)] += 1;
+        by[5] += raced as u32;
+    }
+    println!(
+        "faultcause: {tag} iter {it} never {} evict-fault {} evict-migrate {} to-cpu {} discard {} (prefetch landed during the fault: {})",
+        by[0], by[1], by[2], by[3], by[4], by[5]
+    );
+}
 const MAX_ITERS: usize = 64;
 
 #[repr(C)]
@@ -249,6 +315,10 @@ fn replay_exec(iters: usize, out: &str) -> bool {
             hits += (r as u64 >> 16) & 0x7fff;
         }
         println!("replay: exec-id iter {it} faults {faults} prefetch_hits {hits}");
+        let log = fault_log(&f);
+        if it >= iters / 2 {
+            print_fault_log("exec", it, &log);
+        }
         v.push(faults);
     }
     let s = stats(&p);

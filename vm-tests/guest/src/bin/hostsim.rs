@@ -3,11 +3,24 @@
 //! with the worker running to completion after every event (the most
 //! favourable interleaving). Predicts the faults per iteration the VM shows.
 //! usage: hostsim [trace.h] [gpu_blocks] [iters]
-//! env: SUCCS WINDOW ASSOC ROWS WM (watermark %), EXEC=1 (execution-id mode:
-//! the runtime reports the kernel index before every kernel), TABLES, LOOK.
+//! env: BASE (first block number), SUCCS WINDOW ASSOC ROWS WM (watermark %), EXEC=1 (execution-id mode:
+//! the runtime reports the kernel index before every kernel), TABLES, LOOK,
+//! DEFER=1 (the worker sees a kernel's faults only after the kernel's last
+//! access), DEFER=2 (it sees the kernel's start then too: an asynchronous
+//! worker that lags by one kernel, as prescient.ko does in the VM, where the
+//! kernel's accesses follow SET_EXEC_ID at once),
+//! BATCH=n (DEFER=2, and the engine is fed the events of n kernels in a row
+//! before the worker's next prefetch round: prescient.ko before it walked the
+//! window after every fault; BATCH=1 gives the 18-19 faults/iteration the VM
+//! showed then), TRACK=0 (the module does not hear of the driver's evictions),
+//! LOG=1 (one `faultlog:` line per fault of the 2nd half of the iterations,
+//! in the format the VM test prints, and a `faultcause:` count per iteration).
 use prescient_core::{ChainState, Engine, Mode, Prefetch, Victim};
 use prescient_uapi::kernel_default_params;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+
+/// Why a block is not resident (the stand-in's GONE_* codes).
+const GONE: [&str; 5] = ["never", "evict-fault", "evict-migrate", "to-cpu", "discard"];
 
 struct Gpu {
     fifo: VecDeque<u64>,
@@ -15,6 +28,37 @@ struct Gpu {
     limit: usize,
     prefetched: u64,
     evicted: u64,
+    gone: HashMap<u64, (usize, usize)>,
+    track: bool,
+    /// The kernel being replayed (for the fault log).
+    cur: usize,
+}
+
+impl Gpu {
+    /// Makes `b` resident, evicting FIFO first if full (`why`: the cause
+    /// recorded for the victim). The module hears of the eviction (the
+    /// driver's MIGRATION event) and tells the engine.
+    fn make_resident(&mut self, e: Option<&mut Engine<Vec<u64>>>, b: u64, why: usize) {
+        if self.fifo.len() >= self.cap {
+            if let Some(v) = self.fifo.pop_front() {
+                self.gone.insert(v, (why, self.cur));
+                if let Some(e) = e.filter(|_| self.track) {
+                    if e.is_resident(v) {
+                        e.demand_evicted(v);
+                    }
+                }
+            }
+        }
+        self.fifo.push_back(b);
+    }
+
+    /// prescient.ko's limit: the watermark, or less when the engine's free
+    /// target asks for more free memory.
+    fn limit(&self, e: &Engine<Vec<u64>>) -> usize {
+        self.limit
+            .min(self.cap.saturating_sub(e.free_target() as usize))
+            .max(1)
+    }
 }
 
 fn env(k: &str, d: u32) -> u32 {
@@ -30,6 +74,7 @@ fn evict_one(e: &mut Engine<Vec<u64>>, g: &mut Gpu) -> bool {
         return false;
     }
     g.fifo.retain(|&x| x != v[0].block);
+    g.gone.insert(v[0].block, (3, g.cur));
     e.evicted(v[0].block);
     g.evicted += 1;
     true
@@ -37,7 +82,7 @@ fn evict_one(e: &mut Engine<Vec<u64>>, g: &mut Gpu) -> bool {
 
 fn worker(e: &mut Engine<Vec<u64>>, g: &mut Gpu) {
     loop {
-        while e.resident_blocks() as usize > g.limit {
+        while e.resident_blocks() as usize > g.limit(e) {
             if !evict_one(e, g) {
                 break;
             }
@@ -49,7 +94,7 @@ fn worker(e: &mut Engine<Vec<u64>>, g: &mut Gpu) {
                 continue;
             }
             let mut room = true;
-            while e.resident_blocks() as usize >= g.limit {
+            while e.resident_blocks() as usize >= g.limit(e) {
                 if !evict_one(e, g) {
                     room = false;
                     break;
@@ -59,10 +104,7 @@ fn worker(e: &mut Engine<Vec<u64>>, g: &mut Gpu) {
                 break;
             }
             if !g.fifo.contains(&q.block) {
-                if g.fifo.len() >= g.cap {
-                    g.fifo.pop_front();
-                }
-                g.fifo.push_back(q.block);
+                g.make_resident(Some(&mut *e), q.block, 2);
             }
             e.migrated_in(q.block);
             g.prefetched += 1;
@@ -88,8 +130,14 @@ fn main() {
         s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
     };
     let (acc, ks) = (arr("trace_access[]"), arr("trace_kernel[]"));
-    let base = 0x7f00_0000_0000u64 >> 21;
+    // The stand-in's managed range starts at 0x7f00_0000_0000; BASE=<block>
+    // moves it (prescient-sim keeps addresses below 16 TiB).
+    let base = std::env::var("BASE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x7f00_0000_0000u64 >> 21);
     let exec_mode = env("EXEC", 0) == 1;
+    let log = env("LOG", 0) == 1;
     for with in [false, true] {
         let mut p = kernel_default_params(gpu as u32);
         p.succs = env("SUCCS", p.succs);
@@ -110,12 +158,24 @@ fn main() {
             limit: gpu * env("WM", 90) as usize / 100,
             prefetched: 0,
             evicted: 0,
+            gone: HashMap::new(),
+            track: env("TRACK", 1) == 1,
+            cur: 0,
         };
+        let defer = env("DEFER", 0) >= 1;
+        let batch = env("BATCH", 0) as usize;
+        let late_start = env("DEFER", 0) == 2 || batch > 0;
+        let defer = defer || batch > 0;
+        // Events not yet seen by the worker: Some(block) = fault, None = kernel start.
+        let mut events: Vec<(Option<u64>, u32)> = vec![];
+        let mut pending: Vec<u64> = vec![];
         let mut faults_it = vec![];
-        for _ in 0..iters {
+        for it in 0..iters {
             let mut faults = 0;
+            let mut by = [0u32; 5];
             for k in 0..ks.len() - 1 {
-                if with && exec_mode {
+                g.cur = k;
+                if with && exec_mode && !late_start {
                     e.kernel_start(k as u32 + 1);
                     worker(&mut e, &mut g);
                 }
@@ -125,18 +185,60 @@ fn main() {
                         continue;
                     }
                     faults += 1;
-                    if g.fifo.len() >= g.cap {
-                        g.fifo.pop_front();
+                    let (why, left) = g.gone.get(&b).copied().unwrap_or((0, 0));
+                    by[why] += 1;
+                    if with && log && it >= iters / 2 {
+                        println!(
+                            "faultlog: exec iter {it} k {k} b {} {} (left during k {left})",
+                            b - base,
+                            GONE[why]
+                        );
                     }
-                    g.fifo.push_back(b);
-                    if with {
+                    g.make_resident(if with { Some(&mut e) } else { None }, b, 1);
+                    if with && defer {
+                        pending.push(b);
+                    } else if with {
                         e.fault(b);
                         e.migrated_in(b);
                         worker(&mut e, &mut g);
                     }
                 }
+                if batch > 0 && with {
+                    if exec_mode {
+                        events.push((None, k as u32 + 1));
+                    }
+                    events.extend(pending.drain(..).map(|b| (Some(b), 0)));
+                    if (k + 1) % batch == 0 {
+                        for (f, x) in events.drain(..) {
+                            match f {
+                                Some(b) => {
+                                    e.fault(b);
+                                    e.migrated_in(b);
+                                }
+                                None => e.kernel_start(x),
+                            }
+                        }
+                        worker(&mut e, &mut g);
+                    }
+                    continue;
+                }
+                if with && exec_mode && late_start {
+                    e.kernel_start(k as u32 + 1);
+                    worker(&mut e, &mut g);
+                }
+                for b in pending.drain(..) {
+                    e.fault(b);
+                    e.migrated_in(b);
+                    worker(&mut e, &mut g);
+                }
             }
             faults_it.push(faults);
+            if with && log && it >= iters / 2 {
+                println!(
+                    "faultcause: exec iter {it} never {} evict-fault {} evict-migrate {} to-cpu {} discard {} (prefetch landed during the fault: 0)",
+                    by[0], by[1], by[2], by[3], by[4]
+                );
+            }
         }
         println!(
             "{}: faults/iter {:?} prefetched {} pre-evicted {} (storage {} KiB)",
