@@ -1038,6 +1038,28 @@ const PROBE_FLAG: u64 = 1 << 63;
 /// History entries scanned past the window's end for a fault.
 const SCAN_ENTRIES: usize = 64;
 
+/// The offsets of `b`'s places in the history (none for NONE); returns how
+/// many were written.
+fn places_of(r: &HistoryRef<'_>, b: Block, out: &mut [u64; CHAIN_STEPS]) -> usize {
+    let mut n = 0;
+    if b != NONE {
+        for (p, e) in r.occurrences(b) {
+            let Some(slot) = out.get_mut(n) else {
+                break;
+            };
+            *slot = e.offset + p.off;
+            n += 1;
+        }
+    }
+    n
+}
+
+/// True if offset `o` comes at most `JUMP_CONTEXT` blocks after one of
+/// `before`.
+fn in_context_of(before: &[u64], o: u64) -> bool {
+    before.iter().any(|&q| q < o && o - q <= JUMP_CONTEXT)
+}
+
 /// Transparent mode: the history follower.
 impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// Blocks the history window may have in flight now (adaptive, at most
@@ -1156,14 +1178,10 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let mut behind = false;
         // Where the previous unpredicted fault was recorded before: an
         // occurrence of `b` shortly after one of those is the same context.
+        // Looked up only when `b` is not where the window expects it.
         let mut before = [0u64; CHAIN_STEPS];
         let mut nbefore = 0;
-        if self.last_miss != NONE {
-            for (p, e) in r.occurrences(self.last_miss) {
-                before[nbefore] = e.offset + p.off;
-                nbefore += 1;
-            }
-        }
+        let last_miss = self.last_miss;
         let mut in_context: Option<Place> = None;
         let mut onward: Option<Place> = None;
         let mut past_end = false;
@@ -1171,11 +1189,6 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         // Places this close to the head were just written: following them
         // would only replay what the program did a moment ago.
         let gap = w.min(total / 2);
-        let ctx = |o: u64| {
-            before[..nbefore]
-                .iter()
-                .any(|&q| q < o && o - q <= JUMP_CONTEXT)
-        };
         let at = if self.following {
             r.offset_of(self.cursor).zip(r.offset_of(self.emit))
         } else {
@@ -1230,6 +1243,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                         };
                     }
                 }
+                if ahead.is_none() && !behind {
+                    nbefore = places_of(&r, last_miss, &mut before);
+                }
                 for (p, e) in r.occurrences(b) {
                     let o = e.offset + p.off;
                     if ahead.is_some() || behind {
@@ -1243,19 +1259,21 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                         // Further on in this period: the program ran past
                         // the window unseen. The nearest such place.
                         onward = Some(onward.map_or(p, |q| q.min(p)));
-                    } else if o.saturating_add(gap) <= total && ctx(o) {
+                    } else if o.saturating_add(gap) <= total && in_context_of(&before[..nbefore], o)
+                    {
                         in_context = Some(in_context.map_or(p, |q| q.max(p)));
                     }
                 }
             }
             None => {
+                nbefore = places_of(&r, last_miss, &mut before);
                 for (p, e) in r.occurrences(b) {
                     let o = e.offset + p.off;
                     if o.saturating_add(gap) > total {
                         // Too close to the head: nothing to follow there.
                         continue;
                     }
-                    if ctx(o) {
+                    if in_context_of(&before[..nbefore], o) {
                         in_context = Some(in_context.map_or(p, |q| q.max(p)));
                     }
                 }
@@ -1299,7 +1317,6 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             // program is.
             self.misses = self.misses.saturating_add(1);
         }
-        let last_miss = self.last_miss;
         self.last_miss = b;
         let sure = in_context.is_some() && last_miss != NONE;
         if self.following && self.misses < JUMP_AFTER && !(sure && self.misses >= 2) {
