@@ -1,10 +1,10 @@
 //! The user-space backend loop: tools events in, engine in the middle,
 //! UVM_MIGRATE out (prefetch to the GPU, pre-evict to the CPU).
 
+use crate::attach::{Event, Target, Tracker};
 use crate::backoff::{self, Backoff};
+use crate::uvm;
 use prescient_core::{Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT};
-use prescientd::attach::{Event, Target, Tracker};
-use prescientd::uvm;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -51,6 +51,12 @@ pub struct Config {
     pub gpu_blocks: u32,
     /// Self back-off (None: always prefetch).
     pub backoff: Option<backoff::Params>,
+    /// Table parameters set through the service (rows, assoc, succs,
+    /// lookahead; transparent mode only), on top of `Params::for_gpu`.
+    pub engine: Option<prescient_uapi::ParamsAbi>,
+    /// Where the service reads this process's counters: replaced with a
+    /// fresh snapshot every `stats_interval` and at the end.
+    pub publish: Option<Arc<Mutex<Snapshot>>>,
 }
 
 #[derive(Default)]
@@ -243,9 +249,15 @@ pub fn run(
         Some(b) => (b >> BLOCK_SHIFT).max(8) as u32,
         None => cfg.gpu_blocks,
     };
-    let params = Params {
+    let base = Params {
         mode: Mode::Transparent,
         ..Params::for_gpu(cap_blocks)
+    };
+    let params = match &cfg.engine {
+        Some(abi) => abi
+            .to_engine(&base)
+            .map_err(|e| anyhow::anyhow!("engine parameters: {e}"))?,
+        None => base,
     };
     let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
         .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
@@ -557,6 +569,11 @@ fn fill(
 }
 
 fn write_stats(cfg: &Config, s: &Snapshot) {
+    if let Some(p) = &cfg.publish {
+        if let Ok(mut g) = p.lock() {
+            *g = s.clone();
+        }
+    }
     let Some(path) = &cfg.stats_json else { return };
     let tmp = path.with_extension("tmp");
     match serde_json::to_vec_pretty(s) {

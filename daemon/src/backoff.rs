@@ -32,6 +32,20 @@ pub struct Params {
     pub probe_every: Duration,
 }
 
+impl Default for Params {
+    /// The values prescientd's `--backoff-*` options default to.
+    fn default() -> Params {
+        Params {
+            holdout: 16,
+            horizon: 4096,
+            window: 64,
+            stop_below: 0.3,
+            resume_at: 0.5,
+            probe_every: Duration::from_millis(2000),
+        }
+    }
+}
+
 impl Params {
     pub fn validate(&self) -> Result<(), String> {
         if self.holdout < 2 {

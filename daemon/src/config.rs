@@ -19,6 +19,9 @@ pub const DEFAULT_PATH: &str = "/etc/prescient/prescientd.toml";
 pub enum BackendKind {
     /// prescient.ko through /dev/prescient (the main path).
     Module,
+    /// No module: prescientd itself attaches to each process (pidfd_getfd),
+    /// reads the UVM tools event queue and issues UVM_MIGRATE (userspace.rs).
+    Userspace,
 }
 
 /// What to do when /dev/prescient is missing (not loaded yet, or unloaded
@@ -46,6 +49,30 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub engine: EngineConfig,
     pub attach: AttachConfig,
+    /// Only read with `backend = "userspace"`.
+    pub userspace: UserspaceConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UserspaceConfig {
+    /// GPU memory that sizes the engine's ledger and window when
+    /// `engine.residency_budget` is 0 (it limits nothing).
+    pub gpu_memory: ByteSize,
+    /// Threads issuing UVM_MIGRATE, per attached process.
+    pub workers: u32,
+    /// Entries of each process's tools event queue (power of two).
+    pub queue_entries: u32,
+}
+
+impl Default for UserspaceConfig {
+    fn default() -> Self {
+        UserspaceConfig {
+            gpu_memory: ByteSize(80 << 30),
+            workers: 4,
+            queue_entries: 1 << 16,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -158,6 +185,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             engine: EngineConfig::default(),
             attach: AttachConfig::default(),
+            userspace: UserspaceConfig::default(),
         }
     }
 }
@@ -292,6 +320,34 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !self.device.is_absolute() {
             return Err(err("device", "must be an absolute path"));
+        }
+        let u = &self.userspace;
+        if !(1u64 << 30..=1u64 << 44).contains(&u.gpu_memory.0) {
+            return Err(err(
+                "userspace.gpu_memory",
+                format!("{} is out of range 1G..=16T", u.gpu_memory.0),
+            ));
+        }
+        if !(1..=64).contains(&u.workers) {
+            return Err(err(
+                "userspace.workers",
+                format!("{} is out of range 1..=64", u.workers),
+            ));
+        }
+        if !u.queue_entries.is_power_of_two() || !(1 << 10..=1 << 20).contains(&u.queue_entries) {
+            return Err(err(
+                "userspace.queue_entries",
+                format!(
+                    "{} must be a power of two in 1024..=1048576",
+                    u.queue_entries
+                ),
+            ));
+        }
+        if self.backend == BackendKind::Userspace && self.engine.mode != Mode::Transparent {
+            return Err(err(
+                "engine.mode",
+                "backend = \"userspace\" runs transparent mode only (an unmodified process reports no execution ids)",
+            ));
         }
         if !(100..=60_000).contains(&self.poll_interval_ms) {
             return Err(err(

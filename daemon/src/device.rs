@@ -10,6 +10,9 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::userspace::Userspace;
 
 /// Why a device operation failed, in the terms an operator acts on.
 #[derive(Debug)]
@@ -20,17 +23,27 @@ pub enum DevError {
     Permission(io::Error),
     /// The module refused the request (EINVAL, ESRCH, EEXIST, ENOSPC ...).
     Refused { op: &'static str, err: io::Error },
+    /// The user-space backend refused it: the errno the module would have
+    /// returned, and the backend's own sentence.
+    Declined {
+        op: &'static str,
+        errno: i32,
+        what: String,
+    },
 }
 
 impl std::fmt::Display for DevError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // The user-space backend's "missing" carries its own sentence.
+            DevError::Missing(e) if e.get_ref().is_some() => write!(f, "{e}"),
             DevError::Missing(e) => write!(f, "prescient.ko is not loaded ({e})"),
             DevError::Permission(e) => write!(
                 f,
                 "permission denied ({e}): prescientd needs root (CAP_SYS_ADMIN) and read/write access to the device node"
             ),
             DevError::Refused { op, err } => write!(f, "{op}: {err}"),
+            DevError::Declined { op, what, .. } => write!(f, "{op}: {what}"),
         }
     }
 }
@@ -50,24 +63,55 @@ impl DevError {
             DevError::Missing(e) | DevError::Permission(e) | DevError::Refused { err: e, .. } => {
                 e.raw_os_error()
             }
+            DevError::Declined { errno, .. } => Some(*errno),
         }
     }
 }
 
-#[derive(Clone, Debug)]
+/// The backend the service drives: prescient.ko through its device node,
+/// or the user-space backend (userspace.rs) answering the same calls.
+#[derive(Clone)]
 pub struct Device {
     path: PathBuf,
+    userspace: Option<Arc<Userspace>>,
 }
 
 impl Device {
     pub fn new(path: &Path) -> Device {
         Device {
             path: path.to_path_buf(),
+            userspace: None,
         }
     }
 
+    pub fn userspace(u: Userspace) -> Device {
+        Device {
+            path: PathBuf::from("/dev/nvidia-uvm"),
+            userspace: Some(Arc::new(u)),
+        }
+    }
+
+    /// The device node (the module's, or nvidia-uvm's for the user-space backend).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What must be loaded for this backend to work.
+    pub fn needs(&self) -> &'static str {
+        if self.userspace.is_some() {
+            "nvidia_uvm"
+        } else {
+            "prescient.ko"
+        }
+    }
+
+    /// "module" or "userspace", as prescientctl status shows it.
+    pub fn kind(&self) -> &'static str {
+        if self.userspace.is_some() {
+            "userspace"
+        } else {
+            "module"
+        }
     }
 
     fn open(&self) -> Result<File, DevError> {
@@ -100,34 +144,52 @@ impl Device {
     }
 
     pub fn version(&self) -> Result<uapi::Version, DevError> {
+        if let Some(u) = &self.userspace {
+            return u.version();
+        }
         let mut b = [0u8; uapi::Version::SIZE];
         self.ioctl("GET_VERSION", uapi::PRESCIENT_IOC_GET_VERSION, &mut b)?;
         uapi::Version::from_bytes(&b).map_err(|e| bad_reply("GET_VERSION", e))
     }
 
     pub fn params(&self) -> Result<uapi::ParamsAbi, DevError> {
+        if let Some(u) = &self.userspace {
+            return u.params();
+        }
         let mut b = [0u8; uapi::ParamsAbi::SIZE];
         self.ioctl("GET_PARAMS", uapi::PRESCIENT_IOC_GET_PARAMS, &mut b)?;
         uapi::ParamsAbi::from_bytes(&b).map_err(|e| bad_reply("GET_PARAMS", e))
     }
 
     pub fn set_params(&self, p: &uapi::ParamsAbi) -> Result<(), DevError> {
+        if let Some(u) = &self.userspace {
+            return u.set_params(p);
+        }
         let mut b = p.to_bytes();
         self.ioctl("SET_PARAMS", uapi::PRESCIENT_IOC_SET_PARAMS, &mut b)
     }
 
     pub fn stats(&self) -> Result<uapi::Stats, DevError> {
+        if let Some(u) = &self.userspace {
+            return u.stats();
+        }
         let mut b = vec![0u8; uapi::Stats::SIZE];
         self.ioctl("GET_STATS", uapi::PRESCIENT_IOC_GET_STATS, &mut b)?;
         uapi::Stats::from_bytes(&b).map_err(|e| bad_reply("GET_STATS", e))
     }
 
     pub fn reset_tables(&self) -> Result<(), DevError> {
+        if let Some(u) = &self.userspace {
+            return u.reset_tables();
+        }
         self.ioctl("RESET_TABLES", uapi::PRESCIENT_IOC_RESET_TABLES, &mut [])
     }
 
     /// Attaches a process by pid; returns the module's handle.
     pub fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
+        if let Some(u) = &self.userspace {
+            return u.attach_pid(pid);
+        }
         let mut b = uapi::Target {
             kind: uapi::TARGET_PID,
             id: pid as u32,
@@ -141,6 +203,9 @@ impl Device {
     }
 
     pub fn detach_pid(&self, pid: i32) -> Result<(), DevError> {
+        if let Some(u) = &self.userspace {
+            return u.detach_pid(pid);
+        }
         let mut b = uapi::Target {
             kind: uapi::TARGET_PID,
             id: pid as u32,

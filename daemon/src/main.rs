@@ -6,12 +6,10 @@
 //! * `prescientd --pid PID [...]`: the user-space backend for one process,
 //!   where no module can be loaded (see README.md).
 
-mod backend;
-mod backoff;
-
 use anyhow::{Context, Result};
-use backend::{Config, FaultSource, PolicyMode};
 use clap::Parser;
+use prescientd::backend::{self, Config, FaultSource, PolicyMode};
+use prescientd::backoff;
 use prescientd::{attach, uvm};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -206,6 +204,8 @@ async fn main() -> Result<()> {
         max_coalesce_blocks: cli.coalesce_blocks.max(1),
         gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,
         backoff,
+        engine: None,
+        publish: None,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
@@ -222,7 +222,21 @@ async fn main() -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::{backoff, parse_bytes, Cli};
+    use clap::Parser;
+
+    #[test]
+    fn backoff_option_defaults_are_the_library_defaults() {
+        // The service's user-space backend uses backoff::Params::default().
+        let c = Cli::parse_from(["prescientd", "--pid", "1"]);
+        let d = backoff::Params::default();
+        assert_eq!(c.backoff_holdout, d.holdout);
+        assert_eq!(c.backoff_horizon, d.horizon);
+        assert_eq!(c.backoff_window, d.window);
+        assert_eq!(c.backoff_stop, d.stop_below);
+        assert_eq!(c.backoff_resume, d.resume_at);
+        assert_eq!(c.backoff_probe_ms as u128, d.probe_every.as_millis());
+    }
 
     #[test]
     fn bytes() {

@@ -32,13 +32,14 @@
 //! made with it held so that the daemon's view and the module's change
 //! together (they are short: the module never sleeps on the fault path).
 
-use crate::config::{Config, OnMissingModule};
+use crate::config::{BackendKind, Config, OnMissingModule};
 use crate::device::{attach_error_text, DevError, Device};
 use crate::metrics::{self, DaemonCounters};
 use crate::proto::{
     self, EngineParams, ErrorReply, ModuleInfo, ProcessInfo, Reply, Request, Response, Stats,
     VersionInfo,
 };
+use crate::userspace::{self, Userspace};
 use anyhow::{anyhow, Context};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -191,7 +192,7 @@ fn dev_error(e: &DevError) -> Response {
     match e {
         DevError::Missing(_) => error("unavailable", e.to_string()),
         DevError::Permission(_) => error("permission", e.to_string()),
-        DevError::Refused { .. } => error("invalid", e.to_string()),
+        DevError::Refused { .. } | DevError::Declined { .. } => error("invalid", e.to_string()),
     }
 }
 
@@ -253,7 +254,8 @@ impl Service {
         if s.seen {
             s.daemon.module_reconnects += 1;
             tracing::info!(
-                "prescient.ko is back (nvidia-uvm {}); parameters re-applied",
+                "{} is back (nvidia-uvm {}); parameters re-applied",
+                self.dev.needs(),
                 proto::driver_version_string(v.driver_version)
             );
         }
@@ -301,11 +303,11 @@ impl Service {
                 }
                 s.stats = stats;
             }
-            Err(DevError::Missing(e)) => {
+            Err(e @ DevError::Missing(_)) => {
                 s.daemon.poll_errors += 1;
                 if s.up || !s.seen && s.last_poll_error.is_none() {
                     tracing::warn!(
-                        "{}: prescient.ko is not loaded ({e}); {}",
+                        "{}: {e}; {}",
                         self.dev.path().display(),
                         match s.cfg.on_missing_module {
                             OnMissingModule::Wait =>
@@ -399,7 +401,7 @@ impl Service {
             })),
             Request::Status => Response::Ok(Reply::Status(proto::Status {
                 daemon_version: VERSION.into(),
-                backend: "module".into(),
+                backend: self.dev.kind().into(),
                 backend_up: s.up,
                 module: if s.up { s.module.clone() } else { None },
                 params: s.desired,
@@ -441,7 +443,7 @@ impl Service {
                 if !s.up {
                     return error(
                         "unavailable",
-                        "prescient.ko is not loaded: nothing changed (the daemon applies its config when the module appears)",
+                        format!("{} is not loaded: nothing changed (the daemon applies its config when it appears)", self.dev.needs()),
                     );
                 }
                 match self.dev.set_params(&new.to_abi()) {
@@ -467,7 +469,7 @@ impl Service {
                     return error("not-found", format!("pid {pid}: no such process"));
                 }
                 if !s.up {
-                    return error("unavailable", "prescient.ko is not loaded");
+                    return error("unavailable", format!("{} is not loaded", self.dev.needs()));
                 }
                 match self.attach_locked(&mut s, pid, Reason::Ctl) {
                     Ok(()) => Response::Ok(Reply::Done {
@@ -765,7 +767,15 @@ async fn start(
     metrics_listener: Option<TcpListener>,
     control: UnixListener,
 ) -> i32 {
-    let dev = Device::new(&cfg.device);
+    let dev = match cfg.backend {
+        BackendKind::Module => Device::new(&cfg.device),
+        BackendKind::Userspace => Device::userspace(Userspace::new(userspace::Settings {
+            gpu_memory_bytes: cfg.userspace.gpu_memory.0,
+            workers: cfg.userspace.workers as usize,
+            queue_entries: cfg.userspace.queue_entries,
+            stats_interval: Duration::from_millis(cfg.poll_interval_ms.min(500)),
+        })),
+    };
     let (stop, mut stopped) = watch::channel(None);
     let svc = Arc::new(Service {
         config_path,
@@ -795,8 +805,9 @@ async fn start(
             tracing::info!(
                 abi = m.abi_version,
                 driver = %m.driver_version,
-                "prescient.ko found at {}",
-                cfg.device.display()
+                "{} found at {}",
+                svc.dev.needs(),
+                svc.dev.path().display()
             );
             if let Err(code) = apply_at_start(&svc, &cfg) {
                 return code;
@@ -809,8 +820,13 @@ async fn start(
         Err(e @ DevError::Missing(_)) => match cfg.on_missing_module {
             OnMissingModule::Exit => {
                 tracing::error!(
-                    "{}: {e}; exiting (on_missing_module = \"exit\"). Load it with `insmod prescient.ko` or `modprobe prescient`",
-                    cfg.device.display()
+                    "{}: {e}; exiting (on_missing_module = \"exit\"). {}",
+                    svc.dev.path().display(),
+                    match cfg.backend {
+                        BackendKind::Module =>
+                            "Load it with `insmod prescient.ko` or `modprobe prescient`",
+                        BackendKind::Userspace => "Load the NVIDIA driver (nvidia_uvm) first",
+                    }
                 );
                 return EXIT_UNAVAILABLE;
             }

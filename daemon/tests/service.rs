@@ -335,3 +335,53 @@ fn waits_for_the_module_answers_ctl_reloads_and_stops_cleanly() {
     assert!(log.contains("waiting for it"), "{log}");
     assert!(log.contains("engine.assoc"), "{log}");
 }
+
+/// `backend = "userspace"` on a host without the NVIDIA driver (CI): the
+/// same missing-driver behaviour as a missing module, in the backend's own
+/// words; an exec-id config is refused. (Attaching for real is measured on
+/// the H200: BENCHMARKS-gpu.md.)
+#[test]
+fn userspace_backend_without_nvidia_uvm_waits_or_exits_69() {
+    if Path::new("/sys/module/nvidia_uvm").exists() {
+        return; // a GPU host: the behaviour below is for hosts without one
+    }
+    let d = Dir::new("userspace");
+    let cfg = d.config("backend = \"userspace\"\non_missing_module = \"exit\"", "");
+    let o = run_to_end(&cfg);
+    assert_eq!(o.status.code(), Some(69), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("nvidia_uvm is not loaded"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("NVIDIA driver"), "{}", stderr(&o));
+
+    let cfg = d.config("backend = \"userspace\"", "[engine]\nmode = \"exec-id\"\n");
+    let o = run_to_end(&cfg);
+    assert_eq!(o.status.code(), Some(78), "{}", stderr(&o));
+    assert!(stderr(&o).contains("engine.mode"), "{}", stderr(&o));
+
+    let cfg = d.config("backend = \"userspace\"", "[userspace]\nworkers = 0\n");
+    let o = run_to_end(&cfg);
+    assert_eq!(o.status.code(), Some(78), "{}", stderr(&o));
+    assert!(stderr(&o).contains("userspace.workers"), "{}", stderr(&o));
+
+    let cfg = d.config("backend = \"userspace\"", "");
+    let dm = Daemon::start(&d, &cfg);
+    let st = dm.call(r#"{"cmd":"status"}"#);
+    assert_eq!(st["ok"]["backend"], "userspace", "{st}");
+    assert_eq!(st["ok"]["backend_up"], false, "{st}");
+    let r = dm.call(r#"{"cmd":"attach","pid":1}"#);
+    assert_eq!(r["error"]["kind"], "unavailable", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nvidia_uvm"),
+        "{r}"
+    );
+    let m = metrics(&cfg);
+    assert_eq!(metric(&m, "prescient_backend_up"), Some(0.0), "{m}");
+    dm.signal(libc::SIGTERM);
+    assert_eq!(dm.wait(), 0);
+}

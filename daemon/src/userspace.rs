@@ -1,0 +1,459 @@
+//! The service's user-space backend (`backend = "userspace"`): what
+//! prescient.ko does, done from prescientd for hosts that cannot load a
+//! module. Each attached process gets its own thread running
+//! [`backend::run`] (tools event tracker in, engine, UVM_MIGRATE out); this
+//! type answers the service with the module's vocabulary (version,
+//! parameters, statistics, attach, detach), so the service, prescientctl and
+//! /metrics work the same with either backend.
+//!
+//! Differences from the module, by construction:
+//! - parameters apply to processes attached after the change (a running
+//!   engine keeps the tables it has learnt); transparent mode only, since an
+//!   unmodified process reports no execution ids;
+//! - the driver's events show faults, not accesses to resident memory, so
+//!   `prefetches_used` and `late_prefetches` are not known here and stay 0;
+//! - RESET_TABLES is refused (EOPNOTSUPP): detach and attach again instead.
+//!
+//! # Locking
+//! One `Mutex<Inner>`; a process's thread never takes it (it publishes into
+//! its own `Mutex<Snapshot>`), so detaching (which joins the thread) under
+//! the lock cannot deadlock.
+
+use crate::attach::{self, Target, Tracker};
+use crate::backend::{self, FaultSource, PolicyMode, Snapshot};
+use crate::device::DevError;
+use crate::uvm;
+use prescient_core::{Mode, Params, BLOCK_SHIFT};
+use prescient_uapi as uapi;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What the service's config says about the user-space backend.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// GPU memory that sizes the engine when no residency budget is set.
+    pub gpu_memory_bytes: u64,
+    /// Threads issuing UVM_MIGRATE per process.
+    pub workers: usize,
+    /// Tools event queue entries per process (power of two).
+    pub queue_entries: u32,
+    /// How often a process's counters are published to the service.
+    pub stats_interval: Duration,
+}
+
+struct Space {
+    handle: u64,
+    pid: i32,
+    stop: Arc<AtomicBool>,
+    snap: Arc<Mutex<Snapshot>>,
+    thread: Option<JoinHandle<anyhow::Result<Snapshot>>>,
+}
+
+impl Space {
+    fn finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+    /// Stops the thread and waits for it (it checks `stop` every loop
+    /// turn); returns the process's final counters.
+    fn stop(&mut self) -> Snapshot {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            match t.join() {
+                Ok(Ok(s)) => return s,
+                Ok(Err(e)) => tracing::warn!(pid = self.pid, "user-space backend: {e:#}"),
+                Err(_) => tracing::error!(pid = self.pid, "user-space backend thread panicked"),
+            }
+        }
+        self.snap.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+}
+
+struct Inner {
+    params: uapi::ParamsAbi,
+    spaces: Vec<Space>,
+    next_handle: u64,
+    /// Counters of processes no longer attached: the totals stay monotonic
+    /// (Prometheus counters), as the module's do.
+    retired: uapi::StatsHead,
+}
+
+impl Inner {
+    fn retire(&mut self, mut sp: Space) {
+        let s = sp.stop();
+        add_counters(&mut self.retired, &s);
+    }
+}
+
+/// Adds one process's counters to a head of totals.
+fn add_counters(h: &mut uapi::StatsHead, s: &Snapshot) {
+    let blocks = |bytes: u64| bytes >> BLOCK_SHIFT;
+    h.faults_seen += s.fault_blocks;
+    h.blocks_prefetched += blocks(s.prefetch_bytes);
+    h.pre_evictions += blocks(s.evict_bytes);
+    h.queue_drops += s.dropped_events;
+    h.migrate_errors += s.prefetch_errors + s.evict_errors;
+}
+
+pub struct Userspace {
+    settings: Settings,
+    inner: Mutex<Inner>,
+}
+
+fn refused(op: &'static str, errno: i32, what: String) -> DevError {
+    DevError::Declined { op, errno, what }
+}
+
+/// nvidia_uvm's version encoded as the module reports it
+/// (major << 32 | minor << 16 | patch).
+fn encode_version(v: &str) -> u64 {
+    let mut it = v.trim().split('.').map(|x| x.parse::<u64>().unwrap_or(0));
+    let (a, b, c) = (
+        it.next().unwrap_or(0),
+        it.next().unwrap_or(0),
+        it.next().unwrap_or(0),
+    );
+    (a << 32) | ((b & 0xffff) << 16) | (c & 0xffff)
+}
+
+impl Userspace {
+    pub fn new(settings: Settings) -> Userspace {
+        let gpu_blocks =
+            (settings.gpu_memory_bytes >> BLOCK_SHIFT).clamp(8, u32::MAX as u64) as u32;
+        let p = Params {
+            mode: Mode::Transparent,
+            ..Params::for_gpu(gpu_blocks)
+        };
+        Userspace {
+            settings,
+            inner: Mutex::new(Inner {
+                params: uapi::ParamsAbi::from_engine(&p, 16, 90, 0, true),
+                spaces: Vec::new(),
+                next_handle: 1,
+                retired: uapi::StatsHead::default(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn gpu_blocks(&self, budget: u64) -> u32 {
+        let bytes = if budget > 0 {
+            budget
+        } else {
+            self.settings.gpu_memory_bytes
+        };
+        (bytes >> BLOCK_SHIFT).clamp(8, u32::MAX as u64) as u32
+    }
+
+    /// The driver's version, refused when unknown. No nvidia_uvm is
+    /// "missing", as an unloaded prescient.ko is for the module backend.
+    fn driver(&self) -> Result<String, DevError> {
+        if !std::path::Path::new("/sys/module/nvidia_uvm").exists() {
+            return Err(DevError::Missing(io::Error::new(
+                io::ErrorKind::NotFound,
+                "nvidia_uvm is not loaded (no /sys/module/nvidia_uvm)",
+            )));
+        }
+        attach::driver_version()
+            .map_err(|e| refused("driver", libc::EPROTONOSUPPORT, format!("{e:#}")))
+    }
+
+    pub fn version(&self) -> Result<uapi::Version, DevError> {
+        let v = self.driver()?;
+        let enabled = self.lock().params.enabled == 1;
+        Ok(uapi::Version {
+            abi_version: uapi::ABI_VERSION,
+            flags: uapi::VERSION_FLAG_BOUND
+                | if enabled {
+                    uapi::VERSION_FLAG_ENABLED
+                } else {
+                    0
+                },
+            max_spaces: uapi::MAX_SPACES as u32,
+            reserved0: 0,
+            driver_version: encode_version(&v),
+        })
+    }
+
+    pub fn params(&self) -> Result<uapi::ParamsAbi, DevError> {
+        Ok(self.lock().params)
+    }
+
+    pub fn set_params(&self, p: &uapi::ParamsAbi) -> Result<(), DevError> {
+        if p.mode != uapi::MODE_TRANSPARENT {
+            return Err(refused(
+                "SET_PARAMS",
+                libc::EINVAL,
+                "mode: the user-space backend runs transparent mode only (an unmodified process reports no execution ids)".into(),
+            ));
+        }
+        let base = Params {
+            mode: Mode::Transparent,
+            ..Params::for_gpu(self.gpu_blocks(p.residency_budget_bytes))
+        };
+        p.to_engine(&base)
+            .map_err(|e| refused("SET_PARAMS", libc::EINVAL, e.to_string()))?;
+        self.lock().params = *p;
+        Ok(())
+    }
+
+    pub fn reset_tables(&self) -> Result<(), DevError> {
+        Err(refused(
+            "RESET_TABLES",
+            libc::EOPNOTSUPP,
+            "the user-space backend cannot reset a running engine's tables; detach and attach the process again".into(),
+        ))
+    }
+
+    /// Drops processes whose thread has ended (the target exited), as the
+    /// module's worker does.
+    fn reap(inner: &mut Inner) {
+        while let Some(i) = inner.spaces.iter().position(Space::finished) {
+            let sp = inner.spaces.remove(i);
+            tracing::debug!(pid = sp.pid, "user-space backend: target gone");
+            inner.retire(sp);
+        }
+    }
+
+    pub fn stats(&self) -> Result<uapi::Stats, DevError> {
+        self.driver()?;
+        let mut inner = self.lock();
+        Self::reap(&mut inner);
+        let mut st = uapi::Stats {
+            head: inner.retired,
+            ..Default::default()
+        };
+        let blocks = |bytes: u64| bytes >> BLOCK_SHIFT;
+        for (i, sp) in inner.spaces.iter().enumerate().take(uapi::MAX_SPACES) {
+            let s = sp.snap.lock().map(|g| g.clone()).unwrap_or_default();
+            let errors = s.prefetch_errors + s.evict_errors;
+            st.spaces[i] = uapi::SpaceStats {
+                handle: sp.handle,
+                pid: sp.pid as u64,
+                faults: s.fault_blocks,
+                prefetched: blocks(s.prefetch_bytes),
+                resident_blocks: s.resident_blocks,
+                pre_evictions: blocks(s.evict_bytes),
+                discards: 0,
+                migrate_errors: errors,
+            };
+            add_counters(&mut st.head, &s);
+            st.head.n_spaces += 1;
+        }
+        let p = inner.params;
+        let base = Params {
+            mode: Mode::Transparent,
+            ..Params::for_gpu(self.gpu_blocks(p.residency_budget_bytes))
+        };
+        if let Ok(e) = p.to_engine(&base) {
+            st.head.table_bytes = (e.storage_words() * 8) as u64 * st.head.n_spaces as u64;
+        }
+        Ok(st)
+    }
+
+    pub fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
+        let version = self.driver()?;
+        let mut inner = self.lock();
+        Self::reap(&mut inner);
+        if inner.spaces.iter().any(|s| s.pid == pid) {
+            return Err(refused(
+                "ATTACH",
+                libc::EEXIST,
+                format!("pid {pid} is already attached"),
+            ));
+        }
+        if inner.spaces.len() >= uapi::MAX_SPACES {
+            return Err(refused(
+                "ATTACH",
+                libc::ENOSPC,
+                format!("every slot is in use ({} processes)", uapi::MAX_SPACES),
+            ));
+        }
+        let target = Target::attach(pid).map_err(|e| attach_error(pid, e))?;
+        let gpu = target.gpu().map_err(|e| attach_error(pid, e))?;
+        let tracker = Tracker::new(
+            &target,
+            self.settings.queue_entries,
+            (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
+        )
+        .map_err(|e| attach_error(pid, e))?;
+        let p = inner.params;
+        let budget = (p.residency_budget_bytes > 0).then_some(p.residency_budget_bytes);
+        let snap = Arc::new(Mutex::new(Snapshot {
+            pid,
+            ..Default::default()
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let cfg = backend::Config {
+            fault_source: FaultSource::Faults,
+            mode: if p.enabled == 1 {
+                PolicyMode::Prescient
+            } else {
+                PolicyMode::Observe
+            },
+            budget,
+            duration: None,
+            stats_json: None,
+            stats_interval: self.settings.stats_interval,
+            workers: self.settings.workers.max(1),
+            async_migrate: true,
+            max_coalesce_blocks: 16,
+            gpu_blocks: self.gpu_blocks(0),
+            backoff: Some(crate::backoff::Params::default()),
+            engine: Some(p),
+            publish: Some(snap.clone()),
+        };
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("prescient-{pid}"))
+            .spawn(move || backend::run(target, tracker, gpu, version, cfg, stop2))
+            .map_err(|e| DevError::Refused {
+                op: "ATTACH",
+                err: e,
+            })?;
+        let handle = inner.next_handle;
+        inner.next_handle += 1;
+        inner.spaces.push(Space {
+            handle,
+            pid,
+            stop,
+            snap,
+            thread: Some(thread),
+        });
+        Ok(handle)
+    }
+
+    pub fn detach_pid(&self, pid: i32) -> Result<(), DevError> {
+        let mut inner = self.lock();
+        let Some(i) = inner.spaces.iter().position(|s| s.pid == pid) else {
+            return Err(refused(
+                "DETACH",
+                libc::ENOENT,
+                format!("pid {pid} is not attached"),
+            ));
+        };
+        let sp = inner.spaces.remove(i);
+        inner.retire(sp);
+        Ok(())
+    }
+}
+
+impl Drop for Userspace {
+    fn drop(&mut self) {
+        for s in self.lock().spaces.iter_mut() {
+            let _ = s.stop();
+        }
+    }
+}
+
+/// An attach failure as the module would report it: the errno that
+/// `attach_error_text` reads, with the backend's own sentence.
+fn attach_error(pid: i32, e: anyhow::Error) -> DevError {
+    let io = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<io::Error>())
+        .and_then(|x| x.raw_os_error());
+    let text = format!("{e:#}");
+    match io {
+        Some(libc::ESRCH) => refused("ATTACH", libc::ESRCH, text),
+        Some(libc::EPERM | libc::EACCES) => refused("ATTACH", libc::EPERM, text),
+        _ if text.contains("no /dev/nvidia-uvm fd") => refused("ATTACH", libc::ENOENT, text),
+        _ => refused("ATTACH", libc::EINVAL, format!("pid {pid}: {text}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us() -> Userspace {
+        Userspace::new(Settings {
+            gpu_memory_bytes: 8 << 30,
+            workers: 1,
+            queue_entries: 1 << 12,
+            stats_interval: Duration::from_millis(100),
+        })
+    }
+
+    #[test]
+    fn a_process_that_ends_keeps_its_counts_in_the_totals() {
+        let u = us();
+        let mut inner = u.lock();
+        let done = Snapshot {
+            fault_blocks: 10,
+            prefetch_bytes: 3 << BLOCK_SHIFT,
+            evict_bytes: 2 << BLOCK_SHIFT,
+            dropped_events: 1,
+            prefetch_errors: 1,
+            ..Default::default()
+        };
+        let d2 = done.clone();
+        inner.spaces.push(Space {
+            handle: 1,
+            pid: 42,
+            stop: Arc::new(AtomicBool::new(false)),
+            snap: Arc::new(Mutex::new(Snapshot::default())),
+            thread: Some(std::thread::spawn(move || Ok(d2))),
+        });
+        while !inner.spaces[0].finished() {
+            std::thread::yield_now();
+        }
+        Userspace::reap(&mut inner);
+        assert!(inner.spaces.is_empty());
+        let h = inner.retired;
+        assert_eq!(
+            (h.faults_seen, h.blocks_prefetched, h.pre_evictions),
+            (10, 3, 2)
+        );
+        assert_eq!((h.queue_drops, h.migrate_errors, h.n_spaces), (1, 1, 0));
+    }
+
+    #[test]
+    fn versions_encode_as_the_module_reports_them() {
+        assert_eq!(encode_version("580.159.04"), (580 << 32) | (159 << 16) | 4);
+        assert_eq!(encode_version("565.57"), (565 << 32) | (57 << 16));
+    }
+
+    #[test]
+    fn parameters_are_validated_and_kept() {
+        let u = us();
+        let mut p = u.params().unwrap();
+        p.assoc = 4;
+        p.succs = 2;
+        u.set_params(&p).unwrap();
+        assert_eq!(u.params().unwrap().assoc, 4);
+        let mut bad = p;
+        bad.rows = 3;
+        assert_eq!(u.set_params(&bad).unwrap_err().errno(), Some(libc::EINVAL));
+        let mut exec = p;
+        exec.mode = uapi::MODE_EXEC_ID;
+        let e = u.set_params(&exec).unwrap_err().to_string();
+        assert!(e.contains("transparent mode only"), "{e}");
+        // Refused requests changed nothing.
+        assert_eq!(u.params().unwrap(), p);
+    }
+
+    #[test]
+    fn detach_of_an_unknown_pid_and_reset_are_clear_refusals() {
+        let u = us();
+        assert_eq!(u.detach_pid(12345).unwrap_err().errno(), Some(libc::ENOENT));
+        let e = u.reset_tables().unwrap_err().to_string();
+        assert!(e.contains("detach and attach"), "{e}");
+    }
+
+    #[test]
+    fn without_nvidia_uvm_the_backend_is_missing_not_broken() {
+        if std::path::Path::new("/sys/module/nvidia_uvm").exists() {
+            return; // a GPU host: covered by the H200 run instead
+        }
+        let u = us();
+        assert!(matches!(u.stats(), Err(DevError::Missing(_))));
+        assert!(matches!(u.version(), Err(DevError::Missing(_))));
+        assert!(matches!(u.attach_pid(1), Err(DevError::Missing(_))));
+    }
+}
