@@ -204,7 +204,8 @@ fn record_refuses_a_process_without_cuda_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.trace");
     let me = std::process::id().to_string();
-    let o = record(&[&me, "--out", out.to_str().unwrap()]);
+    // --attach-wait 1: the refusal must come after the wait, not take 30 s of CI.
+    let o = record(&[&me, "--out", out.to_str().unwrap(), "--attach-wait", "1"]);
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("not a CUDA process"), "{err}");
