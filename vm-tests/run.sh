@@ -17,6 +17,11 @@ KUS=${VMTEST_KERNEL_US:-1000}
 step "deps"; "$HERE/deps.sh"
 step "kernel (cached by key)"; KDIR=$("$HERE/kernel.sh" | tail -1)
 step "prescient.ko against $KDIR"
+# kbuild does not notice that the kernel tree changed (PRESCIENT_KCONFIG): clean first then.
+if [ "$(cat "$WORK/kmod.kdir" 2>/dev/null)" != "$KDIR" ]; then
+  make -s -C "$ROOT" kmod-clean KDIR="$KDIR" >/dev/null 2>&1 || true
+  echo "$KDIR" > "$WORK/kmod.kdir"
+fi
 make -s -C "$ROOT" kmod KDIR="$KDIR" >"$WORK/kmod.log" 2>&1 || { cat "$WORK/kmod.log"; exit 1; }
 grep -E 'warning|error' "$WORK/kmod.log" | head -20 || true
 step "nvidia_uvm stand-in (580.159.04, and 999.1.2 for the unknown-version test)"

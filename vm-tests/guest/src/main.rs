@@ -762,10 +762,18 @@ fn overflow() -> bool {
     let t0 = std::time::Instant::now();
     let r = ioc(f.as_raw_fd(), STANDIN_IOCTL_STORM, n as usize as *mut u8);
     let secs = t0.elapsed().as_secs_f64();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let after = stats(&p).head;
-    let seen = after.faults_seen - before.faults_seen;
-    let drops = after.queue_drops - before.queue_drops;
+    // The worker drains what the ring took (a prefetch round after each
+    // fault, slower under lockdep): wait for it, at most 10 s.
+    let (mut seen, mut drops) = (0, 0);
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let after = stats(&p).head;
+        seen = after.faults_seen - before.faults_seen;
+        drops = after.queue_drops - before.queue_drops;
+        if seen + drops >= n {
+            break;
+        }
+    }
     let mut d = u::Target {
         kind: u::TARGET_HANDLE,
         id: 0,
