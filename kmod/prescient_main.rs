@@ -292,7 +292,10 @@ struct Space {
     /// first fault (eviction events carry only this).
     events: u64,
     file: FileRef,
-    engine: Engine<VVec<u64>>,
+    /// Boxed: an engine is ~1.8 KB, and a stack holding `MAX_SPACES` of
+    /// them (SET_PARAMS builds every new engine before it swaps any) would
+    /// overflow the kernel's 16 KB stack.
+    engine: KBox<Engine<VVec<u64>>>,
     st: abi::SpaceStats,
 }
 
@@ -327,16 +330,14 @@ fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
     Some(f(&mut g))
 }
 
-fn new_engine(p: &Params) -> Result<Engine<VVec<u64>>, AbiError> {
-    let storage =
-        VVec::from_elem(0u64, p.storage_words(), GFP_KERNEL).map_err(|_| AbiError::BadLength {
-            want: p.storage_words(),
-            got: 0,
-        })?;
-    Engine::new(*p, storage).map_err(|_| AbiError::BadLength {
+fn new_engine(p: &Params) -> Result<KBox<Engine<VVec<u64>>>, AbiError> {
+    let bad = AbiError::BadLength {
         want: p.storage_words(),
         got: 0,
-    })
+    };
+    let storage = VVec::from_elem(0u64, p.storage_words(), GFP_KERNEL).map_err(|_| bad)?;
+    let engine = Engine::new(*p, storage).map_err(|_| bad)?;
+    KBox::new(engine, GFP_KERNEL).map_err(|_| bad)
 }
 
 impl State {
@@ -767,7 +768,7 @@ fn set_params(s: &mut State, input: &[u8]) -> c_long {
         return abi_errno(&AbiError::Param(e));
     }
     // New tables for every space, all allocated before anything changes.
-    let mut fresh: [Option<Engine<VVec<u64>>>; MAX_SPACES] = Default::default();
+    let mut fresh: [Option<KBox<Engine<VVec<u64>>>>; MAX_SPACES] = Default::default();
     for (i, sp) in s.spaces.iter().enumerate() {
         if sp.is_some() {
             match new_engine(&p) {
