@@ -10,8 +10,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(dirname "$HERE")
 WORK=$HERE/work; mkdir -p "$WORK"
 T0=$(date +%s); step() { echo "[vm-test +$(( $(date +%s) - T0 ))s] $*"; }
-EXPECT=(no-driver load-unload-20 replay-baseline ioctl-surface replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow rmmod-during-replay unknown-version no-splat sim-agree)
-[ "${VMTEST_ONLY:-all}" = exec ] && EXPECT=(no-driver load-unload-20 replay-baseline replay-exec fault-cut-exec no-splat sim-agree)
+EXPECT=(no-driver load-unload-20 replay-baseline ioctl-surface replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow rmmod-during-replay unknown-version no-splat sim-agree stack-frames)
+[ "${VMTEST_ONLY:-all}" = exec ] && EXPECT=(no-driver load-unload-20 replay-baseline replay-exec fault-cut-exec no-splat sim-agree stack-frames)
 KUS=${VMTEST_KERNEL_US:-1000}
 
 step "deps"; "$HERE/deps.sh"
@@ -63,6 +63,8 @@ simcheck() {
   python3 "$HERE/simcheck.py" "$LOG" "$WORK/sim.json"
 }
 simcheck | tee -a "$LOG" || true
+# No function of the module may take half the kernel stack (stackcheck.py says why).
+python3 "$HERE/stackcheck.py" "$ROOT/prescient.ko" | tee -a "$LOG" || true
 pass=0; fail=0
 for s in "${EXPECT[@]}"; do
   if grep -q "^VMTEST: $s PASS" "$LOG"; then pass=$((pass+1)); else fail=$((fail+1)); echo "vm-tests: $s FAILED or missing"; fi
