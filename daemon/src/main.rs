@@ -162,6 +162,9 @@ async fn main() -> Result<()> {
     let version = attach::driver_version()?;
     tracing::info!(%version, "nvidia_uvm ABI known");
 
+    // One acting backend per process (observe mode acts too little to
+    // matter, but it would hide a second daemon's effect: claim it as well).
+    let _claim = attach::Claim::take(pid)?;
     let deadline = std::time::Instant::now() + Duration::from_secs_f64(cli.attach_wait.max(0.0));
     let (target, gpu) = loop {
         let r = attach::Target::attach(pid).and_then(|t| {

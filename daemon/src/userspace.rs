@@ -45,6 +45,8 @@ pub struct Settings {
 }
 
 struct Space {
+    /// Held while attached: no second daemon acts for this process.
+    _claim: Option<attach::Claim>,
     handle: u64,
     pid: i32,
     stop: Arc<AtomicBool>,
@@ -274,6 +276,8 @@ impl Userspace {
                 format!("every slot is in use ({} processes)", uapi::MAX_SPACES),
             ));
         }
+        let claim = attach::Claim::take(pid)
+            .map_err(|e| refused("ATTACH", libc::EBUSY, format!("{e:#}")))?;
         let target = Target::attach(pid).map_err(|e| attach_error(pid, e))?;
         let gpu = target.gpu().map_err(|e| attach_error(pid, e))?;
         let tracker = Tracker::new(
@@ -319,6 +323,7 @@ impl Userspace {
         let handle = inner.next_handle;
         inner.next_handle += 1;
         inner.spaces.push(Space {
+            _claim: Some(claim),
             handle,
             pid,
             stop,
@@ -394,6 +399,7 @@ mod tests {
         };
         let d2 = done.clone();
         inner.spaces.push(Space {
+            _claim: None,
             handle: 1,
             pid: 42,
             stop: Arc::new(AtomicBool::new(false)),
