@@ -17,8 +17,14 @@ use crate::userspace::Userspace;
 /// Why a device operation failed, in the terms an operator acts on.
 #[derive(Debug)]
 pub enum DevError {
-    /// No device node, or the module is going away (ENOENT, ENODEV, ENXIO).
-    Missing(io::Error),
+    /// No device node, or the module is going away (ENOENT, ENODEV, ENXIO);
+    /// for the user-space backend, nvidia_uvm is not loaded.
+    Missing {
+        /// What is not loaded: "prescient.ko", or "nvidia_uvm" for the
+        /// user-space backend.
+        needs: &'static str,
+        err: io::Error,
+    },
     /// EACCES / EPERM: wrong permissions on the node, or not CAP_SYS_ADMIN.
     Permission(io::Error),
     /// The module refused the request (EINVAL, ESRCH, EEXIST, ENOSPC ...).
@@ -35,9 +41,7 @@ pub enum DevError {
 impl std::fmt::Display for DevError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            // The user-space backend's "missing" carries its own sentence.
-            DevError::Missing(e) if e.get_ref().is_some() => write!(f, "{e}"),
-            DevError::Missing(e) => write!(f, "prescient.ko is not loaded ({e})"),
+            DevError::Missing { needs, err } => write!(f, "{needs} is not loaded ({err})"),
             DevError::Permission(e) => write!(
                 f,
                 "permission denied ({e}): prescientd needs root (CAP_SYS_ADMIN) and read/write access to the device node"
@@ -53,16 +57,19 @@ impl std::error::Error for DevError {}
 impl DevError {
     fn from_io(op: &'static str, e: io::Error) -> DevError {
         match e.raw_os_error() {
-            Some(libc::ENOENT | libc::ENODEV | libc::ENXIO) => DevError::Missing(e),
+            Some(libc::ENOENT | libc::ENODEV | libc::ENXIO) => DevError::Missing {
+                needs: "prescient.ko",
+                err: e,
+            },
             Some(libc::EACCES | libc::EPERM) => DevError::Permission(e),
             _ => DevError::Refused { op, err: e },
         }
     }
     pub fn errno(&self) -> Option<i32> {
         match self {
-            DevError::Missing(e) | DevError::Permission(e) | DevError::Refused { err: e, .. } => {
-                e.raw_os_error()
-            }
+            DevError::Missing { err: e, .. }
+            | DevError::Permission(e)
+            | DevError::Refused { err: e, .. } => e.raw_os_error(),
             DevError::Declined { errno, .. } => Some(*errno),
         }
     }
@@ -246,8 +253,8 @@ mod tests {
     #[test]
     fn a_missing_node_is_missing_not_an_error_of_ours() {
         let d = Device::new(Path::new("/nonexistent/prescient"));
-        assert!(matches!(d.version(), Err(DevError::Missing(_))));
-        assert!(matches!(d.stats(), Err(DevError::Missing(_))));
+        assert!(matches!(d.version(), Err(DevError::Missing { .. })));
+        assert!(matches!(d.stats(), Err(DevError::Missing { .. })));
     }
 
     #[test]

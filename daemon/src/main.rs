@@ -75,23 +75,23 @@ struct Cli {
     no_backoff: bool,
     /// Back-off: one predicted block in this many is held back and watched
     /// to measure prediction accuracy while prefetching.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = backoff::Params::default().holdout)]
     backoff_holdout: u32,
     /// Back-off: a watched prediction counts as used if the process faults
     /// on it within this many further fault blocks.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = backoff::Params::default().horizon)]
     backoff_horizon: u64,
     /// Back-off: watched predictions per accuracy decision.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = backoff::Params::default().window)]
     backoff_window: u64,
     /// Back-off: stop prefetching below this accuracy.
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = backoff::Params::default().stop_below)]
     backoff_stop: f64,
     /// Back-off: resume after a probe at or above this accuracy.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = backoff::Params::default().resume_at)]
     backoff_resume: f64,
     /// Back-off: milliseconds between probes while backed off.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = backoff::Params::default().probe_every.as_millis() as u64)]
     backoff_probe_ms: u64,
     /// GPU memory in bytes to size the engine when no budget is given.
     #[arg(long, value_parser = parse_bytes, default_value = "140G")]
@@ -225,21 +225,7 @@ async fn main() -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{backoff, parse_bytes, Cli};
-    use clap::Parser;
-
-    #[test]
-    fn backoff_option_defaults_are_the_library_defaults() {
-        // The service's user-space backend uses backoff::Params::default().
-        let c = Cli::parse_from(["prescientd", "--pid", "1"]);
-        let d = backoff::Params::default();
-        assert_eq!(c.backoff_holdout, d.holdout);
-        assert_eq!(c.backoff_horizon, d.horizon);
-        assert_eq!(c.backoff_window, d.window);
-        assert_eq!(c.backoff_stop, d.stop_below);
-        assert_eq!(c.backoff_resume, d.resume_at);
-        assert_eq!(c.backoff_probe_ms as u128, d.probe_every.as_millis());
-    }
+    use super::parse_bytes;
 
     #[test]
     fn bytes() {

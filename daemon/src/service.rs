@@ -190,7 +190,7 @@ fn error(kind: &str, message: impl Into<String>) -> Response {
 
 fn dev_error(e: &DevError) -> Response {
     match e {
-        DevError::Missing(_) => error("unavailable", e.to_string()),
+        DevError::Missing { .. } => error("unavailable", e.to_string()),
         DevError::Permission(_) => error("permission", e.to_string()),
         DevError::Refused { .. } | DevError::Declined { .. } => error("invalid", e.to_string()),
     }
@@ -303,7 +303,7 @@ impl Service {
                 }
                 s.stats = stats;
             }
-            Err(e @ DevError::Missing(_)) => {
+            Err(e @ DevError::Missing { .. }) => {
                 s.daemon.poll_errors += 1;
                 if s.up || !s.seen && s.last_poll_error.is_none() {
                     tracing::warn!(
@@ -424,7 +424,7 @@ impl Service {
             },
             Request::GetParams => match self.dev.params() {
                 Ok(p) => Response::Ok(Reply::Params(EngineParams::from_abi(&p))),
-                Err(DevError::Missing(_)) => Response::Ok(Reply::Params(s.desired)),
+                Err(DevError::Missing { .. }) => Response::Ok(Reply::Params(s.desired)),
                 Err(e) => dev_error(&e),
             },
             Request::SetParams { changes } => {
@@ -817,7 +817,7 @@ async fn start(
             tracing::error!("{}: {e}", cfg.device.display());
             return EXIT_NOPERM;
         }
-        Err(e @ DevError::Missing(_)) => match cfg.on_missing_module {
+        Err(e @ DevError::Missing { .. }) => match cfg.on_missing_module {
             OnMissingModule::Exit => {
                 tracing::error!(
                     "{}: {e}; exiting (on_missing_module = \"exit\"). {}",

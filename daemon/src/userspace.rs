@@ -104,6 +104,21 @@ pub struct Userspace {
     inner: Mutex<Inner>,
 }
 
+/// 2 MB blocks in `bytes`, at least 8 (the engine's smallest ledger).
+fn blocks_of(bytes: u64) -> u32 {
+    (bytes >> BLOCK_SHIFT).clamp(8, u32::MAX as u64) as u32
+}
+
+/// Engine parameters under the ABI's: transparent mode, sized from the
+/// residency budget, or from the GPU's memory when there is none (0).
+fn base_params(gpu_memory_bytes: u64, budget: u64) -> Params {
+    let bytes = if budget > 0 { budget } else { gpu_memory_bytes };
+    Params {
+        mode: Mode::Transparent,
+        ..Params::for_gpu(blocks_of(bytes))
+    }
+}
+
 fn refused(op: &'static str, errno: i32, what: String) -> DevError {
     DevError::Declined { op, errno, what }
 }
@@ -122,12 +137,7 @@ fn encode_version(v: &str) -> u64 {
 
 impl Userspace {
     pub fn new(settings: Settings) -> Userspace {
-        let gpu_blocks =
-            (settings.gpu_memory_bytes >> BLOCK_SHIFT).clamp(8, u32::MAX as u64) as u32;
-        let p = Params {
-            mode: Mode::Transparent,
-            ..Params::for_gpu(gpu_blocks)
-        };
+        let p = base_params(settings.gpu_memory_bytes, 0);
         Userspace {
             settings,
             inner: Mutex::new(Inner {
@@ -143,23 +153,14 @@ impl Userspace {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn gpu_blocks(&self, budget: u64) -> u32 {
-        let bytes = if budget > 0 {
-            budget
-        } else {
-            self.settings.gpu_memory_bytes
-        };
-        (bytes >> BLOCK_SHIFT).clamp(8, u32::MAX as u64) as u32
-    }
-
     /// The driver's version, refused when unknown. No nvidia_uvm is
     /// "missing", as an unloaded prescient.ko is for the module backend.
     fn driver(&self) -> Result<String, DevError> {
         if !std::path::Path::new("/sys/module/nvidia_uvm").exists() {
-            return Err(DevError::Missing(io::Error::new(
-                io::ErrorKind::NotFound,
-                "nvidia_uvm is not loaded (no /sys/module/nvidia_uvm)",
-            )));
+            return Err(DevError::Missing {
+                needs: "nvidia_uvm",
+                err: io::Error::new(io::ErrorKind::NotFound, "no /sys/module/nvidia_uvm"),
+            });
         }
         attach::driver_version()
             .map_err(|e| refused("driver", libc::EPROTONOSUPPORT, format!("{e:#}")))
@@ -194,12 +195,11 @@ impl Userspace {
                 "mode: the user-space backend runs transparent mode only (an unmodified process reports no execution ids)".into(),
             ));
         }
-        let base = Params {
-            mode: Mode::Transparent,
-            ..Params::for_gpu(self.gpu_blocks(p.residency_budget_bytes))
-        };
-        p.to_engine(&base)
-            .map_err(|e| refused("SET_PARAMS", libc::EINVAL, e.to_string()))?;
+        p.to_engine(&base_params(
+            self.settings.gpu_memory_bytes,
+            p.residency_budget_bytes,
+        ))
+        .map_err(|e| refused("SET_PARAMS", libc::EINVAL, e.to_string()))?;
         self.lock().params = *p;
         Ok(())
     }
@@ -248,11 +248,10 @@ impl Userspace {
             st.head.n_spaces += 1;
         }
         let p = inner.params;
-        let base = Params {
-            mode: Mode::Transparent,
-            ..Params::for_gpu(self.gpu_blocks(p.residency_budget_bytes))
-        };
-        if let Ok(e) = p.to_engine(&base) {
+        if let Ok(e) = p.to_engine(&base_params(
+            self.settings.gpu_memory_bytes,
+            p.residency_budget_bytes,
+        )) {
             st.head.table_bytes = (e.storage_words() * 8) as u64 * st.head.n_spaces as u64;
         }
         Ok(st)
@@ -307,7 +306,7 @@ impl Userspace {
             workers: self.settings.workers.max(1),
             async_migrate: true,
             max_coalesce_blocks: 16,
-            gpu_blocks: self.gpu_blocks(0),
+            gpu_blocks: blocks_of(self.settings.gpu_memory_bytes),
             backoff: Some(crate::backoff::Params::default()),
             engine: Some(p),
             publish: Some(snap.clone()),
@@ -458,8 +457,8 @@ mod tests {
             return; // a GPU host: covered by the H200 run instead
         }
         let u = us();
-        assert!(matches!(u.stats(), Err(DevError::Missing(_))));
-        assert!(matches!(u.version(), Err(DevError::Missing(_))));
-        assert!(matches!(u.attach_pid(1), Err(DevError::Missing(_))));
+        assert!(matches!(u.stats(), Err(DevError::Missing { .. })));
+        assert!(matches!(u.version(), Err(DevError::Missing { .. })));
+        assert!(matches!(u.attach_pid(1), Err(DevError::Missing { .. })));
     }
 }
