@@ -8,13 +8,20 @@
 //! (linear probing, backward-shift deletion, so no tombstones) maps a block
 //! number to its slot.
 //!
-//! Slot words: `[block, prev << 32 | next, flags]`; index words: slot or NONE.
+//! A live block re-used soon after its previous use (`Ledger::use_at`) moves
+//! to the tail of `live` as if migrated again.
+//!
+//! Slot words: `[block, prev << 32 | next, last use << 1 | dead]`; index
+//! words: slot or NONE.
 
 use crate::params::LEDGER_SLOT_WORDS;
 use crate::{Block, NONE};
 
 const NIL: u32 = u32::MAX;
 const FLAG_DEAD: u64 = 1;
+/// The flags word holds, above these bits, the time (`Ledger::use_at`)
+/// the block was last needed.
+const USE_SHIFT: u32 = 1;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct List {
@@ -126,7 +133,16 @@ impl<'a> Ledger<'a> {
     }
 
     fn set_dead_flag(&mut self, s: u32, dead: bool) {
-        self.slots[s as usize * LEDGER_SLOT_WORDS + 2] = if dead { FLAG_DEAD } else { 0 };
+        let f = self.flags(s) & !FLAG_DEAD;
+        self.set_flags(s, f | if dead { FLAG_DEAD } else { 0 });
+    }
+
+    fn flags(&self, s: u32) -> u64 {
+        self.slots[s as usize * LEDGER_SLOT_WORDS + 2]
+    }
+
+    fn set_flags(&mut self, s: u32, f: u64) {
+        self.slots[s as usize * LEDGER_SLOT_WORDS + 2] = f;
     }
 
     fn list_mut(&mut self, dead: bool) -> &mut List {
@@ -269,7 +285,7 @@ impl<'a> Ledger<'a> {
         self.unlink(s);
         self.index_remove(i);
         self.set_block(s, NONE);
-        self.set_dead_flag(s, false);
+        self.set_flags(s, 0);
         self.set_links(s, NIL, self.st.free);
         self.st.free = s;
         self.st.len -= 1;
@@ -287,6 +303,27 @@ impl<'a> Ledger<'a> {
             self.push_tail(s, dead);
         }
         true
+    }
+
+    /// Records that a live resident block is needed at time `now` (> 0); if
+    /// it was last needed at most `recent` before, it becomes the most
+    /// recently migrated one. Returns whether it moved.
+    pub fn use_at(&mut self, block: Block, now: u64, recent: u64) -> bool {
+        let Some(s) = self.slot_of(block) else {
+            return false;
+        };
+        if self.is_dead_slot(s) {
+            return false;
+        }
+        let f = self.flags(s);
+        let last = f >> USE_SHIFT;
+        self.set_flags(s, (f & FLAG_DEAD) | (now << USE_SHIFT));
+        if last != 0 && now > last && now - last <= recent {
+            self.unlink(s);
+            self.push_tail(s, false);
+            return true;
+        }
+        false
     }
 
     /// Dead blocks, oldest first, at most `limit`.
@@ -360,6 +397,92 @@ mod tests {
             assert_eq!(l.oldest_live(10).collect::<Vec<_>>(), [6, 8, 5, 7]);
             assert_eq!(l.oldest_dead(9).next(), None);
         });
+    }
+
+    #[test]
+    fn reuse_soon_after_the_last_use_moves_to_the_tail() {
+        with_ledger(8, |l| {
+            for b in [1, 2, 3] {
+                assert!(l.migrated_in(b));
+                assert!(!l.use_at(b, 10, 0)); // first use: recorded only
+            }
+            assert!(!l.use_at(1, 10, 24)); // same use again: no move
+            assert!(!l.use_at(2, 40, 24)); // 30 kernels later: too far
+            assert_eq!(l.oldest_live(9).collect::<Vec<_>>(), [1, 2, 3]);
+            assert!(l.use_at(1, 30, 24)); // 20 kernels later: re-used
+            assert_eq!(l.oldest_live(9).collect::<Vec<_>>(), [2, 3, 1]);
+            assert!(l.use_at(2, 64, 24)); // measured from its use at 40
+            assert_eq!(l.oldest_live(9).collect::<Vec<_>>(), [3, 1, 2]);
+            l.set_dead(3, true);
+            assert!(!l.use_at(3, 20, 24)); // dead blocks stay aside
+            assert!(!l.use_at(9, 20, 24)); // not resident
+                                           // Eviction forgets the use: back in, it starts afresh.
+            l.evicted(1);
+            l.migrated_in(1);
+            assert!(!l.use_at(1, 31, 24));
+            assert_eq!(l.residency(3), Some(Residency::Dead));
+        });
+    }
+
+    proptest::proptest! {
+        /// Against a model (a Vec in victim order, last use per block):
+        /// migrations, evictions, deaths and uses keep the live and dead
+        /// orders, residency and length exact.
+        #[test]
+        fn matches_a_model(ops in proptest::collection::vec((0u8..5, 0u64..12, 1u64..40), 0..200)) {
+            with_ledger(8, |l| {
+                let mut live: Vec<u64> = Vec::new();
+                let mut dead: Vec<u64> = Vec::new();
+                let mut last = [0u64; 12];
+                for (op, b, t) in ops {
+                    let resident = live.contains(&b) || dead.contains(&b);
+                    match op {
+                        0 => {
+                            let ok = l.migrated_in(b);
+                            proptest::prop_assert_eq!(ok, resident || live.len() + dead.len() < 8);
+                            if ok {
+                                live.retain(|&x| x != b);
+                                dead.retain(|&x| x != b);
+                                live.push(b);
+                            }
+                        }
+                        1 => {
+                            proptest::prop_assert_eq!(l.evicted(b), resident);
+                            live.retain(|&x| x != b);
+                            dead.retain(|&x| x != b);
+                            last[b as usize] = 0;
+                        }
+                        2 | 3 => {
+                            let d = op == 2;
+                            proptest::prop_assert_eq!(l.set_dead(b, d), resident);
+                            let was_dead = dead.contains(&b);
+                            if resident && was_dead != d {
+                                live.retain(|&x| x != b);
+                                dead.retain(|&x| x != b);
+                                if d { dead.push(b) } else { live.push(b) }
+                            }
+                        }
+                        _ => {
+                            let is_live = live.contains(&b);
+                            let prev = last[b as usize];
+                            let moves = is_live && prev != 0 && t > prev && t - prev <= 8;
+                            proptest::prop_assert_eq!(l.use_at(b, t, 8), moves);
+                            if is_live {
+                                last[b as usize] = t;
+                            }
+                            if moves {
+                                live.retain(|&x| x != b);
+                                live.push(b);
+                            }
+                        }
+                    }
+                    proptest::prop_assert_eq!(l.oldest_live(99).collect::<Vec<_>>(), live.clone());
+                    proptest::prop_assert_eq!(l.oldest_dead(99).collect::<Vec<_>>(), dead.clone());
+                    proptest::prop_assert_eq!(l.st.len() as usize, live.len() + dead.len());
+                }
+                Ok(())
+            })?;
+        }
     }
 
     #[test]
