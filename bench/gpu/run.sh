@@ -24,12 +24,16 @@ log "prescientctl: $CTL ($($CTL --version 2>&1))"
 RES="$OUT/results.jsonl"; : > "$RES"
 
 # case NAME MODE(none|observe|prescient|driver-like) BUDGET(-|bytes) -- umbench args
+# RUNNER: the workload command (default umbench); STATS_MS: the daemon's stats
+# interval; below 1000 a sampler keeps the time series and periter.py cuts
+# it into faults per iteration.
 case_() {
   local name=$1 mode=$2 budget=$3; shift 4
   local go=$B/go.$name; rm -f "$go"
   local t0=$(date +%s%N)
   # No wrapper (timeout would fork): $! must be the CUDA process itself.
-  PRESCIENT_GO=$go $B/umbench "$@" > "$OUT/$name.bench.jsonl" 2> "$OUT/$name.bench.err" &
+  local run=(${RUNNER:-$B/umbench})
+  PRESCIENT_GO=$go "${run[@]}" "$@" > "$OUT/$name.bench.jsonl" 2> "$OUT/$name.bench.err" &
   local bp=$! dp=
   (sleep 150; kill $bp 2>/dev/null) & local wd=$!
   if [ "$mode" = none ]; then
@@ -42,8 +46,9 @@ case_() {
   else
     local ba=(); [ "$budget" != - ] && ba=(--budget "$budget")
     timeout 110 "$PD" --pid $bp --mode "$mode" "${ba[@]}" --stats-json "$OUT/$name.stats.json" \
-      --ready-file "$go" --stats-interval-ms 1000 ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
+      --ready-file "$go" --stats-interval-ms ${STATS_MS:-1000} ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
     dp=$!
+    [ "${STATS_MS:-1000}" -lt 1000 ] && python3 "$HERE/sampler.py" "$OUT/$name.stats.json" $bp "$OUT/$name.samples.tsv" &
   fi
   wait $bp; local rc=$?
   kill $wd 2>/dev/null
@@ -52,8 +57,12 @@ case_() {
   local sum=$(grep '"summary"' "$OUT/$name.bench.jsonl" | tail -1)
   local d=$(tr -d '\n' < "$OUT/$name.daemon.json" 2>/dev/null); [ -z "$d" ] && d=null
   [ -z "$sum" ] && sum=null
-  echo "{\"case\":\"$name\",\"mode\":\"$mode\",\"budget\":\"$budget\",\"rc\":$rc,\"wall_ms\":$(( (t1 - t0) / 1000000 )),\"bench\":$sum,\"daemon\":$d}" >> "$RES"
-  log "$name rc=$rc $sum"
+  local per=null
+  if [ -s "$OUT/$name.samples.tsv" ]; then
+    sleep 0.1; per=$(python3 "$HERE/periter.py" "$OUT/$name.bench.jsonl" "$OUT/$name.samples.tsv")
+  fi
+  echo "{\"case\":\"$name\",\"mode\":\"$mode\",\"budget\":\"$budget\",\"rc\":$rc,\"wall_ms\":$(( (t1 - t0) / 1000000 )),\"bench\":$sum,\"per_iter\":$per,\"daemon\":$d}" >> "$RES"
+  log "$name rc=$rc $sum $per"
   [ -n "$dp" ] && log "$name daemon: $(cut -c1-600 "$OUT/$name.daemon.json" 2>/dev/null) $(tail -2 "$OUT/$name.daemon.log")"
 }
 
@@ -116,6 +125,45 @@ for w in $WHAT; do
     case_ stream_record record - -- "${A[@]}"
     case_ stream_driverlike driver-like 4G -- "${A[@]}"
     case_ stream_prescient prescient 4G -- "${A[@]}"
+    ;;
+  gate)
+    # Issue 5, run 6: the tracker gate (events off while the CPU faults; on
+    # by default, *_nogate = --no-gate) and faults per iteration from a 10 ms
+    # time series. No memory pressure in dnn/random/torch; stream's pressure
+    # is only the 4 GiB residency budget that Prescient itself enforces.
+    export STATS_MS=10
+    A=(dnn 12 1024 4 256)
+    case_ dnn_base none - -- "${A[@]}"
+    case_ dnn_observe observe - -- "${A[@]}"
+    EXTRA=--no-gate case_ dnn_prescient_nogate prescient - -- "${A[@]}"
+    case_ dnn_prescient prescient - -- "${A[@]}"
+    case_ dnn_base2 none - -- "${A[@]}"
+    A=(random 10 4096 0.25)
+    case_ random_base none - -- "${A[@]}"
+    case_ random_observe observe - -- "${A[@]}"
+    EXTRA=--no-gate case_ random_prescient_nogate prescient - -- "${A[@]}"
+    case_ random_prescient prescient - -- "${A[@]}"
+    case_ random_base2 none - -- "${A[@]}"
+    ;;
+  torch)
+    # A PyTorch training loop whose every CUDA tensor is managed memory
+    # (bench/gpu/torch), input written by the CPU into UM each iteration.
+    export STATS_MS=10
+    nvcc -O2 -shared -Xcompiler -fPIC -o $B/managed_alloc.so "$HERE/torch/managed_alloc.cu" 2>> "$OUT/nvcc.log" || { log "nvcc (torch allocator) failed"; continue; }
+    export UM_ALLOC_SO=$B/managed_alloc.so
+    A=(12 8192 16384 4096)
+    RUNNER="python3 $HERE/torch/train.py" case_ torch_base none - -- "${A[@]}"
+    RUNNER="python3 $HERE/torch/train.py" case_ torch_observe observe - -- "${A[@]}"
+    RUNNER="python3 $HERE/torch/train.py" EXTRA=--no-gate case_ torch_prescient_nogate prescient - -- "${A[@]}"
+    RUNNER="python3 $HERE/torch/train.py" case_ torch_prescient prescient - -- "${A[@]}"
+    RUNNER="python3 $HERE/torch/train.py" case_ torch_base2 none - -- "${A[@]}"
+    ;;
+  budget)
+    export STATS_MS=1000
+    A=(stream 10 32 256)   # 8 GiB working set; pressure only from the 4 GiB budget
+    case_ stream_driverlike driver-like 4G -- "${A[@]}"
+    case_ stream_prescient prescient 4G -- "${A[@]}"
+    EXTRA=--no-backoff case_ stream_prescient_nobo prescient 4G -- "${A[@]}"
     ;;
   random)
     A=(random 10 4096 0.25)

@@ -27,6 +27,12 @@ static double now_ms() {
       std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Wall-clock seconds (CLOCK_REALTIME), so that samplers in other processes
+// can cut their counters at iteration boundaries ("w0"/"w1" in iter lines).
+static double wall_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 static void check_fits(size_t bytes) {
   size_t fr = 0, tot = 0;
   CK(cudaMemGetInfo(&fr, &tot));
@@ -133,7 +139,7 @@ static int dnn(int iters, size_t in_mb, int layers, size_t layer_mb) {
   std::vector<double> gpu, tot;
   unsigned long long ck = 0;
   for (int it = 0; it < iters; it++) {
-    double t0 = now_ms();
+    double w0 = wall_s(), t0 = now_ms();
     for (size_t j = 0; j < nin; j++) in[j] = (uint32_t)(j * 2654435761u) ^ (uint32_t)it;  // CPU rewrites input
     double t1 = now_ms();
     layer_k<<<2048, 256>>>(in, nin, buf[0], nl, 1);
@@ -143,8 +149,8 @@ static int dnn(int iters, size_t in_mb, int layers, size_t layer_mb) {
     unsigned long long c = checksum(buf[layers - 1], nl, d);
     ck = ck * 31 + c;
     gpu.push_back(t2 - t1); tot.push_back(t2 - t0);
-    printf("{\"event\":\"iter\",\"bench\":\"dnn\",\"iter\":%d,\"cpu_ms\":%.3f,\"gpu_ms\":%.3f,\"checksum\":\"%llx\"}\n",
-           it, t1 - t0, t2 - t1, c);
+    printf("{\"event\":\"iter\",\"bench\":\"dnn\",\"iter\":%d,\"cpu_ms\":%.3f,\"gpu_ms\":%.3f,\"checksum\":\"%llx\",\"w0\":%.6f,\"w1\":%.6f}\n",
+           it, t1 - t0, t2 - t1, c, w0, wall_s());
     fflush(stdout);
   }
   summary("dnn", gpu, tot, ck);
@@ -189,7 +195,7 @@ static int randomb(int iters, size_t mb, double cpu_frac) {
   unsigned long long ck = 0;
   uint64_t rs = 12345;
   for (int it = 0; it < iters; it++) {
-    double t0 = now_ms();
+    double w0 = wall_s(), t0 = now_ms();
     size_t k = (size_t)(blocks * cpu_frac);
     for (size_t i = 0; i < k; i++) {  // CPU touches random blocks: they move to the CPU
       rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -203,7 +209,8 @@ static int randomb(int iters, size_t mb, double cpu_frac) {
     double t2 = now_ms();
     ck = ck * 31 + *d;
     gpu.push_back(t2 - t1); tot.push_back(t2 - t0);
-    printf("{\"event\":\"iter\",\"bench\":\"random\",\"iter\":%d,\"cpu_ms\":%.3f,\"gpu_ms\":%.3f}\n", it, t1 - t0, t2 - t1);
+    printf("{\"event\":\"iter\",\"bench\":\"random\",\"iter\":%d,\"cpu_ms\":%.3f,\"gpu_ms\":%.3f,\"w0\":%.6f,\"w1\":%.6f}\n",
+           it, t1 - t0, t2 - t1, w0, wall_s());
     fflush(stdout);
   }
   summary("random", gpu, tot, ck);

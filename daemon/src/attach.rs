@@ -247,6 +247,8 @@ pub struct Tracker {
     // driver) before the buffers it pinned are unmapped.
     tools: File,
     entries: u32,
+    /// The events enabled at creation (and by [`Tracker::enable`]).
+    flags: u64,
     queue: Mapping,
     control: Mapping,
 }
@@ -287,6 +289,7 @@ impl Tracker {
         Ok(Tracker {
             tools,
             entries,
+            flags,
             queue,
             control,
         })
@@ -294,6 +297,18 @@ impl Tracker {
 
     fn ctl(&self) -> *mut uvm::ControlData {
         self.control.ptr.as_ptr().cast()
+    }
+
+    /// Turns every event of this tracker off: while no tools event is
+    /// enabled on the VA space, the driver's CPU fault path skips its tools
+    /// flush (see gate.rs).
+    pub fn disable(&self) -> Result<(), uvm::IoctlError> {
+        uvm::disable_events(self.tools.as_raw_fd(), self.flags)
+    }
+
+    /// Turns the tracker's events back on.
+    pub fn enable(&self) -> Result<(), uvm::IoctlError> {
+        uvm::enable_events(self.tools.as_raw_fd(), self.flags)
     }
 
     pub fn flush(&self) {

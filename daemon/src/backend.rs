@@ -3,10 +3,11 @@
 
 use crate::attach::{Event, Target, Tracker};
 use crate::backoff::{self, Backoff};
+use crate::gate::{self, Gate, MajorFaults};
 use crate::uvm;
 use prescient_core::{Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT};
 use serde::Serialize;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -51,6 +52,10 @@ pub struct Config {
     pub gpu_blocks: u32,
     /// Self back-off (None: always prefetch).
     pub backoff: Option<backoff::Params>,
+    /// Tracker gate: events off during the process's CPU phases (None:
+    /// always on). Used only when prefetching with GPU_FAULT and MIGRATION
+    /// events and no residency budget (see gate.rs).
+    pub gate: Option<gate::Params>,
     /// Table parameters set through the service (rows, assoc, succs,
     /// lookahead; transparent mode only), on top of `Params::for_gpu`.
     pub engine: Option<prescient_uapi::ParamsAbi>,
@@ -81,6 +86,9 @@ pub struct Snapshot {
     pub gpu_uuid: String,
     pub budget_bytes: Option<u64>,
     pub elapsed_s: f64,
+    /// Wall-clock time of this snapshot (Unix seconds), to line samples up
+    /// with a workload's own timestamps.
+    pub unix_s: f64,
     pub events: u64,
     pub fault_events: u64,
     pub fault_blocks: u64,
@@ -118,6 +126,10 @@ pub struct Snapshot {
     pub engine_free_target: u32,
     /// Self back-off counters (absent when disabled).
     pub backoff: Option<backoff::Stats>,
+    /// Tracker gate counters (absent when not used). While the gate is
+    /// closed no event is seen: the fault counts above then miss the faults
+    /// of those periods.
+    pub gate: Option<gate::Stats>,
 }
 
 #[derive(Clone, Copy)]
@@ -126,6 +138,9 @@ struct Job {
     len: u64,
     to_gpu: bool,
 }
+
+/// How often a closed gate reads the process's major-fault counter.
+const GATE_POLL: Duration = Duration::from_micros(100);
 
 /// Busy-time accounting over parallel workers: time with >= 1 op in flight.
 struct Busy {
@@ -310,15 +325,48 @@ pub fn run(
     let mut pf = vec![Prefetch::default(); 256];
     let mut vic = vec![Victim::default(); 64];
     let mut last_write = Instant::now();
-    let mut evicting: HashSet<u64> = HashSet::new();
     let budget_blocks = cfg.budget.map(|b| b >> BLOCK_SHIFT);
     let mut alive_check = Instant::now();
     // Union of GPU copy intervals of our own migrations to the GPU.
     let (mut iv_start, mut iv_end, mut iv_total) = (0u64, 0u64, 0u64);
+    // Not under a residency budget: there, prefetching is how the working
+    // set comes back at all, and stopping it costs more than a wrong
+    // prediction (H200 run 7, stream under a 4 GiB budget: back-off stopped
+    // twice, 10.3 s of 18 s off, 1802 ms/iteration against 991 without it).
+    // It exists for the no-pressure case, whose tracker cost the gate removes.
+    if cfg.backoff.is_some() && cfg.mode == PolicyMode::Prescient && cfg.budget.is_some() {
+        tracing::info!(
+            pid = target.pid,
+            "self back-off not used under a residency budget"
+        );
+    }
     let mut backoff = cfg
         .backoff
-        .filter(|_| cfg.mode == PolicyMode::Prescient)
+        .filter(|_| cfg.mode == PolicyMode::Prescient && cfg.budget.is_none())
         .map(|p| Backoff::new(p, Instant::now()));
+    let gate_usable = cfg.mode == PolicyMode::Prescient
+        && cfg.fault_source == FaultSource::Faults
+        && cfg.budget.is_none();
+    if cfg.gate.is_some() && !gate_usable {
+        tracing::info!(
+            pid = target.pid,
+            "tracker gate not used: it needs prefetching with fault events and no residency budget"
+        );
+    }
+    let mut gate = match cfg.gate.filter(|_| gate_usable) {
+        Some(p) => match MajorFaults::open(target.pid) {
+            Ok(m) => Some((Gate::new(p, Instant::now()), m)),
+            Err(e) => {
+                tracing::warn!(
+                    pid = target.pid,
+                    "tracker gate not used: /proc/PID/stat: {e}"
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    let mut gate_poll = Instant::now();
 
     loop {
         if stop.load(Relaxed) {
@@ -340,6 +388,9 @@ pub fn run(
             match ev {
                 Event::Fault(f) => {
                     snap.fault_events += 1;
+                    if let Some((g, _)) = gate.as_mut() {
+                        g.gpu_fault();
+                    }
                     let b = f.address >> BLOCK_SHIFT;
                     if b != last_fault_block {
                         last_fault_block = b;
@@ -390,7 +441,22 @@ pub fn run(
                         }
                     } else if m.src_index != uvm::CPU_INDEX {
                         snap.migrated_to_cpu_bytes += m.migrated_bytes;
-                        if ledger.sub(b, m.migrated_bytes) {
+                        // Our own evictions (cause "user") left the ledger
+                        // when we issued them. Their events come late (the
+                        // driver records them on copy completion, through a
+                        // queue): by then the GPU may have faulted the block
+                        // back, and subtracting again would lose that
+                        // residency, so the ledger would drift below the
+                        // truth and the budget would stop being kept (seen
+                        // on the H200: driver-like stream, run 6).
+                        let ours =
+                            m.migration_cause == uvm::CAUSE_USER && cfg.mode != PolicyMode::Observe;
+                        if m.migration_cause == uvm::CAUSE_COHERENCE {
+                            if let Some((g, _)) = gate.as_mut() {
+                                g.cpu_fault_migration();
+                            }
+                        }
+                        if !ours && ledger.sub(b, m.migrated_bytes) {
                             if m.migration_cause == uvm::CAUSE_EVICTION {
                                 snap.driver_evictions += 1;
                                 engine.demand_evicted(b);
@@ -403,6 +469,47 @@ pub fn run(
                 Event::Other => snap.other_events += 1,
             }
         });
+        if let Some((g, majflt)) = gate.as_mut() {
+            let now = Instant::now();
+            let action = match g.state() {
+                gate::State::Open => g.after_events(|| majflt.read().unwrap_or(0), now),
+                gate::State::Closed if now.duration_since(gate_poll) >= GATE_POLL => {
+                    gate_poll = now;
+                    match majflt.read() {
+                        Ok(v) => g.poll_closed(v, now),
+                        // The process is gone (or /proc unreadable): open,
+                        // the alive check ends the loop.
+                        Err(_) => g.open_now(now),
+                    }
+                }
+                gate::State::Closed => gate::Action::None,
+            };
+            match action {
+                gate::Action::None => {}
+                gate::Action::Close => {
+                    // Events already queued are still read by the next drains.
+                    if let Err(e) = tracker.disable() {
+                        tracing::warn!(pid = target.pid, "tracker gate: disabling events: {e}");
+                        g.failed(now);
+                    }
+                }
+                gate::Action::Open => {
+                    if let Err(e) = tracker.enable() {
+                        // Nothing is seen from here on: say so, and stop.
+                        tracing::error!(pid = target.pid, "tracker gate: re-enabling events: {e}");
+                        g.failed(now);
+                        break;
+                    }
+                    // Migrations of the closed period were not seen: what
+                    // the ledger says is resident may not be any more.
+                    for &b in ledger.bytes.keys() {
+                        engine.evicted(b);
+                    }
+                    ledger = Ledger::default();
+                    last_fault_block = u64::MAX;
+                }
+            }
+        }
         snap.max_resident_bytes = snap.max_resident_bytes.max(ledger.total);
         if let Some(bo) = backoff.as_mut() {
             bo.tick(snap.fault_blocks, Instant::now());
@@ -450,7 +557,6 @@ pub fn run(
                         for v in &vic[..k] {
                             ledger.sub(v.block, BLOCK_BYTES);
                             engine.evicted(v.block);
-                            evicting.insert(v.block);
                             submit(Job {
                                 base: v.block << BLOCK_SHIFT,
                                 len: BLOCK_BYTES,
@@ -480,7 +586,6 @@ pub fn run(
                         if ledger.add(b, BLOCK_BYTES) {
                             engine.migrated_in(b);
                         }
-                        evicting.remove(&b);
                         run = match run {
                             Some((s, l)) if s + l == b && l < cfg.max_coalesce_blocks => {
                                 Some((s, l + 1))
@@ -514,6 +619,7 @@ pub fn run(
             last_write = Instant::now();
             fill(&mut snap, &ledger, &engine, &counters, &tracker, start);
             snap.backoff = backoff.as_ref().map(|b| b.stats(Instant::now()));
+            snap.gate = gate.as_ref().map(|(g, _)| g.stats(Instant::now()));
             write_stats(&cfg, &snap);
         }
     }
@@ -525,6 +631,7 @@ pub fn run(
     tracker.drain(usize::MAX, |_| {});
     fill(&mut snap, &ledger, &engine, &counters, &tracker, start);
     snap.backoff = backoff.as_ref().map(|b| b.stats(Instant::now()));
+    snap.gate = gate.as_ref().map(|(g, _)| g.stats(Instant::now()));
     write_stats(&cfg, &snap);
     Ok(snap)
 }
@@ -547,6 +654,9 @@ fn fill(
     start: Instant,
 ) {
     s.elapsed_s = start.elapsed().as_secs_f64();
+    s.unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     s.dropped_events = t.dropped();
     s.resident_bytes = l.total;
     s.resident_blocks = l.blocks();

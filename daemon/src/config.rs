@@ -63,6 +63,9 @@ pub struct UserspaceConfig {
     pub workers: u32,
     /// Entries of each process's tools event queue (power of two).
     pub queue_entries: u32,
+    /// Turn the tools events off while a process's CPU is the one faulting
+    /// (the tracker gate, daemon/src/gate.rs). Not used under a budget.
+    pub gate: bool,
 }
 
 impl Default for UserspaceConfig {
@@ -71,6 +74,7 @@ impl Default for UserspaceConfig {
             gpu_memory: ByteSize(80 << 30),
             workers: 4,
             queue_entries: 1 << 16,
+            gate: true,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod backoff;
 pub mod config;
 pub mod device;
+pub mod gate;
 pub mod metrics;
 pub mod proto;
 pub mod service;

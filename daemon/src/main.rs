@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use prescientd::backend::{self, Config, FaultSource, PolicyMode};
 use prescientd::backoff;
+use prescientd::gate;
 use prescientd::{attach, uvm};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -70,7 +71,8 @@ struct Cli {
     /// Create this file once the tracker runs (a workload can wait for it).
     #[arg(long)]
     ready_file: Option<PathBuf>,
-    /// Never back off: prefetch whatever the engine predicts.
+    /// Never back off: prefetch whatever the engine predicts (back-off is
+    /// never used under --budget).
     #[arg(long)]
     no_backoff: bool,
     /// Back-off: one predicted block in this many is held back and watched
@@ -96,6 +98,29 @@ struct Cli {
     /// GPU memory in bytes to size the engine when no budget is given.
     #[arg(long, value_parser = parse_bytes, default_value = "140G")]
     gpu_memory: u64,
+    /// Keep the tools events on during the process's CPU phases (the
+    /// tracker gate is on by default when prefetching with no --budget:
+    /// with events on, every CPU fault of the process waits for a driver
+    /// flush; see daemon/src/gate.rs). The gate hides the faults of the
+    /// closed periods from the counters: measure faults with --no-gate.
+    #[arg(long)]
+    no_gate: bool,
+    /// Tracker gate: CPU-fault migrations in a row that close it.
+    #[arg(long, default_value_t = gate::Params::default().close_after)]
+    gate_close_after: u32,
+    /// Tracker gate: open once the process's major faults are still this long (ms).
+    #[arg(long, default_value_t = gate::Params::default().settle.as_secs_f64() * 1e3)]
+    gate_settle_ms: f64,
+    /// Tracker gate: open after this long closed in any case (ms).
+    #[arg(long, default_value_t = gate::Params::default().max_closed.as_secs_f64() * 1e3)]
+    gate_max_closed_ms: f64,
+}
+
+fn ms_arg(name: &str, v: f64) -> Result<Duration> {
+    if !(0.0..=3.6e6).contains(&v) {
+        anyhow::bail!("{name} {v} is out of range 0..=3600000");
+    }
+    Ok(Duration::from_secs_f64(v / 1e3))
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -159,6 +184,14 @@ async fn main() -> Result<()> {
     if let Some(p) = &backoff {
         p.validate().map_err(anyhow::Error::msg)?;
     }
+    let gate = (!cli.no_gate).then_some(gate::Params {
+        close_after: cli.gate_close_after,
+        settle: ms_arg("--gate-settle-ms", cli.gate_settle_ms)?,
+        max_closed: ms_arg("--gate-max-closed-ms", cli.gate_max_closed_ms)?,
+    });
+    if let Some(p) = &gate {
+        p.validate().map_err(anyhow::Error::msg)?;
+    }
     let version = attach::driver_version()?;
     tracing::info!(%version, "nvidia_uvm ABI known");
 
@@ -207,6 +240,7 @@ async fn main() -> Result<()> {
         max_coalesce_blocks: cli.coalesce_blocks.max(1),
         gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,
         backoff,
+        gate,
         engine: None,
         publish: None,
     };

@@ -773,6 +773,7 @@ async fn start(
             gpu_memory_bytes: cfg.userspace.gpu_memory.0,
             workers: cfg.userspace.workers as usize,
             queue_entries: cfg.userspace.queue_entries,
+            gate: cfg.userspace.gate,
             stats_interval: Duration::from_millis(cfg.poll_interval_ms.min(500)),
         })),
     };

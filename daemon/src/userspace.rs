@@ -40,6 +40,8 @@ pub struct Settings {
     pub workers: usize,
     /// Tools event queue entries per process (power of two).
     pub queue_entries: u32,
+    /// The tracker gate (gate.rs); used for processes with no residency budget.
+    pub gate: bool,
     /// How often a process's counters are published to the service.
     pub stats_interval: Duration,
 }
@@ -308,6 +310,7 @@ impl Userspace {
             max_coalesce_blocks: 16,
             gpu_blocks: blocks_of(self.settings.gpu_memory_bytes),
             backoff: Some(crate::backoff::Params::default()),
+            gate: self.settings.gate.then(crate::gate::Params::default),
             engine: Some(p),
             publish: Some(snap.clone()),
         };
@@ -380,6 +383,7 @@ mod tests {
             gpu_memory_bytes: 8 << 30,
             workers: 1,
             queue_entries: 1 << 12,
+            gate: true,
             stats_interval: Duration::from_millis(100),
         })
     }

@@ -13,6 +13,7 @@ pub const NV_OK: u32 = 0;
 pub const UVM_PAGEABLE_MEM_ACCESS: libc::c_ulong = 39;
 pub const UVM_MIGRATE: libc::c_ulong = 51;
 pub const UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS: libc::c_ulong = 58;
+pub const UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS: libc::c_ulong = 59;
 pub const UVM_TOOLS_FLUSH_EVENTS: libc::c_ulong = 67;
 pub const UVM_TOOLS_INIT_EVENT_TRACKER_V2: libc::c_ulong = 76;
 pub const UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2: libc::c_ulong = 77;
@@ -162,6 +163,11 @@ nix::ioctl_readwrite_bad!(
     UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS,
     EnableEventsParams
 );
+nix::ioctl_readwrite_bad!(
+    ioc_disable_events,
+    UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS,
+    EnableEventsParams
+);
 nix::ioctl_readwrite_bad!(ioc_flush_events, UVM_TOOLS_FLUSH_EVENTS, FlushEventsParams);
 nix::ioctl_readwrite_bad!(
     ioc_init_tracker_v2,
@@ -254,6 +260,18 @@ pub fn enable_events(tools_fd: RawFd, flags: u64) -> Result<(), IoctlError> {
     };
     // SAFETY: `p` is a live parameter block of the right layout.
     let r = unsafe { ioc_enable_events(tools_fd, &mut p) };
+    check(r, p.rm_status)
+}
+
+/// UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS: same parameter block as enable
+/// (`UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS_PARAMS` has the same layout).
+pub fn disable_events(tools_fd: RawFd, flags: u64) -> Result<(), IoctlError> {
+    let mut p = EnableEventsParams {
+        event_type_flags: flags,
+        rm_status: 0,
+    };
+    // SAFETY: `p` is a live parameter block of the right layout.
+    let r = unsafe { ioc_disable_events(tools_fd, &mut p) };
     check(r, p.rm_status)
 }
 
