@@ -65,13 +65,30 @@ impl Claim {
         use std::io::{Read, Seek, Write};
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join(format!("{pid}.lock"));
-        let mut f = std::fs::OpenOptions::new()
+        let mut f = match std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
+        {
+            Ok(f) => f,
+            // The usual cause: not root. Say what is needed, not just which
+            // file failed (seen on the H200 with `setpriv --reuid 65534`).
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "cannot take the claim {} for pid {pid}: acting for another process needs root \
+                     (this claim directory, and pidfd_getfd with a ptrace right over the target); \
+                     running as uid {}",
+                    path.display(),
+                    // SAFETY: geteuid has no preconditions and cannot fail.
+                    unsafe { libc::geteuid() }
+                )));
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("opening {}", path.display())))
+            }
+        };
         // SAFETY: flock on an fd we own; no memory is passed.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let e = std::io::Error::last_os_error();
