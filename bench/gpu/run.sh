@@ -168,6 +168,14 @@ for w in $WHAT; do
     case_ stream_driverlike2 driver-like 4G -- "${A[@]}"
     case_ stream_prescient2 prescient 4G -- "${A[@]}"
     ;;
+  budgetseries)
+    # The stream budget cases with a 10 ms counter series (sampler.py), to
+    # see what Prescient does in its slow iterations.
+    export STATS_MS=10
+    A=(stream 10 32 256)
+    case_ stream_driverlike_ts driver-like 4G -- "${A[@]}"
+    case_ stream_prescient_ts prescient 4G -- "${A[@]}"
+    ;;
   random)
     A=(random 10 4096 0.25)
     case_ random_base none - -- "${A[@]}"

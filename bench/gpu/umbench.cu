@@ -169,13 +169,13 @@ static int stream(int iters, int nbuf, size_t buf_mb) {
   wait_go();
   std::vector<double> gpu, tot;
   for (int it = 0; it < iters; it++) {
-    double t0 = now_ms();
+    double w0 = wall_s(), t0 = now_ms();
     for (int i = 1; i < nbuf; i++) stream_k<<<2048, 256>>>(b[i - 1], b[i], n, it);
     stream_k<<<2048, 256>>>(b[nbuf - 1], b[0], n, it);
     CK(cudaDeviceSynchronize());
     double t1 = now_ms();
     gpu.push_back(t1 - t0); tot.push_back(t1 - t0);
-    printf("{\"event\":\"iter\",\"bench\":\"stream\",\"iter\":%d,\"gpu_ms\":%.3f}\n", it, t1 - t0);
+    printf("{\"event\":\"iter\",\"bench\":\"stream\",\"iter\":%d,\"gpu_ms\":%.3f,\"w0\":%.6f,\"w1\":%.6f}\n", it, t1 - t0, w0, wall_s());
     fflush(stdout);
   }
   unsigned long long ck = 0;
