@@ -172,7 +172,7 @@ for w in $WHAT; do
     # The stream budget cases with a 10 ms counter series (sampler.py), to
     # see what Prescient does in its slow iterations.
     export STATS_MS=10
-    A=(stream 10 32 256)
+    A=(stream ${ITERS:-10} 32 256)
     case_ stream_driverlike_ts driver-like 4G -- "${A[@]}"
     case_ stream_prescient_ts prescient 4G -- "${A[@]}"
     ;;

@@ -444,7 +444,16 @@ pub fn run(
                                 iv_end = iv_end.max(b1);
                             }
                         }
-                        if ledger.add(b, m.migrated_bytes) {
+                        // Our own prefetches (cause "user") entered the
+                        // ledger when we issued them; their events come late,
+                        // possibly after we pre-evicted the block again, and
+                        // adding them then makes the ledger count blocks that
+                        // are gone: the budget looks full, prefetching
+                        // starves (H200 run 11: stream under a budget slowed
+                        // to the driver-like speed after 15 iterations).
+                        let ours = m.migration_cause == uvm::CAUSE_USER
+                            && cfg.mode == PolicyMode::Prescient;
+                        if !ours && ledger.add(b, m.migrated_bytes) {
                             engine.migrated_in(b);
                         }
                     } else if m.src_index != uvm::CPU_INDEX {
