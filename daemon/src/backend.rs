@@ -444,42 +444,16 @@ pub fn run(
                                 iv_end = iv_end.max(b1);
                             }
                         }
-                        // Our own prefetches (cause "user") entered the
-                        // ledger when we issued them; their events come late,
-                        // possibly after we pre-evicted the block again, and
-                        // adding them then makes the ledger count blocks that
-                        // are gone: the budget looks full, prefetching
-                        // starves (H200 run 11: stream under a budget slowed
-                        // to the driver-like speed after 15 iterations).
-                        let ours = m.migration_cause == uvm::CAUSE_USER
-                            && cfg.mode == PolicyMode::Prescient;
-                        if !ours && ledger.add(b, m.migrated_bytes) {
-                            engine.migrated_in(b);
-                        }
+                        apply_migration(&mut ledger, &mut engine, cfg.mode, &m);
                     } else if m.src_index != uvm::CPU_INDEX {
                         snap.migrated_to_cpu_bytes += m.migrated_bytes;
-                        // Our own evictions (cause "user") left the ledger
-                        // when we issued them. Their events come late (the
-                        // driver records them on copy completion, through a
-                        // queue): by then the GPU may have faulted the block
-                        // back, and subtracting again would lose that
-                        // residency, so the ledger would drift below the
-                        // truth and the budget would stop being kept (seen
-                        // on the H200: driver-like stream, run 6).
-                        let ours =
-                            m.migration_cause == uvm::CAUSE_USER && cfg.mode != PolicyMode::Observe;
                         if m.migration_cause == uvm::CAUSE_COHERENCE {
                             if let Some((g, _)) = gate.as_mut() {
                                 g.cpu_fault_migration();
                             }
                         }
-                        if !ours && ledger.sub(b, m.migrated_bytes) {
-                            if m.migration_cause == uvm::CAUSE_EVICTION {
-                                snap.driver_evictions += 1;
-                                engine.demand_evicted(b);
-                            } else {
-                                engine.evicted(b);
-                            }
+                        if apply_migration(&mut ledger, &mut engine, cfg.mode, &m) {
+                            snap.driver_evictions += 1;
                         }
                     }
                 }
@@ -655,6 +629,57 @@ pub fn run(
     Ok(snap)
 }
 
+/// Applies one migration event to the residency ledger and tells the engine
+/// about blocks that entered or left the GPU. Returns true for a block the
+/// driver evicted on its fault path.
+///
+/// Our own migrations (cause "user"; we issue only those) entered or left
+/// the ledger when we issued them, so their events are not applied again.
+/// They come late: the driver records them on copy completion, through a
+/// queue. By then we may have pre-evicted a block we prefetched, or the GPU
+/// may have faulted back a block we evicted. Applying them then made the
+/// ledger drift from the truth, in both directions:
+/// - adding a late prefetch made it count blocks that were gone; the budget
+///   looked full and prefetching starved (H200 run 11: stream under a budget
+///   slowed to the driver-like speed after 15 iterations);
+/// - subtracting a late eviction lost real residency, and the budget stopped
+///   being kept (H200 run 6, driver-like).
+///
+/// In observe mode we issue nothing, so "user" migrations are the process's
+/// own and are applied. In driver-like mode we only evict, so only the
+/// evictions are skipped. A process's own cudaMemPrefetchAsync has the same
+/// cause: in prescient mode it is not counted.
+fn apply_migration(
+    ledger: &mut Ledger,
+    engine: &mut Engine<Vec<u64>>,
+    mode: PolicyMode,
+    m: &uvm::MigrationV2,
+) -> bool {
+    let b = m.address >> BLOCK_SHIFT;
+    let user = m.migration_cause == uvm::CAUSE_USER;
+    if m.dst_index != uvm::CPU_INDEX {
+        let ours = user && mode == PolicyMode::Prescient;
+        if !ours && ledger.add(b, m.migrated_bytes) {
+            engine.migrated_in(b);
+        }
+        false
+    } else if m.src_index != uvm::CPU_INDEX {
+        let ours = user && mode != PolicyMode::Observe;
+        if ours || !ledger.sub(b, m.migrated_bytes) {
+            return false;
+        }
+        if m.migration_cause == uvm::CAUSE_EVICTION {
+            engine.demand_evicted(b);
+            true
+        } else {
+            engine.evicted(b);
+            false
+        }
+    } else {
+        false
+    }
+}
+
 /// Bytes per nanosecond (= GB/s) over `busy_ns`, 0 when nothing was timed.
 fn gbps(bytes: u64, busy_ns: u64) -> f64 {
     if busy_ns > 0 {
@@ -715,5 +740,133 @@ fn write_stats(cfg: &Config, s: &Snapshot) {
             }
         }
         Err(e) => tracing::warn!("stats: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GPU: u16 = 1;
+    const B: u64 = 7; // a 2 MB block number
+
+    fn engine() -> Engine<Vec<u64>> {
+        let p = Params {
+            mode: Mode::Transparent,
+            ..Params::for_gpu(64)
+        };
+        Engine::new(p, vec![0u64; p.storage_words()]).unwrap()
+    }
+
+    fn mig(cause: u8, to_gpu: bool, bytes: u64) -> uvm::MigrationV2 {
+        let (src, dst) = if to_gpu {
+            (uvm::CPU_INDEX, GPU)
+        } else {
+            (GPU, uvm::CPU_INDEX)
+        };
+        uvm::MigrationV2 {
+            event_type: uvm::EVENT_MIGRATION,
+            migration_cause: cause,
+            src_index: src,
+            dst_index: dst,
+            address: B << BLOCK_SHIFT,
+            migrated_bytes: bytes,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_late_event_of_our_own_prefetch_does_not_bring_back_a_block_we_evicted() {
+        let (mut l, mut e) = (Ledger::default(), engine());
+        // Prefetch issued (the ledger counts it), then pre-evicted again
+        // before the prefetch's own event arrived.
+        l.add(B, BLOCK_BYTES);
+        l.sub(B, BLOCK_BYTES);
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::Prescient,
+            &mig(uvm::CAUSE_USER, true, BLOCK_BYTES),
+        );
+        assert_eq!(l.get(B), 0, "the late prefetch event re-entered the ledger");
+        assert_eq!(l.blocks(), 0);
+        // The eviction's own late event changes nothing either.
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::Prescient,
+            &mig(uvm::CAUSE_USER, false, BLOCK_BYTES),
+        );
+        assert_eq!(l.blocks(), 0);
+    }
+
+    #[test]
+    fn a_late_event_of_our_own_eviction_does_not_remove_what_the_gpu_faulted_back() {
+        for mode in [PolicyMode::Prescient, PolicyMode::DriverLike] {
+            let (mut l, mut e) = (Ledger::default(), engine());
+            l.add(B, BLOCK_BYTES);
+            l.sub(B, BLOCK_BYTES); // eviction issued
+                                   // The GPU faults part of the block back before the eviction's event.
+            apply_migration(
+                &mut l,
+                &mut e,
+                mode,
+                &mig(uvm::CAUSE_COHERENCE, true, 64 << 10),
+            );
+            apply_migration(
+                &mut l,
+                &mut e,
+                mode,
+                &mig(uvm::CAUSE_USER, false, BLOCK_BYTES),
+            );
+            assert_eq!(
+                l.get(B),
+                64 << 10,
+                "{mode:?}: residency lost to a late event"
+            );
+        }
+    }
+
+    #[test]
+    fn the_drivers_own_migrations_are_applied_and_its_evictions_reported() {
+        let (mut l, mut e) = (Ledger::default(), engine());
+        let m = PolicyMode::Prescient;
+        assert!(!apply_migration(
+            &mut l,
+            &mut e,
+            m,
+            &mig(uvm::CAUSE_PREFETCH, true, BLOCK_BYTES)
+        ));
+        assert_eq!(l.get(B), BLOCK_BYTES);
+        assert!(apply_migration(
+            &mut l,
+            &mut e,
+            m,
+            &mig(uvm::CAUSE_EVICTION, false, BLOCK_BYTES)
+        ));
+        assert_eq!(l.blocks(), 0);
+        assert_eq!(e.stats().demand_evictions, 1);
+    }
+
+    #[test]
+    fn observing_counts_the_processs_own_user_migrations() {
+        let (mut l, mut e) = (Ledger::default(), engine());
+        let m = PolicyMode::Observe;
+        apply_migration(&mut l, &mut e, m, &mig(uvm::CAUSE_USER, true, BLOCK_BYTES));
+        assert_eq!(l.get(B), BLOCK_BYTES);
+        apply_migration(&mut l, &mut e, m, &mig(uvm::CAUSE_USER, false, BLOCK_BYTES));
+        assert_eq!(l.blocks(), 0);
+    }
+
+    #[test]
+    fn driver_like_counts_the_processs_own_prefetches_to_the_gpu() {
+        let (mut l, mut e) = (Ledger::default(), engine());
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::DriverLike,
+            &mig(uvm::CAUSE_USER, true, BLOCK_BYTES),
+        );
+        assert_eq!(l.get(B), BLOCK_BYTES);
     }
 }
