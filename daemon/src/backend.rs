@@ -395,13 +395,17 @@ pub fn run(
             match ev {
                 Event::Fault(f) => {
                     snap.fault_events += 1;
-                    uncertain.remove(&(f.address >> BLOCK_SHIFT));
                     if let Some((g, _)) = gate.as_mut() {
                         g.gpu_fault();
                     }
                     let b = f.address >> BLOCK_SHIFT;
                     if b != last_fault_block {
                         last_fault_block = b;
+                        // A fault says the block is not resident. Once per
+                        // run of faults on one block is enough: `uncertain`
+                        // is only refilled on opening the gate, which also
+                        // resets `last_fault_block`.
+                        uncertain.remove(&b);
                         snap.fault_blocks += 1;
                         if let Some(bo) = backoff.as_mut() {
                             bo.fault(b);
@@ -493,11 +497,11 @@ pub fn run(
                     }
                     // Migrations of the closed period were not seen: what
                     // the ledger says is resident may not be any more.
-                    for &b in ledger.bytes.keys() {
+                    uncertain.clear();
+                    for b in std::mem::take(&mut ledger).bytes.into_keys() {
                         engine.evicted(b);
+                        uncertain.insert(b);
                     }
-                    uncertain = ledger.bytes.keys().copied().collect();
-                    ledger = Ledger::default();
                     last_fault_block = u64::MAX;
                 }
             }

@@ -259,6 +259,13 @@ mod tests {
         }
     }
 
+    /// `close_after` (3) CPU-fault migrations with no GPU fault between.
+    fn run_of_cpu_faults(g: &mut Gate) {
+        for _ in 0..3 {
+            g.cpu_fault_migration();
+        }
+    }
+
     #[test]
     fn a_run_of_cpu_faults_closes_and_a_gpu_fault_breaks_the_run() {
         let t0 = Instant::now();
@@ -281,9 +288,7 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         let mut g = Gate::new(p(), t0);
-        for _ in 0..3 {
-            g.cpu_fault_migration();
-        }
+        run_of_cpu_faults(&mut g);
         assert_eq!(g.after_events(|| 10, t0), Action::Close);
         // The counter keeps moving: stay closed.
         assert_eq!(g.poll_closed(11, t0 + ms(1)), Action::None);
@@ -307,9 +312,7 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         let mut g = Gate::new(p(), t0);
-        for _ in 0..3 {
-            g.cpu_fault_migration();
-        }
+        run_of_cpu_faults(&mut g);
         assert_eq!(g.after_events(|| 0, t0), Action::Close);
         let mut t = t0;
         let mut n = 0;
@@ -328,9 +331,7 @@ mod tests {
     fn a_failed_ioctl_leaves_the_gate_open() {
         let t0 = Instant::now();
         let mut g = Gate::new(p(), t0);
-        for _ in 0..3 {
-            g.cpu_fault_migration();
-        }
+        run_of_cpu_faults(&mut g);
         assert_eq!(g.after_events(|| 0, t0), Action::Close);
         g.failed(t0);
         assert_eq!(g.state(), State::Open);

@@ -253,26 +253,27 @@ pub unsafe fn init_event_tracker_v2(
     check(r, p.rm_status)
 }
 
-pub fn enable_events(tools_fd: RawFd, flags: u64) -> Result<(), IoctlError> {
+/// The nix wrapper of UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS or _DISABLE_EVENTS.
+type EventMaskIoctl = unsafe fn(libc::c_int, *mut EnableEventsParams) -> nix::Result<libc::c_int>;
+
+fn event_mask(ioc: EventMaskIoctl, tools_fd: RawFd, flags: u64) -> Result<(), IoctlError> {
     let mut p = EnableEventsParams {
         event_type_flags: flags,
         rm_status: 0,
     };
-    // SAFETY: `p` is a live parameter block of the right layout.
-    let r = unsafe { ioc_enable_events(tools_fd, &mut p) };
+    // SAFETY: `p` is a live parameter block of the layout both ioctls take.
+    let r = unsafe { ioc(tools_fd, &mut p) };
     check(r, p.rm_status)
+}
+
+pub fn enable_events(tools_fd: RawFd, flags: u64) -> Result<(), IoctlError> {
+    event_mask(ioc_enable_events, tools_fd, flags)
 }
 
 /// UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS: same parameter block as enable
 /// (`UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS_PARAMS` has the same layout).
 pub fn disable_events(tools_fd: RawFd, flags: u64) -> Result<(), IoctlError> {
-    let mut p = EnableEventsParams {
-        event_type_flags: flags,
-        rm_status: 0,
-    };
-    // SAFETY: `p` is a live parameter block of the right layout.
-    let r = unsafe { ioc_disable_events(tools_fd, &mut p) };
-    check(r, p.rm_status)
+    event_mask(ioc_disable_events, tools_fd, flags)
 }
 
 pub fn flush_events(tools_fd: RawFd) -> Result<(), IoctlError> {
