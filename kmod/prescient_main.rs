@@ -728,10 +728,14 @@ fn ioctl(cmd: u32, arg: usize) -> c_long {
             let dead = c == Cmd::MarkDead;
             with_state(|s| match owned_space(s, r.handle, admin) {
                 Ok(sp) => {
-                    for b in r.whole_blocks() {
-                        if dead {
+                    // Dead rounds inward, alive outward: a block part of
+                    // which is live again must not stay dead.
+                    if dead {
+                        for b in r.whole_blocks() {
                             sp.engine.mark_dead(b);
-                        } else {
+                        }
+                    } else {
+                        for b in r.touched_blocks() {
                             sp.engine.mark_alive(b);
                         }
                     }

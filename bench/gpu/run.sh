@@ -33,7 +33,7 @@ case_() {
   local t0=$(date +%s%N)
   # No wrapper (timeout would fork): $! must be the CUDA process itself.
   local run=(${RUNNER:-$B/umbench})
-  PRESCIENT_GO=$go "${run[@]}" "$@" > "$OUT/$name.bench.jsonl" 2> "$OUT/$name.bench.err" &
+  PRESCIENT_GO=$go PRESCIENT_MARKS_SOCKET=${MARKS_SOCK:-} "${run[@]}" "$@" > "$OUT/$name.bench.jsonl" 2> "$OUT/$name.bench.err" &
   local bp=$! dp=
   (sleep 150; kill $bp 2>/dev/null) & local wd=$!
   if [ "$mode" = none ]; then
@@ -157,6 +157,26 @@ for w in $WHAT; do
     RUNNER="python3 $HERE/torch/train.py" EXTRA=--no-gate case_ torch_prescient_nogate prescient - -- "${A[@]}"
     RUNNER="python3 $HERE/torch/train.py" case_ torch_prescient prescient - -- "${A[@]}"
     RUNNER="python3 $HERE/torch/train.py" case_ torch_base2 none - -- "${A[@]}"
+    ;;
+  torchbudget)
+    # The PyTorch loop under a residency budget of about half its managed
+    # memory (1.5 of 2.96 GB); the only pressure is the budget Prescient
+    # (or the driver-like mode) enforces by its own evictions. "marks": the
+    # allocator marks freed blocks dead and reused ones alive, and dead
+    # victims are discarded (UVM_DISCARD) instead of copied; "marks_nodiscard"
+    # takes the marks (dead blocks are the first victims) but copies them.
+    export STATS_MS=10
+    nvcc -O2 -shared -Xcompiler -fPIC -o $B/managed_alloc.so "$HERE/torch/managed_alloc.cu" 2>> "$OUT/nvcc.log" || { log "nvcc (torch allocator) failed"; continue; }
+    export UM_ALLOC_SO=$B/managed_alloc.so
+    A=(${ITERS:-12} 8192 16384 4096)
+    TB=${TORCH_BUDGET:-1536M}
+    M="--marks-socket $B/marks.sock"
+    for rep in ${REPS:-1 2}; do
+      RUNNER="python3 $HERE/torch/train.py" case_ torch_driverlike_$rep driver-like $TB -- "${A[@]}"
+      RUNNER="python3 $HERE/torch/train.py" case_ torch_prescient_$rep prescient $TB -- "${A[@]}"
+      MARKS_SOCK=$B/marks.sock EXTRA="$M" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_$rep prescient $TB -- "${A[@]}"
+      [ -n "${NODISCARD:-}" ] && MARKS_SOCK=$B/marks.sock EXTRA="$M --no-discard" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_nodiscard_$rep prescient $TB -- "${A[@]}"
+    done
     ;;
   budget)
     export STATS_MS=1000

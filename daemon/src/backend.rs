@@ -1,9 +1,11 @@
 //! The user-space backend loop: tools events in, engine in the middle,
-//! UVM_MIGRATE out (prefetch to the GPU, pre-evict to the CPU).
+//! UVM_MIGRATE out (prefetch to the GPU, pre-evict to the CPU), UVM_DISCARD
+//! for blocks the process marked dead (marks.rs).
 
 use crate::attach::{Event, Target, Tracker};
 use crate::backoff::{self, Backoff};
 use crate::gate::{self, Gate, MajorFaults};
+use crate::marks::{self, Mark};
 use crate::uvm;
 use prescient_core::{Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT};
 use serde::Serialize;
@@ -62,6 +64,11 @@ pub struct Config {
     /// Where the service reads this process's counters: replaced with a
     /// fresh snapshot every `stats_interval` and at the end.
     pub publish: Option<Arc<Mutex<Snapshot>>>,
+    /// Dead and alive marks from the process (marks.rs); None: none come.
+    pub marks: Option<Receiver<Mark>>,
+    /// Discard dead victims with UVM_DISCARD (the driver has it: 580+);
+    /// otherwise they are evicted like live ones.
+    pub discard: bool,
 }
 
 #[derive(Default)]
@@ -124,6 +131,23 @@ pub struct Snapshot {
     pub engine_refaults: u64,
     pub engine_victims: u64,
     pub engine_free_target: u32,
+    /// Mark requests applied, and the blocks they covered.
+    pub mark_requests: u64,
+    pub marked_dead_blocks: u64,
+    pub marked_alive_blocks: u64,
+    /// Dead blocks discarded (UVM_DISCARD, no copy) instead of evicted, the
+    /// ioctls that did it, failures (those blocks were evicted instead), and
+    /// the backend thread's time in them.
+    pub discarded_blocks: u64,
+    pub discard_ops: u64,
+    pub discard_errors: u64,
+    pub discard_s: f64,
+    /// Discarded blocks marked alive again, migrated back to the GPU (the
+    /// driver copies nothing for discarded pages).
+    pub refetched_blocks: u64,
+    /// Discarded blocks the GPU faulted on before they were marked alive
+    /// or prefetched.
+    pub discarded_faulted: u64,
     /// Self back-off counters (absent when disabled).
     pub backoff: Option<backoff::Stats>,
     /// Tracker gate counters (absent when not used). While the gate is
@@ -328,6 +352,14 @@ pub fn run(
     // wrong prediction (H200 run 8: back-off stopped a PyTorch loop's
     // prefetching that way, watched accuracy 0.15).
     let mut uncertain: HashSet<u64> = HashSet::new();
+    // Blocks we discarded (dead, off the GPU with no copy) and that have not
+    // come back since: an alive mark migrates them back at once, since a
+    // GPU touching a discarded block faults page by page (121-163 ms per
+    // 64 MB on the H200, notes/uvm-facts.md).
+    let mut discarded: HashSet<u64> = HashSet::new();
+    let discard_ok = cfg.discard && cfg.mode == PolicyMode::Prescient;
+    let mut refetch: Vec<u64> = Vec::new();
+    let mut dead_victims: Vec<u64> = Vec::new();
     let mut last_fault_block = u64::MAX;
     let mut pf = vec![Prefetch::default(); 256];
     let mut vic = vec![Victim::default(); 64];
@@ -406,6 +438,14 @@ pub fn run(
                         // is only refilled on opening the gate, which also
                         // resets `last_fault_block`.
                         uncertain.remove(&b);
+                        if discarded.remove(&b) {
+                            // The driver populates it on the GPU, copying
+                            // nothing: there may be no migration event.
+                            snap.discarded_faulted += 1;
+                            if ledger.add(b, BLOCK_BYTES) {
+                                engine.migrated_in(b);
+                            }
+                        }
                         snap.fault_blocks += 1;
                         if let Some(bo) = backoff.as_mut() {
                             bo.fault(b);
@@ -506,6 +546,38 @@ pub fn run(
                 }
             }
         }
+        if let Some(rx) = cfg.marks.as_ref() {
+            // Bounded per turn; the rest wait for the next one.
+            for _ in 0..16 {
+                let Ok(m) = rx.try_recv() else { break };
+                let a = apply_mark(
+                    &mut engine,
+                    &mut ledger,
+                    &mut discarded,
+                    cfg.mode,
+                    &m,
+                    &mut refetch,
+                );
+                snap.mark_requests += 1;
+                if m.dead {
+                    snap.marked_dead_blocks += a.blocks;
+                } else {
+                    snap.marked_alive_blocks += a.blocks;
+                }
+                snap.refetched_blocks += a.refetched;
+                for (s, l) in runs(&mut refetch, cfg.max_coalesce_blocks) {
+                    submit(Job {
+                        base: s << BLOCK_SHIFT,
+                        len: l << BLOCK_SHIFT,
+                        to_gpu: true,
+                    });
+                }
+                // Applied: from here on no discard of these blocks can start.
+                if let Some(done) = m.done {
+                    let _ = done.send(a);
+                }
+            }
+        }
         snap.max_resident_bytes = snap.max_resident_bytes.max(ledger.total);
         if let Some(bo) = backoff.as_mut() {
             bo.tick(snap.fault_blocks, Instant::now());
@@ -553,6 +625,10 @@ pub fn run(
                         for v in &vic[..k] {
                             ledger.sub(v.block, BLOCK_BYTES);
                             engine.evicted(v.block);
+                            if v.discard && discard_ok {
+                                dead_victims.push(v.block);
+                                continue;
+                            }
                             submit(Job {
                                 base: v.block << BLOCK_SHIFT,
                                 len: BLOCK_BYTES,
@@ -560,6 +636,24 @@ pub fn run(
                             });
                         }
                     }
+                    // Synchronously, on this thread: see marks.rs for why.
+                    let t = Instant::now();
+                    for (s, l) in runs(&mut dead_victims, cfg.max_coalesce_blocks) {
+                        let mut failed = discard_run(fd.as_raw_fd(), s, l, &mut snap);
+                        for b in s..s + l {
+                            if failed.first() == Some(&b) {
+                                failed.remove(0);
+                                submit(Job {
+                                    base: b << BLOCK_SHIFT,
+                                    len: BLOCK_BYTES,
+                                    to_gpu: false,
+                                });
+                            } else {
+                                discarded.insert(b);
+                            }
+                        }
+                    }
+                    snap.discard_s += t.elapsed().as_secs_f64();
                 }
                 if faulted || engine.chain_state() == prescient_core::ChainState::Running {
                     let k = engine.prefetches(&mut pf);
@@ -575,6 +669,7 @@ pub fn run(
                             }
                         }
                         let was_uncertain = uncertain.remove(&b);
+                        discarded.remove(&b);
                         if let Some(bo) = backoff.as_mut() {
                             if !was_uncertain && !bo.admit(b, snap.fault_blocks) {
                                 continue;
@@ -682,6 +777,93 @@ fn apply_migration(
     } else {
         false
     }
+}
+
+/// Applies one dead or alive mark to the engine (prescient mode only).
+/// Discarded blocks marked alive are put in `refetch`, and in the ledger:
+/// the caller migrates them back.
+fn apply_mark(
+    engine: &mut Engine<Vec<u64>>,
+    ledger: &mut Ledger,
+    discarded: &mut HashSet<u64>,
+    mode: PolicyMode,
+    m: &Mark,
+    refetch: &mut Vec<u64>,
+) -> marks::Applied {
+    let mut a = marks::Applied {
+        blocks: m.blocks.iter().map(|r| r.end - r.start).sum(),
+        ignored: mode != PolicyMode::Prescient,
+        ..Default::default()
+    };
+    if a.ignored {
+        return a;
+    }
+    for b in m.blocks.iter().flat_map(|r| r.clone()) {
+        if m.dead {
+            a.resident += u64::from(engine.mark_dead(b));
+            continue;
+        }
+        a.resident += u64::from(engine.mark_alive(b));
+        if discarded.remove(&b) {
+            a.refetched += 1;
+            refetch.push(b);
+            if ledger.add(b, BLOCK_BYTES) {
+                engine.migrated_in(b);
+            }
+        }
+    }
+    a
+}
+
+/// Sorts `blocks` and drains them as runs of consecutive blocks
+/// (start, count), at most `max` long.
+fn runs(blocks: &mut Vec<u64>, max: u64) -> Vec<(u64, u64)> {
+    blocks.sort_unstable();
+    blocks.dedup();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for b in blocks.drain(..) {
+        match out.last_mut() {
+            Some((s, l)) if *s + *l == b && *l < max.max(1) => *l += 1,
+            _ => out.push((b, 1)),
+        }
+    }
+    out
+}
+
+/// UVM_DISCARD (with unmap) of blocks `s..s + l`; returns the blocks that
+/// could not be discarded, in order. A run that spans two allocations is
+/// refused by the driver (one managed range per call): then block by block.
+fn discard_run(fd: std::os::fd::RawFd, s: u64, l: u64, snap: &mut Snapshot) -> Vec<u64> {
+    let one = |b: u64, n: u64, snap: &mut Snapshot| {
+        let r = uvm::discard(
+            fd,
+            b << BLOCK_SHIFT,
+            n << BLOCK_SHIFT,
+            uvm::DISCARD_FLAG_UNMAP,
+        );
+        match r {
+            Ok(()) => {
+                snap.discard_ops += 1;
+                snap.discarded_blocks += n;
+            }
+            Err(e) if n == 1 => {
+                snap.discard_errors += 1;
+                if snap.discard_errors <= 5 {
+                    tracing::warn!(
+                        pid = snap.pid,
+                        base = format!("{:#x}", b << BLOCK_SHIFT),
+                        "UVM_DISCARD: {e}; evicting the block instead"
+                    );
+                }
+            }
+            Err(_) => {}
+        }
+        r.is_ok()
+    };
+    if one(s, l, snap) {
+        return Vec::new();
+    }
+    (s..s + l).filter(|&b| l == 1 || !one(b, 1, snap)).collect()
 }
 
 /// Bytes per nanosecond (= GB/s) over `busy_ns`, 0 when nothing was timed.
@@ -872,5 +1054,127 @@ mod tests {
             &mig(uvm::CAUSE_USER, true, BLOCK_BYTES),
         );
         assert_eq!(l.get(B), BLOCK_BYTES);
+    }
+
+    fn resident(l: &mut Ledger, e: &mut Engine<Vec<u64>>, blocks: std::ops::Range<u64>) {
+        for b in blocks {
+            if l.add(b, BLOCK_BYTES) {
+                e.migrated_in(b);
+            }
+        }
+    }
+
+    fn mark(dead: bool, blocks: std::ops::Range<u64>) -> Mark {
+        Mark {
+            dead,
+            blocks: vec![blocks],
+            done: None,
+        }
+    }
+
+    #[test]
+    fn dead_blocks_are_the_first_victims_and_discarded() {
+        let (mut l, mut e) = (Ledger::default(), engine());
+        let mut discarded = HashSet::new();
+        let mut refetch = Vec::new();
+        resident(&mut l, &mut e, 10..20);
+        let a = apply_mark(
+            &mut e,
+            &mut l,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(true, 15..18),
+            &mut refetch,
+        );
+        assert_eq!((a.blocks, a.resident, a.ignored), (3, 3, false));
+        let mut vic = vec![Victim::default(); 4];
+        let k = e.victims(&mut vic);
+        assert_eq!(k, 4);
+        let dead: Vec<u64> = vic[..3].iter().map(|v| v.block).collect();
+        assert_eq!(dead, [15, 16, 17]);
+        assert!(vic[..3].iter().all(|v| v.discard));
+        assert!(!vic[3].discard, "a live block is evicted, not discarded");
+        assert!(refetch.is_empty());
+    }
+
+    #[test]
+    fn a_discarded_block_marked_alive_comes_back_and_a_live_one_stays() {
+        let (mut l, mut e) = (Ledger::default(), engine());
+        let mut discarded = HashSet::new();
+        let mut refetch = Vec::new();
+        resident(&mut l, &mut e, 10..14);
+        apply_mark(
+            &mut e,
+            &mut l,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(true, 10..14),
+            &mut refetch,
+        );
+        // The backend discarded 10 and 11 (as its pre-eviction does).
+        for b in [10, 11] {
+            l.sub(b, BLOCK_BYTES);
+            e.evicted(b);
+            discarded.insert(b);
+        }
+        let a = apply_mark(
+            &mut e,
+            &mut l,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(false, 9..13),
+            &mut refetch,
+        );
+        // Of 9..13 only 12 was resident; 10 and 11 come back.
+        assert_eq!((a.blocks, a.resident, a.refetched), (4, 1, 2));
+        assert_eq!(refetch, [10, 11]);
+        assert!(discarded.is_empty());
+        assert_eq!(l.blocks(), 4, "refetched blocks are counted resident");
+        // 13 was not in the alive range: it is the one dead victim left.
+        let mut vic = vec![Victim::default(); 8];
+        let k = e.victims(&mut vic);
+        assert_eq!((vic[0].block, vic[0].discard), (13, true));
+        assert!(vic[1..k].iter().all(|v| !v.discard));
+    }
+
+    #[test]
+    fn marks_are_ignored_where_the_driver_is_emulated_or_only_watched() {
+        for mode in [PolicyMode::DriverLike, PolicyMode::Observe] {
+            let (mut l, mut e) = (Ledger::default(), engine());
+            let mut discarded = HashSet::new();
+            let mut refetch = Vec::new();
+            resident(&mut l, &mut e, 0..4);
+            let a = apply_mark(
+                &mut e,
+                &mut l,
+                &mut discarded,
+                mode,
+                &mark(true, 0..4),
+                &mut refetch,
+            );
+            assert!(a.ignored);
+            let mut vic = vec![Victim::default(); 4];
+            let k = e.victims(&mut vic);
+            assert!(vic[..k].iter().all(|v| !v.discard), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn runs_coalesce_consecutive_blocks_up_to_the_limit() {
+        let mut b = vec![9, 3, 4, 5, 4, 7, 8, 20];
+        assert_eq!(runs(&mut b, 16), [(3, 3), (7, 3), (20, 1)]);
+        assert!(b.is_empty());
+        let mut b: Vec<u64> = (0..5).collect();
+        assert_eq!(runs(&mut b, 2), [(0, 2), (2, 2), (4, 1)]);
+    }
+
+    #[test]
+    fn a_failed_discard_hands_every_block_back_for_eviction() {
+        let mut snap = Snapshot::default();
+        // No such fd: the run fails, then each block; all are returned.
+        assert_eq!(discard_run(-1, 40, 3, &mut snap), [40, 41, 42]);
+        assert_eq!((snap.discard_errors, snap.discarded_blocks), (3, 0));
+        assert_eq!(discard_run(-1, 50, 1, &mut snap), [50]);
+        assert_eq!(snap.discard_errors, 4);
     }
 }

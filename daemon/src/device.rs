@@ -209,6 +209,25 @@ impl Device {
             .handle)
     }
 
+    /// A process's dead/alive mark, for the user-space backend. With the
+    /// module, a process marks its ranges itself (PRESCIENT_IOC_MARK_DEAD /
+    /// _ALIVE on /dev/prescient, checked against its own pid there).
+    pub fn mark(
+        &self,
+        pid: i32,
+        dead: bool,
+        blocks: Vec<std::ops::Range<u64>>,
+    ) -> Result<crate::marks::Applied, DevError> {
+        match &self.userspace {
+            Some(u) => u.mark(pid, dead, blocks),
+            None => Err(DevError::Declined {
+                op: "MARK",
+                errno: libc::EOPNOTSUPP,
+                what: "with prescient.ko a process marks its ranges itself, with PRESCIENT_IOC_MARK_DEAD / PRESCIENT_IOC_MARK_ALIVE on /dev/prescient".into(),
+            }),
+        }
+    }
+
     pub fn detach_pid(&self, pid: i32) -> Result<(), DevError> {
         if let Some(u) = &self.userspace {
             return u.detach_pid(pid);

@@ -13,6 +13,7 @@ pub mod backoff;
 pub mod config;
 pub mod device;
 pub mod gate;
+pub mod marks;
 pub mod metrics;
 pub mod proto;
 pub mod service;

@@ -105,6 +105,19 @@ struct Cli {
     /// closed periods from the counters: measure faults with --no-gate.
     #[arg(long)]
     no_gate: bool,
+    /// Serve a Unix socket at PATH on which the process sends its own dead
+    /// and alive marks (the control protocol's "mark" request; see
+    /// bench/gpu/torch/managed_alloc.cu). Dead blocks are discarded, not
+    /// copied, when pre-evicted.
+    #[arg(long)]
+    marks_socket: Option<PathBuf>,
+    /// Permission bits of --marks-socket, octal (only the target's own pid
+    /// is accepted on it, whoever connects).
+    #[arg(long, default_value = "666", value_parser = parse_mode)]
+    marks_socket_mode: u32,
+    /// Evict dead blocks like live ones (no UVM_DISCARD).
+    #[arg(long)]
+    no_discard: bool,
     /// Tracker gate: CPU-fault migrations in a row that close it.
     #[arg(long, default_value_t = gate::Params::default().close_after)]
     gate_close_after: u32,
@@ -121,6 +134,13 @@ fn ms_arg(name: &str, v: f64) -> Result<Duration> {
         anyhow::bail!("{name} {v} is out of range 0..=3600000");
     }
     Ok(Duration::from_secs_f64(v / 1e3))
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s.trim_start_matches("0o"), 8) {
+        Ok(m) if m <= 0o777 => Ok(m),
+        _ => Err(format!("{s:?} is not an octal permission mode (000..777)")),
+    }
 }
 
 fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -225,6 +245,25 @@ async fn main() -> Result<()> {
     )
     .context("creating the tools event tracker")?;
 
+    let discard = !cli.no_discard && uvm::discard_supported(&version);
+    if !cli.no_discard && !discard {
+        tracing::warn!(%version, "this driver has no UVM_DISCARD: dead blocks are evicted like live ones");
+    }
+    let (marks_rx, _marks_server) = match &cli.marks_socket {
+        Some(path) => {
+            let (tx, rx) = prescientd::marks::channel();
+            let l = bind_marks_socket(path, cli.marks_socket_mode)?;
+            tracing::info!(path = %path.display(), "serving marks");
+            (
+                Some(rx),
+                Some(RemoveOnDrop(
+                    path.clone(),
+                    tokio::spawn(prescientd::marks::serve(l, pid, tx)),
+                )),
+            )
+        }
+        None => (None, None),
+    };
     if let Some(f) = &cli.ready_file {
         std::fs::write(f, b"attached\n").with_context(|| format!("writing {}", f.display()))?;
     }
@@ -243,6 +282,8 @@ async fn main() -> Result<()> {
         gate,
         engine: None,
         publish: None,
+        marks: marks_rx,
+        discard,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
@@ -257,9 +298,46 @@ async fn main() -> Result<()> {
     Ok(())
 }
 
+/// The marks server's task and socket file, ended and removed on exit.
+struct RemoveOnDrop(PathBuf, tokio::task::JoinHandle<()>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        self.1.abort();
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn bind_marks_socket(path: &std::path::Path, mode: u32) -> Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            anyhow::bail!(
+                "--marks-socket {}: another daemon answers there",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path)
+            .with_context(|| format!("--marks-socket: removing stale {}", path.display()))?;
+    }
+    let l = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("--marks-socket: binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("--marks-socket: chmod {}", path.display()))?;
+    Ok(l)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::{parse_bytes, parse_mode};
+
+    #[test]
+    fn modes() {
+        assert_eq!(parse_mode("666"), Ok(0o666));
+        assert_eq!(parse_mode("0o600"), Ok(0o600));
+        assert!(parse_mode("999").is_err());
+        assert!(parse_mode("7777").is_err());
+    }
 
     #[test]
     fn bytes() {

@@ -180,10 +180,23 @@ pub enum Request {
     Status,
     Stats,
     GetParams,
-    SetParams { changes: ParamChanges },
+    SetParams {
+        changes: ParamChanges,
+    },
     Reset,
-    Attach { pid: i32 },
-    Detach { pid: i32 },
+    Attach {
+        pid: i32,
+    },
+    Detach {
+        pid: i32,
+    },
+    /// The sender's own ranges (`[addr, len]`, page-aligned) hold dead data
+    /// (`dead`), or live data again. User-space backend only; any peer may
+    /// send it, for its own process (SO_PEERCRED pid). See marks.rs.
+    Mark {
+        dead: bool,
+        ranges: Vec<[u64; 2]>,
+    },
 }
 
 impl Request {
@@ -229,6 +242,7 @@ pub enum Reply {
     Done {
         message: String,
     },
+    Marked(crate::marks::Applied),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -368,6 +382,10 @@ mod tests {
                 },
             },
             Request::Attach { pid: 7 },
+            Request::Mark {
+                dead: true,
+                ranges: vec![[0x7f00_0000_0000, 0x40_0000]],
+            },
         ] {
             let s = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Request>(&s).unwrap(), r);
@@ -375,6 +393,16 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&Request::Attach { pid: 7 }).unwrap(),
             r#"{"cmd":"attach","pid":7}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Request>(
+                r#"{"cmd":"mark","dead":false,"ranges":[[4096,8192]]}"#
+            )
+            .unwrap(),
+            Request::Mark {
+                dead: false,
+                ranges: vec![[4096, 8192]]
+            }
         );
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"format-disk"}"#).is_err());
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"attach","pid":"x"}"#).is_err());

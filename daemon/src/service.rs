@@ -380,7 +380,13 @@ impl Service {
         self.lock().failed.retain(|pid, _| process_exists(*pid));
     }
 
-    fn handle(&self, req: Request, peer_uid: Option<u32>) -> Response {
+    fn handle(&self, req: Request, peer: Peer) -> Response {
+        let peer_uid = peer.uid;
+        if let Request::Mark { dead, ranges } = req {
+            // Not under the service lock: an alive mark waits for the
+            // process's backend thread.
+            return self.mark(peer.pid, dead, &ranges);
+        }
         if req.mutates() && peer_uid != Some(0) {
             return error(
                 "permission",
@@ -478,6 +484,7 @@ impl Service {
                     Err(m) => error("invalid", m),
                 }
             }
+            Request::Mark { .. } => error("internal", "mark handled above"),
             Request::Detach { pid } => {
                 if pid <= 0 {
                     return error("not-found", format!("pid {pid}: no such process"));
@@ -497,6 +504,29 @@ impl Service {
                     Err(e) => dev_error(&e),
                 }
             }
+        }
+    }
+
+    /// A process's own dead/alive marks (marks.rs); `pid` is the peer's,
+    /// from SO_PEERCRED, so a process marks only its own memory.
+    fn mark(&self, pid: Option<i32>, dead: bool, ranges: &[[u64; 2]]) -> Response {
+        let Some(pid) = pid.filter(|p| *p > 0) else {
+            return error(
+                "permission",
+                "mark: the sender's pid is unknown (SO_PEERCRED); marks are taken only from the process they are about",
+            );
+        };
+        let blocks = match crate::marks::block_ranges(dead, ranges) {
+            Ok(b) => b,
+            Err(m) => return error("invalid", format!("mark: {m}")),
+        };
+        match self.dev.mark(pid, dead, blocks) {
+            Ok(a) => Response::Ok(Reply::Marked(a)),
+            Err(e) if e.errno() == Some(libc::ENOENT) => error("not-found", format!("mark: {e}")),
+            Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => {
+                error("unavailable", format!("mark: {e}"))
+            }
+            Err(e) => dev_error(&e),
         }
     }
 
@@ -652,8 +682,31 @@ fn bind_control(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
     Ok(l)
 }
 
+/// Who is on the other end of a control connection (SO_PEERCRED).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: Option<u32>,
+    pub pid: Option<i32>,
+}
+
 async fn serve_client(svc: Arc<Service>, stream: UnixStream) {
-    let uid = stream.peer_cred().ok().map(|c| c.uid());
+    serve_connection(stream, move |req, peer| svc.handle(req, peer)).await
+}
+
+/// Serves one connection of the line protocol: a JSON request per line, a
+/// JSON response line each; `handler` runs on a blocking thread.
+pub async fn serve_connection<H>(stream: UnixStream, handler: H)
+where
+    H: Fn(Request, Peer) -> Response + Clone + Send + Sync + 'static,
+{
+    let peer = stream
+        .peer_cred()
+        .ok()
+        .map(|c| Peer {
+            uid: Some(c.uid()),
+            pid: c.pid(),
+        })
+        .unwrap_or_default();
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
     let mut buf = Vec::new();
@@ -678,8 +731,8 @@ async fn serve_client(svc: Arc<Service>, stream: UnixStream) {
         } else {
             match serde_json::from_slice::<Request>(&buf) {
                 Ok(req) => {
-                    let svc = svc.clone();
-                    tokio::task::spawn_blocking(move || svc.handle(req, uid))
+                    let h = handler.clone();
+                    tokio::task::spawn_blocking(move || h(req, peer))
                         .await
                         .unwrap_or_else(|e| error("internal", e.to_string()))
                 }

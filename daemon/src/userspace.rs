@@ -22,6 +22,7 @@
 use crate::attach::{self, Target, Tracker};
 use crate::backend::{self, FaultSource, PolicyMode, Snapshot};
 use crate::device::DevError;
+use crate::marks;
 use crate::uvm;
 use prescient_core::{Mode, Params, BLOCK_SHIFT};
 use prescient_uapi as uapi;
@@ -53,6 +54,8 @@ struct Space {
     pid: i32,
     stop: Arc<AtomicBool>,
     snap: Arc<Mutex<Snapshot>>,
+    /// The process's dead/alive marks, to its thread (marks.rs).
+    marks: marks::Sender,
     thread: Option<JoinHandle<anyhow::Result<Snapshot>>>,
 }
 
@@ -99,6 +102,7 @@ fn add_counters(h: &mut uapi::StatsHead, s: &Snapshot) {
     h.pre_evictions += blocks(s.evict_bytes);
     h.queue_drops += s.dropped_events;
     h.migrate_errors += s.prefetch_errors + s.evict_errors;
+    h.discards += s.discarded_blocks;
 }
 
 pub struct Userspace {
@@ -243,7 +247,7 @@ impl Userspace {
                 prefetched: blocks(s.prefetch_bytes),
                 resident_blocks: s.resident_blocks,
                 pre_evictions: blocks(s.evict_bytes),
-                discards: 0,
+                discards: s.discarded_blocks,
                 migrate_errors: errors,
             };
             add_counters(&mut st.head, &s);
@@ -294,6 +298,8 @@ impl Userspace {
             ..Default::default()
         }));
         let stop = Arc::new(AtomicBool::new(false));
+        let (marks_tx, marks_rx) = marks::channel();
+        let discard = uvm::discard_supported(&version);
         let cfg = backend::Config {
             fault_source: FaultSource::Faults,
             mode: if p.enabled == 1 {
@@ -313,6 +319,8 @@ impl Userspace {
             gate: self.settings.gate.then(crate::gate::Params::default),
             engine: Some(p),
             publish: Some(snap.clone()),
+            marks: Some(marks_rx),
+            discard,
         };
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -330,9 +338,38 @@ impl Userspace {
             pid,
             stop,
             snap,
+            marks: marks_tx,
             thread: Some(thread),
         });
         Ok(handle)
+    }
+
+    /// Hands a process's own dead/alive mark to its backend thread; an
+    /// alive mark returns once applied (marks.rs). The lock is not held
+    /// while waiting.
+    pub fn mark(
+        &self,
+        pid: i32,
+        dead: bool,
+        blocks: Vec<std::ops::Range<u64>>,
+    ) -> Result<marks::Applied, DevError> {
+        let tx = {
+            let mut inner = self.lock();
+            Self::reap(&mut inner);
+            match inner.spaces.iter().find(|s| s.pid == pid) {
+                Some(sp) => sp.marks.clone(),
+                None => {
+                    return Err(refused(
+                        "MARK",
+                        libc::ENOENT,
+                        format!(
+                        "pid {pid} is not attached (attach it first: its marks go to its backend)"
+                    ),
+                    ))
+                }
+            }
+        };
+        marks::send(&tx, dead, blocks).map_err(|m| refused("MARK", libc::ENOENT, m))
     }
 
     pub fn detach_pid(&self, pid: i32) -> Result<(), DevError> {
@@ -375,6 +412,7 @@ fn attach_error(pid: i32, e: anyhow::Error) -> DevError {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // one range per mark reads best in tests
 mod tests {
     use super::*;
 
@@ -398,6 +436,7 @@ mod tests {
             evict_bytes: 2 << BLOCK_SHIFT,
             dropped_events: 1,
             prefetch_errors: 1,
+            discarded_blocks: 4,
             ..Default::default()
         };
         let d2 = done.clone();
@@ -407,6 +446,7 @@ mod tests {
             pid: 42,
             stop: Arc::new(AtomicBool::new(false)),
             snap: Arc::new(Mutex::new(Snapshot::default())),
+            marks: marks::channel().0,
             thread: Some(std::thread::spawn(move || Ok(d2))),
         });
         while !inner.spaces[0].finished() {
@@ -420,6 +460,44 @@ mod tests {
             (10, 3, 2)
         );
         assert_eq!((h.queue_drops, h.migrate_errors, h.n_spaces), (1, 1, 0));
+        assert_eq!(h.discards, 4);
+    }
+
+    #[test]
+    fn marks_go_to_the_process_thread_and_only_to_an_attached_one() {
+        let u = us();
+        let e = u.mark(42, true, vec![1..2]).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::ENOENT));
+        assert!(e.to_string().contains("not attached"), "{e}");
+        let (tx, rx) = marks::channel();
+        let thread = std::thread::spawn(move || {
+            // Answers one alive mark, as the backend loop does.
+            let m = rx.recv().unwrap();
+            let n = m.blocks.iter().map(|r| r.end - r.start).sum();
+            m.done
+                .unwrap()
+                .send(marks::Applied {
+                    blocks: n,
+                    ..Default::default()
+                })
+                .unwrap();
+            Ok(Snapshot::default())
+        });
+        u.lock().spaces.push(Space {
+            _claim: None,
+            handle: 1,
+            pid: 42,
+            stop: Arc::new(AtomicBool::new(false)),
+            snap: Arc::new(Mutex::new(Snapshot::default())),
+            marks: tx,
+            thread: Some(thread),
+        });
+        assert_eq!(u.mark(42, false, vec![1..4]).unwrap().blocks, 3);
+        // The thread has ended: the next alive mark cannot be applied.
+        while !u.lock().spaces[0].finished() {
+            std::thread::yield_now();
+        }
+        assert!(u.mark(42, false, vec![1..4]).is_err());
     }
 
     #[test]

@@ -17,9 +17,18 @@ pub const UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS: libc::c_ulong = 59;
 pub const UVM_TOOLS_FLUSH_EVENTS: libc::c_ulong = 67;
 pub const UVM_TOOLS_INIT_EVENT_TRACKER_V2: libc::c_ulong = 76;
 pub const UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2: libc::c_ulong = 77;
+/// 580 and later only (`discard_supported`).
+pub const UVM_DISCARD: libc::c_ulong = 80;
 
 /// `UVM_MIGRATE_FLAG_ASYNC`.
 pub const MIGRATE_FLAG_ASYNC: u32 = 1;
+
+/// `UVM_DISCARD_FLAGS_UNMAP`: the pages lose their residency everywhere and
+/// are unmapped; a 2 MB block discarded whole has its GPU chunk put on the
+/// driver's "unused" list (reclaimed with no copy). A later write lands
+/// normally, a later migration copies nothing. Without it the pages stay
+/// resident and mapped, and accessing them is undefined (uvm.h, UvmDiscard).
+pub const DISCARD_FLAG_UNMAP: u64 = 1;
 
 /// Event types (`UvmEventType`).
 pub const EVENT_MIGRATION: u8 = 2;
@@ -65,6 +74,16 @@ pub struct MigrateParams {
     pub cpu_numa_node: i32,
     pub user_space_start: u64,
     pub user_space_length: u64,
+    pub rm_status: u32,
+}
+
+/// `UVM_DISCARD_PARAMS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiscardParams {
+    pub base: u64,
+    pub length: u64,
+    pub flags: u64,
     pub rm_status: u32,
 }
 
@@ -158,6 +177,7 @@ nix::ioctl_readwrite_bad!(
     PageableMemAccessParams
 );
 nix::ioctl_readwrite_bad!(ioc_migrate, UVM_MIGRATE, MigrateParams);
+nix::ioctl_readwrite_bad!(ioc_discard, UVM_DISCARD, DiscardParams);
 nix::ioctl_readwrite_bad!(
     ioc_enable_events,
     UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS,
@@ -236,6 +256,32 @@ pub fn migrate(
     // no semaphore address is passed, so the driver touches nothing else of ours.
     let r = unsafe { ioc_migrate(fd, &mut p) };
     check(r, p.rm_status)
+}
+
+/// UVM_DISCARD of `[base, base + length)` (page-aligned, one managed range):
+/// the data there is dead. Synchronous: the driver waits for its own work
+/// before returning, so no discard of ours is in flight once this returns.
+pub fn discard(fd: RawFd, base: u64, length: u64, flags: u64) -> Result<(), IoctlError> {
+    let mut p = DiscardParams {
+        base,
+        length,
+        flags,
+        rm_status: 0,
+    };
+    // SAFETY: `p` is a live UVM_DISCARD_PARAMS block (32 bytes, tested
+    // below); the driver reads and writes only those bytes.
+    let r = unsafe { ioc_discard(fd, &mut p) };
+    check(r, p.rm_status)
+}
+
+/// Whether this driver has UVM_DISCARD (added in the 580 branch).
+pub fn discard_supported(version: &str) -> bool {
+    version
+        .trim()
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+        .is_some_and(|m| m >= 580)
 }
 
 /// UVM_TOOLS_INIT_EVENT_TRACKER_V2 on a tools fd.
@@ -340,6 +386,18 @@ mod tests {
         assert_eq!(offset_of!(MigrateParams, user_space_start), 56);
         assert_eq!(offset_of!(MigrateParams, user_space_length), 64);
         assert_eq!(offset_of!(MigrateParams, rm_status), 72);
+    }
+
+    #[test]
+    fn discard_params_layout() {
+        assert_eq!(size_of::<DiscardParams>(), 32);
+        assert_eq!(offset_of!(DiscardParams, base), 0);
+        assert_eq!(offset_of!(DiscardParams, length), 8);
+        assert_eq!(offset_of!(DiscardParams, flags), 16);
+        assert_eq!(offset_of!(DiscardParams, rm_status), 24);
+        assert!(discard_supported("580.159.04"));
+        assert!(!discard_supported("575.57.08"));
+        assert!(!discard_supported("garbage"));
     }
 
     #[test]

@@ -616,6 +616,17 @@ impl RangeAbi {
             first..last
         }
     }
+    /// Every 2 MB block the range touches (alive-marking rounds outward: a
+    /// block part of which is live again must not stay dead).
+    pub fn touched_blocks(&self) -> core::ops::Range<u64> {
+        let first = self.addr / BLOCK_BYTES;
+        let last = self.addr.saturating_add(self.len).div_ceil(BLOCK_BYTES);
+        if self.len == 0 {
+            0..0
+        } else {
+            first..last
+        }
+    }
 }
 
 pub const NR_GET_VERSION: u8 = 0x00;
@@ -858,6 +869,14 @@ mod tests {
         };
         r.check().unwrap();
         assert_eq!(r.whole_blocks(), 1..3);
+        assert_eq!(r.touched_blocks(), 1..3);
+        let part = RangeAbi {
+            addr: 0x30_0000,
+            len: 0x20_0000,
+            ..r
+        };
+        assert_eq!(part.whole_blocks(), 0..0);
+        assert_eq!(part.touched_blocks(), 1..3);
         assert!(RangeAbi { len: 0, ..r }.check().is_err());
         assert!(RangeAbi { addr: 1, ..r }.check().is_err());
         assert!(RangeAbi {

@@ -10,6 +10,8 @@ Prescient attaches from outside (prescientd --pid, or the service).
 Usage: python3 train.py ITERS BATCH FEATURES HIDDEN   (prints JSON lines like umbench)
 If PRESCIENT_GO is set, waits for that file after the first iteration's
 allocations (so an attaching daemon sees every later allocation's faults).
+If PRESCIENT_MARKS_SOCKET is set, the allocator marks freed blocks dead and
+reused ones alive on that socket (managed_alloc.cu).
 """
 import ctypes
 import hashlib
@@ -87,9 +89,14 @@ def main():
     steady = slice(2, None)
     # Same seed, same inputs: the loss sequence must not depend on Prescient.
     ck = hashlib.sha256(json.dumps([round(v, 4) for v in losses]).encode()).hexdigest()[:16]
+    marks = (ctypes.c_uint64 * 6)()
+    lib.prescient_um_mark_stats(marks)
     emit(event="summary", bench="torch", iters=iters, steady_iters=len(gpu[steady]),
          median_gpu_ms=statistics.median(gpu[steady]), median_iter_ms=statistics.median(tot[steady]),
-         mean_gpu_ms=statistics.mean(gpu[steady]), checksum=ck, managed_bytes=int(lib.prescient_um_bytes()))
+         mean_gpu_ms=statistics.mean(gpu[steady]), mean_iter_ms=statistics.mean(tot[steady]),
+         checksum=ck, managed_bytes=int(lib.prescient_um_bytes()),
+         marks=dict(dead_blocks=marks[0], alive_blocks=marks[1], requests=marks[2],
+                    alive_wait_ms=round(marks[3] / 1e6, 3), refused=marks[4], on=bool(marks[5])))
 
 
 if __name__ == "__main__":
