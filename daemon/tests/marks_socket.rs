@@ -17,6 +17,7 @@ fn call(s: &mut UnixStream, line: &str) -> serde_json::Value {
 }
 
 #[test]
+#[allow(clippy::single_range_in_vec_init)] // one block per mark
 fn marks_reach_the_backend_and_alive_waits_for_it() {
     let dir = std::env::temp_dir().join(format!("prescient-marks-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
