@@ -439,12 +439,7 @@ pub fn run(
                         // resets `last_fault_block`.
                         uncertain.remove(&b);
                         if discarded.remove(&b) {
-                            // The driver populates it on the GPU, copying
-                            // nothing: there may be no migration event.
                             snap.discarded_faulted += 1;
-                            if ledger.add(b, BLOCK_BYTES) {
-                                engine.migrated_in(b);
-                            }
                         }
                         snap.fault_blocks += 1;
                         if let Some(bo) = backoff.as_mut() {
@@ -454,6 +449,7 @@ pub fn run(
                             engine.fault(b);
                             faulted = true;
                         }
+                        fault_in(&mut ledger, &mut engine, b);
                     }
                 }
                 Event::Migration(m) => {
@@ -776,6 +772,21 @@ fn apply_migration(
         }
     } else {
         false
+    }
+}
+
+/// A GPU fault on `block`: the driver is about to make it resident, by a
+/// migration or, for memory first touched by the GPU (a PyTorch job's
+/// weights and activations) or discarded, by populating it on the GPU with
+/// no migration at all and so no migration event. Counting it here is what
+/// lets a residency budget see that memory: counted from migration events
+/// alone, a PyTorch loop's ledger never rose above its 512 MB input, and
+/// a 1.5 GB budget on its 2.96 GB was never enforced (H100 run 14). The
+/// block's later migration event adds nothing more (a block counts at most
+/// 2 MB).
+fn fault_in(ledger: &mut Ledger, engine: &mut Engine<Vec<u64>>, block: u64) {
+    if ledger.add(block, BLOCK_BYTES) {
+        engine.migrated_in(block);
     }
 }
 
@@ -1157,6 +1168,27 @@ mod tests {
             let k = e.victims(&mut vic);
             assert!(vic[..k].iter().all(|v| !v.discard), "{mode:?}");
         }
+    }
+
+    #[test]
+    fn a_gpu_fault_counts_against_the_budget_once() {
+        let (mut l, mut e) = (Ledger::default(), engine());
+        // First touch by the GPU: a fault, no migration event.
+        fault_in(&mut l, &mut e, B);
+        assert_eq!((l.blocks(), l.get(B)), (1, BLOCK_BYTES));
+        // A migration event for the same block (a CPU-first block) adds nothing.
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::DriverLike,
+            &mig(uvm::CAUSE_COHERENCE, true, BLOCK_BYTES),
+        );
+        fault_in(&mut l, &mut e, B);
+        assert_eq!((l.blocks(), l.total), (1, BLOCK_BYTES));
+        // It is a victim like any resident block.
+        let mut vic = vec![Victim::default(); 2];
+        assert_eq!(e.victims(&mut vic), 1);
+        assert_eq!(vic[0].block, B);
     }
 
     #[test]
