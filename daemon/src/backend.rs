@@ -608,8 +608,8 @@ pub fn run(
             }
             PolicyMode::Prescient => {
                 // Pre-evict down to the budget less the engine's free target.
-                if let Some(bb) = budget_blocks {
-                    let target_blocks = bb.saturating_sub(engine.free_target() as u64);
+                let room = budget_blocks.map(|bb| bb.saturating_sub(engine.free_target() as u64));
+                if let Some(target_blocks) = room {
                     let mut rounds = 0;
                     while ledger.blocks() > target_blocks && rounds < 16 {
                         rounds += 1;
@@ -619,37 +619,16 @@ pub fn run(
                             break;
                         }
                         for v in &vic[..k] {
-                            ledger.sub(v.block, BLOCK_BYTES);
-                            engine.evicted(v.block);
-                            if v.discard && discard_ok {
-                                dead_victims.push(v.block);
-                                continue;
-                            }
-                            submit(Job {
-                                base: v.block << BLOCK_SHIFT,
-                                len: BLOCK_BYTES,
-                                to_gpu: false,
-                            });
+                            take_victim(
+                                &mut ledger,
+                                &mut engine,
+                                v,
+                                discard_ok,
+                                &mut dead_victims,
+                                &submit,
+                            );
                         }
                     }
-                    // Synchronously, on this thread: see marks.rs for why.
-                    let t = Instant::now();
-                    for (s, l) in runs(&mut dead_victims, cfg.max_coalesce_blocks) {
-                        let mut failed = discard_run(fd.as_raw_fd(), s, l, &mut snap);
-                        for b in s..s + l {
-                            if failed.first() == Some(&b) {
-                                failed.remove(0);
-                                submit(Job {
-                                    base: b << BLOCK_SHIFT,
-                                    len: BLOCK_BYTES,
-                                    to_gpu: false,
-                                });
-                            } else {
-                                discarded.insert(b);
-                            }
-                        }
-                    }
-                    snap.discard_s += t.elapsed().as_secs_f64();
                 }
                 if faulted || engine.chain_state() == prescient_core::ChainState::Running {
                     let k = engine.prefetches(&mut pf);
@@ -659,9 +638,23 @@ pub fn run(
                         if ledger.get(b) >= BLOCK_BYTES {
                             continue;
                         }
-                        if let Some(bb) = budget_blocks {
-                            if ledger.blocks() >= bb {
-                                break;
+                        if let Some(limit) = room {
+                            // Room for each prefetch, one victim at a time,
+                            // as the simulator's make_room does: faults count
+                            // at once, so the ledger sits at the limit.
+                            if ledger.blocks() >= limit {
+                                if engine.victims(&mut vic[..1]) == 0 {
+                                    break; // everything resident is predicted
+                                }
+                                let v = vic[0];
+                                take_victim(
+                                    &mut ledger,
+                                    &mut engine,
+                                    &v,
+                                    discard_ok,
+                                    &mut dead_victims,
+                                    &submit,
+                                );
                             }
                         }
                         let was_uncertain = uncertain.remove(&b);
@@ -696,6 +689,27 @@ pub fn run(
                             to_gpu: true,
                         });
                     }
+                }
+                if !dead_victims.is_empty() {
+                    // Synchronously, on this thread: see marks.rs for why.
+                    let t = Instant::now();
+                    for (s, l) in runs(&mut dead_victims, cfg.max_coalesce_blocks) {
+                        let mut failed = discard_run(fd.as_raw_fd(), s, l, &mut snap)
+                            .into_iter()
+                            .peekable();
+                        for b in s..s + l {
+                            if failed.next_if_eq(&b).is_some() {
+                                submit(Job {
+                                    base: b << BLOCK_SHIFT,
+                                    len: BLOCK_BYTES,
+                                    to_gpu: false,
+                                });
+                            } else {
+                                discarded.insert(b);
+                            }
+                        }
+                    }
+                    snap.discard_s += t.elapsed().as_secs_f64();
                 }
             }
         }
@@ -787,6 +801,30 @@ fn apply_migration(
 fn fault_in(ledger: &mut Ledger, engine: &mut Engine<Vec<u64>>, block: u64) {
     if ledger.add(block, BLOCK_BYTES) {
         engine.migrated_in(block);
+    }
+}
+
+/// Takes a victim the engine chose off the ledger: a dead one (when
+/// discarding) waits in `dead_victims` for UVM_DISCARD, a live one is
+/// evicted by the workers.
+fn take_victim(
+    ledger: &mut Ledger,
+    engine: &mut Engine<Vec<u64>>,
+    v: &Victim,
+    discard: bool,
+    dead_victims: &mut Vec<u64>,
+    submit: &dyn Fn(Job),
+) {
+    ledger.sub(v.block, BLOCK_BYTES);
+    engine.evicted(v.block);
+    if v.discard && discard {
+        dead_victims.push(v.block);
+    } else {
+        submit(Job {
+            base: v.block << BLOCK_SHIFT,
+            len: BLOCK_BYTES,
+            to_gpu: false,
+        });
     }
 }
 
