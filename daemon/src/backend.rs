@@ -546,14 +546,7 @@ pub fn run(
             // Bounded per turn; the rest wait for the next one.
             for _ in 0..16 {
                 let Ok(m) = rx.try_recv() else { break };
-                let a = apply_mark(
-                    &mut engine,
-                    &mut ledger,
-                    &mut discarded,
-                    cfg.mode,
-                    &m,
-                    &mut refetch,
-                );
+                let a = apply_mark(&mut engine, &mut discarded, cfg.mode, &m, &mut refetch);
                 snap.mark_requests += 1;
                 if m.dead {
                     snap.marked_dead_blocks += a.blocks;
@@ -561,14 +554,8 @@ pub fn run(
                     snap.marked_alive_blocks += a.blocks;
                 }
                 snap.refetched_blocks += a.refetched;
-                for (s, l) in runs(&mut refetch, cfg.max_coalesce_blocks) {
-                    submit(Job {
-                        base: s << BLOCK_SHIFT,
-                        len: l << BLOCK_SHIFT,
-                        to_gpu: true,
-                    });
-                }
                 // Applied: from here on no discard of these blocks can start.
+                // (The refetches are issued below, after making room.)
                 if let Some(done) = m.done {
                     let _ = done.send(a);
                 }
@@ -629,6 +616,33 @@ pub fn run(
                             );
                         }
                     }
+                }
+                // Discarded blocks marked alive: back to the GPU (no copy),
+                // each with room made for it like a prefetch.
+                for (s, l) in runs(&mut refetch, cfg.max_coalesce_blocks) {
+                    for b in s..s + l {
+                        if let Some(limit) = room {
+                            if ledger.blocks() >= limit && engine.victims(&mut vic[..1]) == 1 {
+                                let v = vic[0];
+                                take_victim(
+                                    &mut ledger,
+                                    &mut engine,
+                                    &v,
+                                    discard_ok,
+                                    &mut dead_victims,
+                                    &submit,
+                                );
+                            }
+                        }
+                        if ledger.add(b, BLOCK_BYTES) {
+                            engine.migrated_in(b);
+                        }
+                    }
+                    submit(Job {
+                        base: s << BLOCK_SHIFT,
+                        len: l << BLOCK_SHIFT,
+                        to_gpu: true,
+                    });
                 }
                 if faulted || engine.chain_state() == prescient_core::ChainState::Running {
                     let k = engine.prefetches(&mut pf);
@@ -829,11 +843,10 @@ fn take_victim(
 }
 
 /// Applies one dead or alive mark to the engine (prescient mode only).
-/// Discarded blocks marked alive are put in `refetch`, and in the ledger:
-/// the caller migrates them back.
+/// Discarded blocks marked alive are put in `refetch`: the caller makes
+/// room for them, counts them and migrates them back.
 fn apply_mark(
     engine: &mut Engine<Vec<u64>>,
-    ledger: &mut Ledger,
     discarded: &mut HashSet<u64>,
     mode: PolicyMode,
     m: &Mark,
@@ -856,9 +869,6 @@ fn apply_mark(
         if discarded.remove(&b) {
             a.refetched += 1;
             refetch.push(b);
-            if ledger.add(b, BLOCK_BYTES) {
-                engine.migrated_in(b);
-            }
         }
     }
     a
@@ -1129,7 +1139,6 @@ mod tests {
         resident(&mut l, &mut e, 10..20);
         let a = apply_mark(
             &mut e,
-            &mut l,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(true, 15..18),
@@ -1154,7 +1163,6 @@ mod tests {
         resident(&mut l, &mut e, 10..14);
         apply_mark(
             &mut e,
-            &mut l,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(true, 10..14),
@@ -1168,7 +1176,6 @@ mod tests {
         }
         let a = apply_mark(
             &mut e,
-            &mut l,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(false, 9..13),
@@ -1178,7 +1185,11 @@ mod tests {
         assert_eq!((a.blocks, a.resident, a.refetched), (4, 1, 2));
         assert_eq!(refetch, [10, 11]);
         assert!(discarded.is_empty());
-        assert_eq!(l.blocks(), 4, "refetched blocks are counted resident");
+        assert_eq!(
+            l.blocks(),
+            2,
+            "the caller counts refetches once it has room"
+        );
         // 13 was not in the alive range: it is the one dead victim left.
         let mut vic = vec![Victim::default(); 8];
         let k = e.victims(&mut vic);
@@ -1195,7 +1206,6 @@ mod tests {
             resident(&mut l, &mut e, 0..4);
             let a = apply_mark(
                 &mut e,
-                &mut l,
                 &mut discarded,
                 mode,
                 &mark(true, 0..4),
