@@ -289,6 +289,23 @@ fn waits_for_the_module_answers_ctl_reloads_and_stops_cleanly() {
     assert_eq!(r["error"]["kind"], "not-found", "{r}");
     let r = dm.call(r#"{"cmd":"erase"}"#);
     assert_eq!(r["error"]["kind"], "invalid", "{r}");
+    // Marks are for the user-space backend: with the module a process marks
+    // its ranges itself. Bad ranges are refused first, naming the rule.
+    let r = dm.call(r#"{"cmd":"mark","dead":true,"ranges":[[2097152,2097152]]}"#);
+    assert_eq!(r["error"]["kind"], "unavailable", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("PRESCIENT_IOC_MARK_DEAD"),
+        "{r}"
+    );
+    let r = dm.call(r#"{"cmd":"mark","dead":true,"ranges":[[1,4096]]}"#);
+    assert_eq!(r["error"]["kind"], "invalid", "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("aligned"),
+        "{r}"
+    );
     let r = dm.call("not json");
     assert_eq!(r["error"]["kind"], "invalid", "{r}");
     let st = dm.call(r#"{"cmd":"status"}"#);
@@ -378,6 +395,16 @@ fn userspace_backend_without_nvidia_uvm_waits_or_exits_69() {
             .as_str()
             .unwrap()
             .contains("nvidia_uvm"),
+        "{r}"
+    );
+    // This test process is not attached: its marks have nowhere to go.
+    let r = dm.call(r#"{"cmd":"mark","dead":false,"ranges":[[2097152,4096]]}"#);
+    assert_eq!(r["error"]["kind"], "not-found", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not attached"),
         "{r}"
     );
     let m = metrics(&cfg);
