@@ -178,6 +178,17 @@ for w in $WHAT; do
       [ -n "${NODISCARD:-}" ] && MARKS_SOCK=$B/marks.sock EXTRA="$M --no-discard" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_nodiscard_$rep prescient $TB -- "${A[@]}"
     done
     ;;
+  dnnbudget)
+    # The DNN-like loop (2 GiB: 1 GiB CPU-written input, four 256 MiB layers
+    # first touched by the GPU) under a 1 GiB budget: pressure only from the
+    # budget prescientd enforces.
+    export STATS_MS=10
+    A=(dnn ${ITERS:-12} 1024 4 256)
+    for rep in ${REPS:-1 2}; do
+      case_ dnn_driverlike_$rep driver-like ${DNN_BUDGET:-1G} -- "${A[@]}"
+      case_ dnn_prescient_$rep prescient ${DNN_BUDGET:-1G} -- "${A[@]}"
+    done
+    ;;
   budget)
     export STATS_MS=1000
     A=(stream 10 32 256)   # 8 GiB working set; pressure only from the 4 GiB budget
