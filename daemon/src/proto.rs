@@ -8,7 +8,9 @@
 //!
 //! Requests that change anything (`set-params`, `reset`, `attach`, `detach`)
 //! need the peer to be uid 0 (checked with SO_PEERCRED); `status`, `stats`,
-//! `get-params` and `version` need only access to the socket.
+//! `get-params` and `version` need only access to the socket. `mark` (a
+//! process's dead/alive ranges, marks.rs) is taken from any peer, for the
+//! peer's own process only (its SO_PEERCRED pid).
 
 use prescient_uapi as uapi;
 use serde::{Deserialize, Serialize};
