@@ -142,6 +142,9 @@ pub struct Snapshot {
     pub discard_ops: u64,
     pub discard_errors: u64,
     pub discard_s: f64,
+    /// Of `discarded_blocks`, those discarded where they were when their dead
+    /// mark came (not on the GPU), rather than as victims.
+    pub host_discarded_blocks: u64,
     /// Discarded blocks marked alive again, migrated back to the GPU (the
     /// driver copies nothing for discarded pages).
     pub refetched_blocks: u64,
@@ -359,6 +362,7 @@ pub fn run(
     let mut discarded: HashSet<u64> = HashSet::new();
     let discard_ok = cfg.discard && cfg.mode == PolicyMode::Prescient;
     let mut refetch: Vec<u64> = Vec::new();
+    let mut host_dead: Vec<u64> = Vec::new();
     let mut dead_victims: Vec<u64> = Vec::new();
     let mut last_fault_block = u64::MAX;
     let mut pf = vec![Prefetch::default(); 256];
@@ -546,7 +550,14 @@ pub fn run(
             // Bounded per turn; the rest wait for the next one.
             for _ in 0..16 {
                 let Ok(m) = rx.try_recv() else { break };
-                let a = apply_mark(&mut engine, &mut discarded, cfg.mode, &m, &mut refetch);
+                let a = apply_mark(
+                    &mut engine,
+                    &mut discarded,
+                    cfg.mode,
+                    &m,
+                    &mut host_dead,
+                    &mut refetch,
+                );
                 snap.mark_requests += 1;
                 if m.dead {
                     snap.marked_dead_blocks += a.blocks;
@@ -554,6 +565,23 @@ pub fn run(
                     snap.marked_alive_blocks += a.blocks;
                 }
                 snap.refetched_blocks += a.refetched;
+                // Dead data still on the host: discarded there too, now,
+                // before the next mark (an alive mark after it must find
+                // it done), so that it comes back to the GPU with no copy.
+                if discard_ok && !host_dead.is_empty() {
+                    let t = Instant::now();
+                    for (s, l) in runs(&mut host_dead, cfg.max_coalesce_blocks) {
+                        let failed = discard_run(fd.as_raw_fd(), s, l, &mut snap);
+                        for b in s..s + l {
+                            if !failed.contains(&b) {
+                                discarded.insert(b);
+                                snap.host_discarded_blocks += 1;
+                            }
+                        }
+                    }
+                    snap.discard_s += t.elapsed().as_secs_f64();
+                }
+                host_dead.clear();
                 // Applied: from here on no discard of these blocks can start.
                 // (The refetches are issued below, after making room.)
                 if let Some(done) = m.done {
@@ -843,13 +871,17 @@ fn take_victim(
 }
 
 /// Applies one dead or alive mark to the engine (prescient mode only).
-/// Discarded blocks marked alive are put in `refetch`: the caller makes
-/// room for them, counts them and migrates them back.
+/// Dead blocks not on the GPU (and not discarded already) are put in
+/// `host_dead`: the caller may discard them where they are, before it
+/// applies the next mark. Discarded blocks marked alive are put in
+/// `refetch`: the caller makes room for them, counts them and migrates them
+/// back.
 fn apply_mark(
     engine: &mut Engine<Vec<u64>>,
     discarded: &mut HashSet<u64>,
     mode: PolicyMode,
     m: &Mark,
+    host_dead: &mut Vec<u64>,
     refetch: &mut Vec<u64>,
 ) -> marks::Applied {
     let mut a = marks::Applied {
@@ -862,7 +894,11 @@ fn apply_mark(
     }
     for b in m.blocks.iter().flat_map(|r| r.clone()) {
         if m.dead {
-            a.resident += u64::from(engine.mark_dead(b));
+            if engine.mark_dead(b) {
+                a.resident += 1;
+            } else if !discarded.contains(&b) {
+                host_dead.push(b);
+            }
             continue;
         }
         a.resident += u64::from(engine.mark_alive(b));
@@ -911,7 +947,7 @@ fn discard_run(fd: std::os::fd::RawFd, s: u64, l: u64, snap: &mut Snapshot) -> V
                     tracing::warn!(
                         pid = snap.pid,
                         base = format!("{:#x}", b << BLOCK_SHIFT),
-                        "UVM_DISCARD: {e}; evicting the block instead"
+                        "UVM_DISCARD failed: {e}"
                     );
                 }
             }
@@ -1136,12 +1172,14 @@ mod tests {
         let (mut l, mut e) = (Ledger::default(), engine());
         let mut discarded = HashSet::new();
         let mut refetch = Vec::new();
+        let mut host_dead = Vec::new();
         resident(&mut l, &mut e, 10..20);
         let a = apply_mark(
             &mut e,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(true, 15..18),
+            &mut host_dead,
             &mut refetch,
         );
         assert_eq!((a.blocks, a.resident, a.ignored), (3, 3, false));
@@ -1160,12 +1198,14 @@ mod tests {
         let (mut l, mut e) = (Ledger::default(), engine());
         let mut discarded = HashSet::new();
         let mut refetch = Vec::new();
+        let mut host_dead = Vec::new();
         resident(&mut l, &mut e, 10..14);
         apply_mark(
             &mut e,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(true, 10..14),
+            &mut host_dead,
             &mut refetch,
         );
         // The backend discarded 10 and 11 (as its pre-eviction does).
@@ -1179,6 +1219,7 @@ mod tests {
             &mut discarded,
             PolicyMode::Prescient,
             &mark(false, 9..13),
+            &mut host_dead,
             &mut refetch,
         );
         // Of 9..13 only 12 was resident; 10 and 11 come back.
@@ -1198,17 +1239,52 @@ mod tests {
     }
 
     #[test]
+    fn dead_blocks_off_the_gpu_are_listed_for_a_discard_where_they_are() {
+        let (mut l, mut e) = (Ledger::default(), engine());
+        let mut discarded = HashSet::from([32]);
+        let (mut host_dead, mut refetch) = (Vec::new(), Vec::new());
+        resident(&mut l, &mut e, 30..31);
+        let a = apply_mark(
+            &mut e,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(true, 30..34),
+            &mut host_dead,
+            &mut refetch,
+        );
+        // 30 is resident (a victim later), 32 was discarded already.
+        assert_eq!((a.blocks, a.resident), (4, 1));
+        assert_eq!(host_dead, [31, 33]);
+        // Once discarded, an alive mark brings them back like any other.
+        discarded.extend([31, 33]);
+        host_dead.clear();
+        let a = apply_mark(
+            &mut e,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(false, 30..34),
+            &mut host_dead,
+            &mut refetch,
+        );
+        assert_eq!(a.refetched, 3);
+        assert_eq!(refetch, [31, 32, 33]);
+        assert!(host_dead.is_empty());
+    }
+
+    #[test]
     fn marks_are_ignored_where_the_driver_is_emulated_or_only_watched() {
         for mode in [PolicyMode::DriverLike, PolicyMode::Observe] {
             let (mut l, mut e) = (Ledger::default(), engine());
             let mut discarded = HashSet::new();
             let mut refetch = Vec::new();
+            let mut host_dead = Vec::new();
             resident(&mut l, &mut e, 0..4);
             let a = apply_mark(
                 &mut e,
                 &mut discarded,
                 mode,
                 &mark(true, 0..4),
+                &mut host_dead,
                 &mut refetch,
             );
             assert!(a.ignored);
