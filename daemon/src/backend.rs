@@ -166,6 +166,17 @@ struct Job {
     to_gpu: bool,
 }
 
+impl Job {
+    /// `count` 2 MB blocks from block `first`, to the GPU or to the CPU.
+    fn blocks(first: u64, count: u64, to_gpu: bool) -> Job {
+        Job {
+            base: first << BLOCK_SHIFT,
+            len: count << BLOCK_SHIFT,
+            to_gpu,
+        }
+    }
+}
+
 /// How often a closed gate reads the process's major-fault counter.
 const GATE_POLL: Duration = Duration::from_micros(100);
 
@@ -568,18 +579,17 @@ pub fn run(
                 // Dead data still on the host: discarded there too, now,
                 // before the next mark (an alive mark after it must find
                 // it done), so that it comes back to the GPU with no copy.
-                if discard_ok && !host_dead.is_empty() {
-                    let t = Instant::now();
-                    for (s, l) in runs(&mut host_dead, cfg.max_coalesce_blocks) {
-                        let failed = discard_run(fd.as_raw_fd(), s, l, &mut snap);
-                        for b in s..s + l {
-                            if !failed.contains(&b) {
-                                discarded.insert(b);
-                                snap.host_discarded_blocks += 1;
-                            }
-                        }
-                    }
-                    snap.discard_s += t.elapsed().as_secs_f64();
+                if discard_ok {
+                    let before = snap.discarded_blocks;
+                    // A block the driver refuses stays as it is.
+                    discard_blocks(
+                        fd.as_raw_fd(),
+                        &mut host_dead,
+                        cfg.max_coalesce_blocks,
+                        &mut discarded,
+                        &mut snap,
+                    );
+                    snap.host_discarded_blocks += snap.discarded_blocks - before;
                 }
                 host_dead.clear();
                 // Applied: from here on no discard of these blocks can start.
@@ -613,11 +623,7 @@ pub fn run(
                             continue;
                         }
                         ledger.sub(v, BLOCK_BYTES);
-                        submit(Job {
-                            base: v << BLOCK_SHIFT,
-                            len: BLOCK_BYTES,
-                            to_gpu: false,
-                        });
+                        submit(Job::blocks(v, 1, false));
                     }
                 }
             }
@@ -650,27 +656,22 @@ pub fn run(
                 for (s, l) in runs(&mut refetch, cfg.max_coalesce_blocks) {
                     for b in s..s + l {
                         if let Some(limit) = room {
-                            if ledger.blocks() >= limit && engine.victims(&mut vic[..1]) == 1 {
-                                let v = vic[0];
-                                take_victim(
-                                    &mut ledger,
-                                    &mut engine,
-                                    &v,
-                                    discard_ok,
-                                    &mut dead_victims,
-                                    &submit,
-                                );
-                            }
+                            // Without room it comes back all the same: it
+                            // is about to be used.
+                            make_room(
+                                &mut ledger,
+                                &mut engine,
+                                limit,
+                                discard_ok,
+                                &mut dead_victims,
+                                &submit,
+                            );
                         }
                         if ledger.add(b, BLOCK_BYTES) {
                             engine.migrated_in(b);
                         }
                     }
-                    submit(Job {
-                        base: s << BLOCK_SHIFT,
-                        len: l << BLOCK_SHIFT,
-                        to_gpu: true,
-                    });
+                    submit(Job::blocks(s, l, true));
                 }
                 if faulted || engine.chain_state() == prescient_core::ChainState::Running {
                     let k = engine.prefetches(&mut pf);
@@ -684,19 +685,15 @@ pub fn run(
                             // Room for each prefetch, one victim at a time,
                             // as the simulator's make_room does: faults count
                             // at once, so the ledger sits at the limit.
-                            if ledger.blocks() >= limit {
-                                if engine.victims(&mut vic[..1]) == 0 {
-                                    break; // everything resident is predicted
-                                }
-                                let v = vic[0];
-                                take_victim(
-                                    &mut ledger,
-                                    &mut engine,
-                                    &v,
-                                    discard_ok,
-                                    &mut dead_victims,
-                                    &submit,
-                                );
+                            if !make_room(
+                                &mut ledger,
+                                &mut engine,
+                                limit,
+                                discard_ok,
+                                &mut dead_victims,
+                                &submit,
+                            ) {
+                                break; // everything resident is predicted
                             }
                         }
                         let was_uncertain = uncertain.remove(&b);
@@ -714,44 +711,25 @@ pub fn run(
                                 Some((s, l + 1))
                             }
                             Some((s, l)) => {
-                                submit(Job {
-                                    base: s << BLOCK_SHIFT,
-                                    len: l << BLOCK_SHIFT,
-                                    to_gpu: true,
-                                });
+                                submit(Job::blocks(s, l, true));
                                 Some((b, 1))
                             }
                             None => Some((b, 1)),
                         };
                     }
                     if let Some((s, l)) = run {
-                        submit(Job {
-                            base: s << BLOCK_SHIFT,
-                            len: l << BLOCK_SHIFT,
-                            to_gpu: true,
-                        });
+                        submit(Job::blocks(s, l, true));
                     }
                 }
-                if !dead_victims.is_empty() {
-                    // Synchronously, on this thread: see marks.rs for why.
-                    let t = Instant::now();
-                    for (s, l) in runs(&mut dead_victims, cfg.max_coalesce_blocks) {
-                        let mut failed = discard_run(fd.as_raw_fd(), s, l, &mut snap)
-                            .into_iter()
-                            .peekable();
-                        for b in s..s + l {
-                            if failed.next_if_eq(&b).is_some() {
-                                submit(Job {
-                                    base: b << BLOCK_SHIFT,
-                                    len: BLOCK_BYTES,
-                                    to_gpu: false,
-                                });
-                            } else {
-                                discarded.insert(b);
-                            }
-                        }
-                    }
-                    snap.discard_s += t.elapsed().as_secs_f64();
+                // A victim the driver refuses to discard is evicted.
+                for b in discard_blocks(
+                    fd.as_raw_fd(),
+                    &mut dead_victims,
+                    cfg.max_coalesce_blocks,
+                    &mut discarded,
+                    &mut snap,
+                ) {
+                    submit(Job::blocks(b, 1, false));
                 }
             }
         }
@@ -862,12 +840,54 @@ fn take_victim(
     if v.discard && discard {
         dead_victims.push(v.block);
     } else {
-        submit(Job {
-            base: v.block << BLOCK_SHIFT,
-            len: BLOCK_BYTES,
-            to_gpu: false,
-        });
+        submit(Job::blocks(v.block, 1, false));
     }
+}
+
+/// Room under `limit` for one more block: at the limit, the engine's first
+/// victim is taken. False when there is neither room nor a victim (every
+/// resident block is predicted).
+fn make_room(
+    ledger: &mut Ledger,
+    engine: &mut Engine<Vec<u64>>,
+    limit: u64,
+    discard: bool,
+    dead_victims: &mut Vec<u64>,
+    submit: &dyn Fn(Job),
+) -> bool {
+    if ledger.blocks() < limit {
+        return true;
+    }
+    let mut v = [Victim::default()];
+    if engine.victims(&mut v) == 0 {
+        return false;
+    }
+    take_victim(ledger, engine, &v[0], discard, dead_victims, submit);
+    true
+}
+
+/// Discards `blocks` (dead; drained) in runs of consecutive blocks,
+/// synchronously on this thread (marks.rs says why), and records them in
+/// `discarded`. Returns the blocks the driver refused, in order.
+fn discard_blocks(
+    fd: std::os::fd::RawFd,
+    blocks: &mut Vec<u64>,
+    max_run: u64,
+    discarded: &mut HashSet<u64>,
+    snap: &mut Snapshot,
+) -> Vec<u64> {
+    let mut refused = Vec::new();
+    if blocks.is_empty() {
+        return refused;
+    }
+    let t = Instant::now();
+    for (s, l) in runs(blocks, max_run) {
+        let failed = discard_run(fd, s, l, snap);
+        discarded.extend((s..s + l).filter(|b| failed.binary_search(b).is_err()));
+        refused.extend(failed);
+    }
+    snap.discard_s += t.elapsed().as_secs_f64();
+    refused
 }
 
 /// Applies one dead or alive mark to the engine (prescient mode only).
@@ -1322,6 +1342,17 @@ mod tests {
         assert!(b.is_empty());
         let mut b: Vec<u64> = (0..5).collect();
         assert_eq!(runs(&mut b, 2), [(0, 2), (2, 2), (4, 1)]);
+    }
+
+    #[test]
+    fn refused_discards_are_returned_once_and_not_recorded() {
+        let mut snap = Snapshot::default();
+        let mut discarded = HashSet::new();
+        let mut dead = vec![42, 40, 41, 42, 60];
+        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap);
+        assert_eq!(refused, [40, 41, 42, 60]);
+        assert!(dead.is_empty() && discarded.is_empty());
+        assert_eq!(snap.discard_errors, 4);
     }
 
     #[test]

@@ -252,7 +252,8 @@ async fn main() -> Result<()> {
     let (marks_rx, _marks_server) = match &cli.marks_socket {
         Some(path) => {
             let (tx, rx) = prescientd::marks::channel();
-            let l = bind_marks_socket(path, cli.marks_socket_mode)?;
+            let l =
+                prescientd::service::bind_socket(path, cli.marks_socket_mode, "--marks-socket")?;
             tracing::info!(path = %path.display(), "serving marks");
             (
                 Some(rx),
@@ -306,25 +307,6 @@ impl Drop for RemoveOnDrop {
         self.1.abort();
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-fn bind_marks_socket(path: &std::path::Path, mode: u32) -> Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            anyhow::bail!(
-                "--marks-socket {}: another daemon answers there",
-                path.display()
-            );
-        }
-        std::fs::remove_file(path)
-            .with_context(|| format!("--marks-socket: removing stale {}", path.display()))?;
-    }
-    let l = tokio::net::UnixListener::bind(path)
-        .with_context(|| format!("--marks-socket: binding {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("--marks-socket: chmod {}", path.display()))?;
-    Ok(l)
 }
 
 #[cfg(test)]

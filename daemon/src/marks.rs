@@ -154,17 +154,12 @@ pub fn handle_on_marks_socket(
     target: i32,
     tx: &Sender,
 ) -> crate::proto::Response {
-    use crate::proto::{ErrorReply, Reply, Request, Response};
-    let err = |kind: &str, message: String| {
-        Response::Error(ErrorReply {
-            kind: kind.into(),
-            message,
-        })
-    };
+    use crate::proto::{Reply, Request, Response};
+    use crate::service::error as err;
     let Request::Mark { dead, ranges } = req else {
         return err(
             "invalid",
-            "this socket takes only \"mark\" requests (prescientctl talks to the service's control socket)".into(),
+            "this socket takes only \"mark\" requests (prescientctl talks to the service's control socket)",
         );
     };
     if peer.pid != Some(target) {

@@ -181,7 +181,8 @@ fn module_info(v: &prescient_uapi::Version) -> ModuleInfo {
     }
 }
 
-fn error(kind: &str, message: impl Into<String>) -> Response {
+/// An error reply of class `kind` (see `ErrorReply`).
+pub(crate) fn error(kind: &str, message: impl Into<String>) -> Response {
     Response::Error(ErrorReply {
         kind: kind.into(),
         message: message.into(),
@@ -654,31 +655,33 @@ fn compile(c: &Config) -> Vec<regex::Regex> {
         .collect()
 }
 
-/// Binds the control socket: refuses if another daemon answers on it,
-/// removes a stale file otherwise, and sets the configured mode.
-fn bind_control(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
+/// Binds a Unix socket of the line protocol (`what` names it in errors:
+/// "control.socket", "--marks-socket"): creates a missing parent directory,
+/// refuses if another daemon answers on it, removes a stale file otherwise,
+/// and sets `mode`.
+pub fn bind_socket(path: &Path, mode: u32, what: &str) -> anyhow::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = path.parent() {
         if !dir.exists() {
             std::fs::create_dir_all(dir)
-                .with_context(|| format!("control.socket: creating {}", dir.display()))?;
+                .with_context(|| format!("{what}: creating {}", dir.display()))?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
         }
     }
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(anyhow!(
-                "control.socket: another prescientd is running (it answers on {})",
+                "{what}: another prescientd is running (it answers on {})",
                 path.display()
             ));
         }
         std::fs::remove_file(path)
-            .with_context(|| format!("control.socket: removing stale {}", path.display()))?;
+            .with_context(|| format!("{what}: removing stale {}", path.display()))?;
     }
-    let l = UnixListener::bind(path)
-        .with_context(|| format!("control.socket: binding {}", path.display()))?;
+    let l =
+        UnixListener::bind(path).with_context(|| format!("{what}: binding {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("control.socket: chmod {}", path.display()))?;
+        .with_context(|| format!("{what}: chmod {}", path.display()))?;
     Ok(l)
 }
 
@@ -801,7 +804,11 @@ pub async fn run(config_path: PathBuf) -> i32 {
     } else {
         None
     };
-    let control = match bind_control(&cfg.control.socket, cfg.control.socket_mode) {
+    let control = match bind_socket(
+        &cfg.control.socket,
+        cfg.control.socket_mode,
+        "control.socket",
+    ) {
         Ok(l) => l,
         Err(e) => {
             tracing::error!("{e:#}");

@@ -276,12 +276,12 @@ pub fn discard(fd: RawFd, base: u64, length: u64, flags: u64) -> Result<(), Ioct
 
 /// Whether this driver has UVM_DISCARD (added in the 580 branch).
 pub fn discard_supported(version: &str) -> bool {
-    version
-        .trim()
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u32>().ok())
-        .is_some_and(|m| m >= 580)
+    driver_major(version).is_some_and(|m| m >= 580)
+}
+
+/// The major number of an nvidia_uvm version ("580" of "580.159.04").
+fn driver_major(version: &str) -> Option<u32> {
+    version.trim().split('.').next()?.parse().ok()
 }
 
 /// UVM_TOOLS_INIT_EVENT_TRACKER_V2 on a tools fd.
@@ -360,12 +360,7 @@ pub fn uuid_string(u: &[u8; 16]) -> String {
 /// Driver versions whose ABI (V2 tracker, V2 entries, UVM_MIGRATE_PARAMS)
 /// this daemon knows: major 565 (V2 tracker) up to 595.
 pub fn abi_known(version: &str) -> bool {
-    let major = version
-        .trim()
-        .split('.')
-        .next()
-        .and_then(|m| m.parse::<u32>().ok());
-    matches!(major, Some(565..=595))
+    matches!(driver_major(version), Some(565..=595))
 }
 
 #[cfg(test)]

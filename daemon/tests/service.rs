@@ -136,6 +136,13 @@ impl Drop for Daemon {
     }
 }
 
+/// `r` is an error reply of class `kind` whose message contains `says`.
+fn assert_error(r: &serde_json::Value, kind: &str, says: &str) {
+    assert_eq!(r["error"]["kind"], kind, "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(says), "{r}");
+}
+
 fn metrics(cfg: &Path) -> String {
     let text = std::fs::read_to_string(cfg).unwrap();
     let listen = text
@@ -292,20 +299,9 @@ fn waits_for_the_module_answers_ctl_reloads_and_stops_cleanly() {
     // Marks are for the user-space backend: with the module a process marks
     // its ranges itself. Bad ranges are refused first, naming the rule.
     let r = dm.call(r#"{"cmd":"mark","dead":true,"ranges":[[2097152,2097152]]}"#);
-    assert_eq!(r["error"]["kind"], "unavailable", "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("PRESCIENT_IOC_MARK_DEAD"),
-        "{r}"
-    );
+    assert_error(&r, "unavailable", "PRESCIENT_IOC_MARK_DEAD");
     let r = dm.call(r#"{"cmd":"mark","dead":true,"ranges":[[1,4096]]}"#);
-    assert_eq!(r["error"]["kind"], "invalid", "{r}");
-    assert!(
-        r["error"]["message"].as_str().unwrap().contains("aligned"),
-        "{r}"
-    );
+    assert_error(&r, "invalid", "aligned");
     let r = dm.call("not json");
     assert_eq!(r["error"]["kind"], "invalid", "{r}");
     let st = dm.call(r#"{"cmd":"status"}"#);
@@ -389,24 +385,10 @@ fn userspace_backend_without_nvidia_uvm_waits_or_exits_69() {
     assert_eq!(st["ok"]["backend"], "userspace", "{st}");
     assert_eq!(st["ok"]["backend_up"], false, "{st}");
     let r = dm.call(r#"{"cmd":"attach","pid":1}"#);
-    assert_eq!(r["error"]["kind"], "unavailable", "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("nvidia_uvm"),
-        "{r}"
-    );
+    assert_error(&r, "unavailable", "nvidia_uvm");
     // This test process is not attached: its marks have nowhere to go.
     let r = dm.call(r#"{"cmd":"mark","dead":false,"ranges":[[2097152,4096]]}"#);
-    assert_eq!(r["error"]["kind"], "not-found", "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not attached"),
-        "{r}"
-    );
+    assert_error(&r, "not-found", "not attached");
     let m = metrics(&cfg);
     assert_eq!(metric(&m, "prescient_backend_up"), Some(0.0), "{m}");
     dm.signal(libc::SIGTERM);

@@ -69,12 +69,14 @@ static std::vector<cudaEvent_t> event_pool;
 static uint64_t stat_dead_blocks = 0, stat_alive_blocks = 0, stat_requests = 0;
 static uint64_t stat_alive_wait_ns = 0, stat_errors = 0;
 
+static const char* marks_path = nullptr;  // PRESCIENT_MARKS_SOCKET
+
 // Whether marks are wanted at all (PRESCIENT_MARKS_SOCKET set); read once.
 static bool marks_wanted() {
   static int wanted = -1;
   if (wanted < 0) {
-    const char* path = getenv("PRESCIENT_MARKS_SOCKET");
-    wanted = path && *path ? 1 : 0;
+    marks_path = getenv("PRESCIENT_MARKS_SOCKET");
+    wanted = marks_path && *marks_path ? 1 : 0;
     if (!wanted) marks_off = true;
   }
   return wanted == 1 && !marks_off;
@@ -90,7 +92,6 @@ static void marks_give_up(const char* why) {
 static bool marks_connect() {
   if (marks_fd >= 0) return true;
   if (!marks_wanted()) return false;
-  const char* path = getenv("PRESCIENT_MARKS_SOCKET");
   auto now = std::chrono::steady_clock::now();
   if (now < next_connect) return false;
   next_connect = now + std::chrono::seconds(1);  // the daemon may not be up yet
@@ -98,7 +99,7 @@ static bool marks_connect() {
   if (fd < 0) return false;
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  strncpy(a.sun_path, path, sizeof(a.sun_path) - 1);
+  strncpy(a.sun_path, marks_path, sizeof(a.sun_path) - 1);
   if (connect(fd, (sockaddr*)&a, sizeof(a)) != 0) {
     close(fd);
     return false;
