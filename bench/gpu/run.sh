@@ -24,7 +24,8 @@ log "prescientctl: $CTL ($($CTL --version 2>&1))"
 RES="$OUT/results.jsonl"; : > "$RES"
 
 # case NAME MODE(none|observe|prescient|driver-like) BUDGET(-|bytes) -- umbench args
-# RUNNER: the workload command (default umbench); STATS_MS: the daemon's stats
+# RUNNER: the workload command (default umbench); PD_CASE: another prescientd
+# for this case (an A/B comparison in one run); STATS_MS: the daemon's stats
 # interval; below 1000 a sampler keeps the time series and periter.py cuts
 # it into faults per iteration.
 case_() {
@@ -45,7 +46,7 @@ case_() {
     dp=$!
   else
     local ba=(); [ "$budget" != - ] && ba=(--budget "$budget")
-    timeout 110 "$PD" --pid $bp --mode "$mode" "${ba[@]}" --stats-json "$OUT/$name.stats.json" \
+    timeout 110 "${PD_CASE:-$PD}" --pid $bp --mode "$mode" "${ba[@]}" --stats-json "$OUT/$name.stats.json" \
       --ready-file "$go" --stats-interval-ms ${STATS_MS:-1000} ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
     dp=$!
     [ "${STATS_MS:-1000}" -lt 1000 ] && python3 "$HERE/sampler.py" "$OUT/$name.stats.json" $bp "$OUT/$name.samples.tsv" &
@@ -174,6 +175,7 @@ for w in $WHAT; do
     for rep in ${REPS:-1 2}; do
       RUNNER="python3 $HERE/torch/train.py" case_ torch_driverlike_$rep driver-like $TB -- "${A[@]}"
       RUNNER="python3 $HERE/torch/train.py" case_ torch_prescient_$rep prescient $TB -- "${A[@]}"
+      [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" RUNNER="python3 $HERE/torch/train.py" case_ torch_prescientB_$rep prescient $TB -- "${A[@]}"
       MARKS_SOCK=$B/marks.sock EXTRA="$M" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_$rep prescient $TB -- "${A[@]}"
       [ -n "${NODISCARD:-}" ] && MARKS_SOCK=$B/marks.sock EXTRA="$M --no-discard" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_nodiscard_$rep prescient $TB -- "${A[@]}"
     done
@@ -187,6 +189,7 @@ for w in $WHAT; do
     for rep in ${REPS:-1 2}; do
       case_ dnn_driverlike_$rep driver-like ${DNN_BUDGET:-1G} -- "${A[@]}"
       case_ dnn_prescient_$rep prescient ${DNN_BUDGET:-1G} -- "${A[@]}"
+      [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" case_ dnn_prescientB_$rep prescient ${DNN_BUDGET:-1G} -- "${A[@]}"
     done
     ;;
   budget)
@@ -196,8 +199,10 @@ for w in $WHAT; do
     # used under a budget since run 7.)
     case_ stream_driverlike driver-like 4G -- "${A[@]}"
     case_ stream_prescient prescient 4G -- "${A[@]}"
+    [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" case_ stream_prescientB prescient 4G -- "${A[@]}"
     case_ stream_driverlike2 driver-like 4G -- "${A[@]}"
     case_ stream_prescient2 prescient 4G -- "${A[@]}"
+    [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" case_ stream_prescientB2 prescient 4G -- "${A[@]}"
     ;;
   budgetseries)
     # The stream budget cases with a 10 ms counter series (sampler.py), to

@@ -55,6 +55,12 @@ pub const VICTIM_SCAN: usize = 1024;
 /// after its previous predicted use moves to the back of the victim order
 /// (measured on the VM trace: 16 and 32 kernels did worse than 24).
 const REUSE_KERNELS: u64 = 24;
+/// Victims chosen by farthest next use per [`Engine::victims`] call at most
+/// (transparent mode's history; the scan keeps them sorted in place).
+const FARTHEST_MAX: usize = 64;
+/// History blocks behind the cursor that the program may still be using:
+/// a block used this recently is the last victim.
+const IN_USE_BLOCKS: u64 = 16;
 /// Chain steps per [`Engine::prefetches`] call, per output slot.
 const STEPS_PER_SLOT: usize = 4;
 
@@ -157,6 +163,19 @@ pub enum TransparentPredictor {
     Table,
 }
 
+/// The order in which live blocks become victims.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VictimOrder {
+    /// Least recently migrated (or re-used) first: the default.
+    #[default]
+    Migration,
+    /// Transparent mode's history only (elsewhere as `Migration`): the
+    /// block needed farthest from now first (Belady over one period of the
+    /// history). Worse on the H100 wherever the history loses its place
+    /// under pressure (BENCHMARKS-gpu.md, runs 22-23); kept to compare.
+    NextUse,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChainState {
     Idle,
@@ -204,6 +223,7 @@ pub struct Engine<S> {
 
     // Transparent mode's history and the window that follows it.
     predictor: TransparentPredictor,
+    victim_order: VictimOrder,
     tape: HistoryState,
     /// The window follows the history (cursor, emit and copy are valid).
     following: bool,
@@ -311,6 +331,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             pending: 0,
             pending_by_seq: [0; PRED_RING],
             predictor: TransparentPredictor::History,
+            victim_order: VictimOrder::Migration,
             tape: HistoryState::default(),
             following: false,
             cursor: Place { pos: 0, off: 0 },
@@ -397,6 +418,20 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
 
     pub fn transparent_predictor(&self) -> TransparentPredictor {
         self.predictor
+    }
+
+    /// Chooses the victim order; takes effect at the next request.
+    pub fn set_victim_order(&mut self, o: VictimOrder) {
+        self.victim_order = o;
+    }
+
+    pub fn victim_order(&self) -> VictimOrder {
+        self.victim_order
+    }
+
+    /// Victims by next use: transparent mode's history knows it.
+    fn by_next_use(&self) -> bool {
+        self.victim_order == VictimOrder::NextUse && self.uses_history()
     }
 
     fn tape_mut(&mut self) -> History<'_> {
@@ -911,6 +946,10 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             let w = window_seq(&self.storage[self.l.window.clone()], self.gen, block);
             let now = w.unwrap_or(self.seq).max(self.seq) + 1;
             self.regions().ledger.use_at(block, now, 0);
+            if self.by_next_use() {
+                let next = self.next_use_after(block, now - 1);
+                self.regions().ledger.set_next_use(block, next);
+            }
         }
     }
 
@@ -990,6 +1029,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         if n == out.len() {
             return n;
         }
+        let by_next_use = self.by_next_use();
         let l = &self.l;
         let (head, rest) = self.storage[..l.total].split_at_mut(l.ledger_slots.start);
         let win = &head[l.window.clone()];
@@ -999,23 +1039,73 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let (gen, seq) = (self.gen, self.seq);
         let predicted = |b: Block| window_seq(win, gen, b).is_some_and(|s| s >= seq);
         let before = n;
-        for b in ledger.oldest_live(VICTIM_SCAN) {
-            if n == out.len() {
-                break;
-            }
-            if !predicted(b) {
-                out[n] = Victim {
+        if by_next_use {
+            // Belady over the history: the blocks needed farthest from now
+            // first. A block with no known next use, or whose predicted use
+            // the program has passed without it, is needed farthest.
+            // Between equals, the least recently migrated first.
+            // A block the program used just now is still in use (the
+            // cursor moves ahead of the GPU's stragglers): the last choice.
+            let far = |last: u64, next: u64| {
+                if last.saturating_add(IN_USE_BLOCKS) > seq {
+                    0
+                } else if next == 0 || next < seq {
+                    u64::MAX
+                } else {
+                    next
+                }
+            };
+            let want = out.len() - n;
+            let mut keys = [0u64; FARTHEST_MAX];
+            let mut k = 0usize;
+            for (b, last, next) in ledger.oldest_live_uses(VICTIM_SCAN) {
+                if predicted(b) {
+                    continue;
+                }
+                let key = far(last, next);
+                // Insertion into the first k (sorted farthest first, stable).
+                let cap = want.min(FARTHEST_MAX);
+                if k == cap && keys[k - 1] >= key {
+                    continue;
+                }
+                let mut i = if k < cap { k } else { k - 1 };
+                while i > 0 && keys[i - 1] < key {
+                    keys[i] = keys[i - 1];
+                    out[n + i] = out[n + i - 1];
+                    i -= 1;
+                }
+                keys[i] = key;
+                out[n + i] = Victim {
                     block: b,
                     discard: false,
                 };
-                n += 1;
+                if k < cap {
+                    k += 1;
+                }
+            }
+            n += k;
+            if k < want.min(FARTHEST_MAX) {
+                self.stats.victim_shortfall += 1;
+            }
+        } else {
+            for b in ledger.oldest_live(VICTIM_SCAN) {
+                if n == out.len() {
+                    break;
+                }
+                if !predicted(b) {
+                    out[n] = Victim {
+                        block: b,
+                        discard: false,
+                    };
+                    n += 1;
+                }
             }
         }
         for v in &out[before..n] {
             self.note_recent_victim(v.block);
         }
         self.stats.victims_evict += (n - before) as u64;
-        if n < out.len() {
+        if !by_next_use && n < out.len() {
             self.stats.victim_shortfall += 1;
         }
         n
@@ -1084,6 +1174,20 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
 
     fn history_window_max(&self) -> u32 {
         self.p.history_window()
+    }
+
+    /// The first place after offset `o` at which the history has `b` (the
+    /// next time the program needs it, if it repeats what it did), or 0
+    /// when the history has none. At most `CHAIN_STEPS` entries examined.
+    fn next_use_after(&self, b: Block, o: u64) -> u64 {
+        let mut next = 0;
+        for (p, e) in self.tape_ref().occurrences(b) {
+            let at = e.offset + p.off;
+            if at > o && (next == 0 || at < next) {
+                next = at;
+            }
+        }
+        next
     }
 
     /// Copies what the cursor passed to the head, at most `budget` entries.
@@ -1413,7 +1517,14 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 self.window_len += 1;
             }
             if self.regions().ledger.contains(b) {
-                // Resident: protected now, nothing to move.
+                // Resident: protected now, nothing to move. Once the
+                // program has used it here, it is next needed further on.
+                if self.by_next_use() {
+                    let next = self.next_use_after(b, o);
+                    let mut l = self.regions().ledger;
+                    l.use_at(b, o + 1, 0);
+                    l.set_next_use(b, next);
+                }
                 continue;
             }
             if !fresh {

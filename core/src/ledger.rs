@@ -11,8 +11,12 @@
 //! A live block re-used soon after its previous use (`Ledger::use_at`) moves
 //! to the tail of `live` as if migrated again.
 //!
-//! Slot words: `[block, prev << 32 | next, last use << 1 | dead]`; index
-//! words: slot or NONE.
+//! Each slot also remembers when its block is next needed, as the caller
+//! last predicted it (`Ledger::set_next_use`, 0 for not known): victims can
+//! then be chosen by the farthest next use (Belady) rather than by age.
+//!
+//! Slot words: `[block, prev << 32 | next, last use << 1 | dead, next use]`;
+//! index words: slot or NONE.
 
 use crate::params::LEDGER_SLOT_WORDS;
 use crate::{Block, NONE};
@@ -97,6 +101,7 @@ impl<'a> Ledger<'a> {
             self.set_block(s, NONE);
             self.set_links(s, NIL, self.st.free);
             self.slots[s as usize * LEDGER_SLOT_WORDS + 2] = 0;
+            self.slots[s as usize * LEDGER_SLOT_WORDS + 3] = 0;
             self.st.free = s;
         }
     }
@@ -143,6 +148,10 @@ impl<'a> Ledger<'a> {
 
     fn set_flags(&mut self, s: u32, f: u64) {
         self.slots[s as usize * LEDGER_SLOT_WORDS + 2] = f;
+    }
+
+    fn next_use_of(&self, s: u32) -> u64 {
+        self.slots[s as usize * LEDGER_SLOT_WORDS + 3]
     }
 
     fn list_mut(&mut self, dead: bool) -> &mut List {
@@ -286,6 +295,7 @@ impl<'a> Ledger<'a> {
         self.index_remove(i);
         self.set_block(s, NONE);
         self.set_flags(s, 0);
+        self.slots[s as usize * LEDGER_SLOT_WORDS + 3] = 0;
         self.set_links(s, NIL, self.st.free);
         self.st.free = s;
         self.st.len -= 1;
@@ -324,6 +334,41 @@ impl<'a> Ledger<'a> {
             return true;
         }
         false
+    }
+
+    /// Records when a resident block is next needed (0: not known).
+    /// Returns whether it is resident.
+    pub fn set_next_use(&mut self, block: Block, at: u64) -> bool {
+        let Some(s) = self.slot_of(block) else {
+            return false;
+        };
+        self.slots[s as usize * LEDGER_SLOT_WORDS + 3] = at;
+        true
+    }
+
+    /// When a resident block is next needed, as last recorded (0: not known).
+    pub fn next_use(&self, block: Block) -> Option<u64> {
+        self.slot_of(block).map(|s| self.next_use_of(s))
+    }
+
+    /// Live blocks with their last use (`use_at`) and next use, least
+    /// recently migrated first, at most `limit`.
+    pub fn oldest_live_uses(&self, limit: usize) -> impl Iterator<Item = (Block, u64, u64)> + '_ {
+        let mut at = self.st.live.head;
+        let mut left = limit;
+        core::iter::from_fn(move || {
+            if at == NIL || left == 0 {
+                return None;
+            }
+            let s = at;
+            at = self.links(s).1;
+            left -= 1;
+            Some((
+                self.block(s),
+                self.flags(s) >> USE_SHIFT,
+                self.next_use_of(s),
+            ))
+        })
     }
 
     /// Dead blocks, oldest first, at most `limit`.

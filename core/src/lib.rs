@@ -17,7 +17,9 @@ pub mod history;
 pub mod ledger;
 pub mod params;
 
-pub use engine::{ChainState, Engine, EngineError, Prefetch, Stats, TransparentPredictor, Victim};
+pub use engine::{
+    ChainState, Engine, EngineError, Prefetch, Stats, TransparentPredictor, Victim, VictimOrder,
+};
 pub use exec_table::NO_EXEC;
 pub use params::{Mode, Param, ParamError, Params};
 

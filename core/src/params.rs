@@ -306,7 +306,7 @@ pub const ENTRY_HEADER: usize = 3;
 /// transparent mode: the block's offset in the history), history position.
 pub const WINDOW_SLOT_WORDS: usize = 4;
 /// Words per ledger slot: block, links, flags.
-pub const LEDGER_SLOT_WORDS: usize = 3;
+pub const LEDGER_SLOT_WORDS: usize = 4;
 /// History entries per GPU block (transparent mode).
 pub const HISTORY_PER_BLOCK: u64 = 8;
 pub const MIN_HISTORY: u64 = 1 << 12;

@@ -7,7 +7,9 @@ use crate::backoff::{self, Backoff};
 use crate::gate::{self, Gate, MajorFaults};
 use crate::marks::{self, Mark};
 use crate::uvm;
-use prescient_core::{Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT};
+use prescient_core::{
+    Engine, Mode, Params, Prefetch, Victim, VictimOrder, BLOCK_BYTES, BLOCK_SHIFT,
+};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -51,6 +53,8 @@ pub struct Config {
     pub workers: usize,
     pub async_migrate: bool,
     pub max_coalesce_blocks: u64,
+    /// Which live blocks pre-eviction takes first.
+    pub victim_order: VictimOrder,
     pub gpu_blocks: u32,
     /// Self back-off (None: always prefetch).
     pub backoff: Option<backoff::Params>,
@@ -125,12 +129,24 @@ pub struct Snapshot {
     pub user_to_gpu_copy_s: f64,
     pub user_to_gpu_gbps: f64,
     pub dropped_jobs: u64,
+    /// Predicted blocks not prefetched because the ledger has them resident.
+    pub prefetch_resident: u64,
+    /// Prefetch rounds stopped under the budget because every resident block
+    /// was predicted.
+    pub prefetch_no_room: u64,
     pub engine_faults: u64,
     pub engine_prefetches: u64,
     pub engine_windows: u64,
     pub engine_refaults: u64,
     pub engine_victims: u64,
     pub engine_free_target: u32,
+    /// Transparent mode's history: faults it predicted, faults it did not,
+    /// and moves of its window elsewhere.
+    pub engine_history_hits: u64,
+    pub engine_history_misses: u64,
+    pub engine_history_jumps: u64,
+    /// Victim requests the engine could not fill.
+    pub engine_victim_shortfall: u64,
     /// Mark requests applied, and the blocks they covered.
     pub mark_requests: u64,
     pub marked_dead_blocks: u64,
@@ -314,6 +330,7 @@ pub fn run(
     };
     let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
         .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
+    engine.set_victim_order(cfg.victim_order);
     let fd = Arc::new(target.va_fd.try_clone()?);
     let counters = Arc::new(Counters::default());
     let busy = Arc::new([
@@ -374,7 +391,7 @@ pub fn run(
     let discard_ok = cfg.discard && cfg.mode == PolicyMode::Prescient;
     let mut refetch: Vec<u64> = Vec::new();
     let mut host_dead: Vec<u64> = Vec::new();
-    let mut dead_victims: Vec<u64> = Vec::new();
+    let mut leaving = Leaving::default();
     let mut last_fault_block = u64::MAX;
     let mut pf = vec![Prefetch::default(); 256];
     let mut vic = vec![Victim::default(); 64];
@@ -640,14 +657,7 @@ pub fn run(
                             break;
                         }
                         for v in &vic[..k] {
-                            take_victim(
-                                &mut ledger,
-                                &mut engine,
-                                v,
-                                discard_ok,
-                                &mut dead_victims,
-                                &submit,
-                            );
+                            take_victim(&mut ledger, &mut engine, v, discard_ok, &mut leaving);
                         }
                     }
                 }
@@ -658,14 +668,7 @@ pub fn run(
                         if let Some(limit) = room {
                             // Without room it comes back all the same: it
                             // is about to be used.
-                            make_room(
-                                &mut ledger,
-                                &mut engine,
-                                limit,
-                                discard_ok,
-                                &mut dead_victims,
-                                &submit,
-                            );
+                            make_room(&mut ledger, &mut engine, limit, discard_ok, &mut leaving);
                         }
                         if ledger.add(b, BLOCK_BYTES) {
                             engine.migrated_in(b);
@@ -679,21 +682,18 @@ pub fn run(
                     for p in &pf[..k] {
                         let b = p.block;
                         if ledger.get(b) >= BLOCK_BYTES {
+                            snap.prefetch_resident += 1;
                             continue;
                         }
                         if let Some(limit) = room {
                             // Room for each prefetch, one victim at a time,
                             // as the simulator's make_room does: faults count
                             // at once, so the ledger sits at the limit.
-                            if !make_room(
-                                &mut ledger,
-                                &mut engine,
-                                limit,
-                                discard_ok,
-                                &mut dead_victims,
-                                &submit,
-                            ) {
-                                break; // everything resident is predicted
+                            if !make_room(&mut ledger, &mut engine, limit, discard_ok, &mut leaving)
+                            {
+                                // Everything resident is predicted.
+                                snap.prefetch_no_room += 1;
+                                break;
                             }
                         }
                         let was_uncertain = uncertain.remove(&b);
@@ -722,15 +722,15 @@ pub fn run(
                     }
                 }
                 // A victim the driver refuses to discard is evicted.
-                for b in discard_blocks(
+                let refused = discard_blocks(
                     fd.as_raw_fd(),
-                    &mut dead_victims,
+                    &mut leaving.dead,
                     cfg.max_coalesce_blocks,
                     &mut discarded,
                     &mut snap,
-                ) {
-                    submit(Job::blocks(b, 1, false));
-                }
+                );
+                leaving.evict.extend(refused);
+                leaving.submit_evictions(cfg.max_coalesce_blocks, &submit);
             }
         }
 
@@ -824,23 +824,40 @@ fn fault_in(ledger: &mut Ledger, engine: &mut Engine<Vec<u64>>, block: u64) {
     }
 }
 
-/// Takes a victim the engine chose off the ledger: a dead one (when
-/// discarding) waits in `dead_victims` for UVM_DISCARD, a live one is
-/// evicted by the workers.
+/// Victims taken off the ledger in one turn of the loop, waiting to leave
+/// the GPU: dead ones (when discarding) for UVM_DISCARD, live ones for
+/// eviction by the workers, in runs of consecutive blocks (a 2 MB
+/// UVM_MIGRATE to the CPU moves 15 GB/s on the H200; runs amortise its
+/// fixed cost, as the prefetches' runs do).
+#[derive(Default)]
+struct Leaving {
+    dead: Vec<u64>,
+    evict: Vec<u64>,
+}
+
+impl Leaving {
+    /// Submits the pending evictions as runs of at most `max` blocks.
+    fn submit_evictions(&mut self, max: u64, submit: &dyn Fn(Job)) {
+        for (s, l) in runs(&mut self.evict, max) {
+            submit(Job::blocks(s, l, false));
+        }
+    }
+}
+
+/// Takes a victim the engine chose off the ledger and queues it in `out`.
 fn take_victim(
     ledger: &mut Ledger,
     engine: &mut Engine<Vec<u64>>,
     v: &Victim,
     discard: bool,
-    dead_victims: &mut Vec<u64>,
-    submit: &dyn Fn(Job),
+    out: &mut Leaving,
 ) {
     ledger.sub(v.block, BLOCK_BYTES);
     engine.evicted(v.block);
     if v.discard && discard {
-        dead_victims.push(v.block);
+        out.dead.push(v.block);
     } else {
-        submit(Job::blocks(v.block, 1, false));
+        out.evict.push(v.block);
     }
 }
 
@@ -852,8 +869,7 @@ fn make_room(
     engine: &mut Engine<Vec<u64>>,
     limit: u64,
     discard: bool,
-    dead_victims: &mut Vec<u64>,
-    submit: &dyn Fn(Job),
+    out: &mut Leaving,
 ) -> bool {
     if ledger.blocks() < limit {
         return true;
@@ -862,7 +878,7 @@ fn make_room(
     if engine.victims(&mut v) == 0 {
         return false;
     }
-    take_victim(ledger, engine, &v[0], discard, dead_victims, submit);
+    take_victim(ledger, engine, &v[0], discard, out);
     true
 }
 
@@ -1021,6 +1037,10 @@ fn fill(
     s.engine_refaults = st.refaults;
     s.engine_victims = st.victims_evict + st.victims_discard;
     s.engine_free_target = e.free_target();
+    s.engine_history_hits = st.history_hits;
+    s.engine_history_misses = st.history_misses;
+    s.engine_history_jumps = st.history_jumps;
+    s.engine_victim_shortfall = st.victim_shortfall;
 }
 
 fn write_stats(cfg: &Config, s: &Snapshot) {

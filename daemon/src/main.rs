@@ -8,6 +8,7 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use prescient_core::VictimOrder;
 use prescientd::backend::{self, Config, FaultSource, PolicyMode};
 use prescientd::backoff;
 use prescientd::gate;
@@ -16,6 +17,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// `--victim-order` (prescient_core::VictimOrder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum VictimOrderArg {
+    Migration,
+    NextUse,
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -64,6 +72,11 @@ struct Cli {
     /// Largest prefetch in 2 MB blocks (contiguous predicted blocks coalesce).
     #[arg(long, default_value_t = 16)]
     coalesce_blocks: u64,
+    /// Which resident blocks pre-eviction takes first: least recently
+    /// migrated, or (an experiment) the ones the history says are needed
+    /// farthest from now.
+    #[arg(long, value_enum, default_value_t = VictimOrderArg::Migration)]
+    victim_order: VictimOrderArg,
     /// Keep retrying attach for this many seconds (the target may not have
     /// opened its UVM fds yet).
     #[arg(long, default_value_t = 30.0)]
@@ -278,6 +291,10 @@ async fn main() -> Result<()> {
         workers: cli.workers.max(1),
         async_migrate: !cli.sync_migrate,
         max_coalesce_blocks: cli.coalesce_blocks.max(1),
+        victim_order: match cli.victim_order {
+            VictimOrderArg::Migration => VictimOrder::Migration,
+            VictimOrderArg::NextUse => VictimOrder::NextUse,
+        },
         gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,
         backoff,
         gate,

@@ -24,7 +24,7 @@ use crate::backend::{self, FaultSource, PolicyMode, Snapshot};
 use crate::device::DevError;
 use crate::marks;
 use crate::uvm;
-use prescient_core::{Mode, Params, BLOCK_SHIFT};
+use prescient_core::{Mode, Params, VictimOrder, BLOCK_SHIFT};
 use prescient_uapi as uapi;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -314,6 +314,7 @@ impl Userspace {
             workers: self.settings.workers.max(1),
             async_migrate: true,
             max_coalesce_blocks: 16,
+            victim_order: VictimOrder::Migration,
             gpu_blocks: blocks_of(self.settings.gpu_memory_bytes),
             backoff: Some(crate::backoff::Params::default()),
             gate: self.settings.gate.then(crate::gate::Params::default),
