@@ -172,7 +172,7 @@ pub enum VictimOrder {
     /// Transparent mode's history only (elsewhere as `Migration`): the
     /// block needed farthest from now first (Belady over one period of the
     /// history). Worse on the H100 wherever the history loses its place
-    /// under pressure (BENCHMARKS-gpu.md, runs 22-23); kept to compare.
+    /// under pressure (BENCHMARKS-gpu.md, runs 22-24); kept to compare.
     NextUse,
 }
 

@@ -346,67 +346,57 @@ impl<'a> Ledger<'a> {
         true
     }
 
-    /// When a resident block is next needed, as last recorded (0: not known).
-    pub fn next_use(&self, block: Block) -> Option<u64> {
-        self.slot_of(block).map(|s| self.next_use_of(s))
-    }
-
     /// Live blocks with their last use (`use_at`) and next use, least
     /// recently migrated first, at most `limit`.
     pub fn oldest_live_uses(&self, limit: usize) -> impl Iterator<Item = (Block, u64, u64)> + '_ {
-        let mut at = self.st.live.head;
-        let mut left = limit;
-        core::iter::from_fn(move || {
-            if at == NIL || left == 0 {
-                return None;
-            }
-            let s = at;
-            at = self.links(s).1;
-            left -= 1;
-            Some((
+        self.slots_from(self.st.live.head, limit).map(|s| {
+            (
                 self.block(s),
                 self.flags(s) >> USE_SHIFT,
                 self.next_use_of(s),
-            ))
+            )
         })
     }
 
     /// Dead blocks, oldest first, at most `limit`.
-    pub fn oldest_dead(&self, limit: usize) -> ListIter<'_> {
-        ListIter {
-            ledger: self,
-            at: self.st.dead.head,
-            left: limit,
-        }
+    pub fn oldest_dead(&self, limit: usize) -> impl Iterator<Item = Block> + '_ {
+        self.slots_from(self.st.dead.head, limit)
+            .map(|s| self.block(s))
     }
 
     /// Live blocks from the least recently migrated on, at most `limit`.
-    pub fn oldest_live(&self, limit: usize) -> ListIter<'_> {
-        ListIter {
+    pub fn oldest_live(&self, limit: usize) -> impl Iterator<Item = Block> + '_ {
+        self.slots_from(self.st.live.head, limit)
+            .map(|s| self.block(s))
+    }
+
+    /// The slots of a list from `head` on, at most `limit`.
+    fn slots_from(&self, head: u32, limit: usize) -> SlotIter<'_, 'a> {
+        SlotIter {
             ledger: self,
-            at: self.st.live.head,
+            at: head,
             left: limit,
         }
     }
 }
 
-pub struct ListIter<'l> {
-    ledger: &'l Ledger<'l>,
+struct SlotIter<'l, 'a> {
+    ledger: &'l Ledger<'a>,
     at: u32,
     left: usize,
 }
 
-impl Iterator for ListIter<'_> {
-    type Item = Block;
+impl Iterator for SlotIter<'_, '_> {
+    type Item = u32;
 
-    fn next(&mut self) -> Option<Block> {
+    fn next(&mut self) -> Option<u32> {
         if self.at == NIL || self.left == 0 {
             return None;
         }
-        let b = self.ledger.block(self.at);
-        self.at = self.ledger.links(self.at).1;
+        let s = self.at;
+        self.at = self.ledger.links(s).1;
         self.left -= 1;
-        Some(b)
+        Some(s)
     }
 }
 
