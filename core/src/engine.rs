@@ -43,6 +43,7 @@ use crate::exec_table::{Evicted, ExecTable, NO_EXEC};
 use crate::history::{History, HistoryRef, HistoryState, Place, CHAIN_STEPS};
 use crate::ledger::{Ledger, LedgerState};
 use crate::params::{Layout, Mode, ParamError, Params, HISTORY_AHEAD, WINDOW_SLOT_WORDS};
+use crate::sweep::Sweeps;
 use crate::{Block, ExecId, NONE};
 use core::fmt;
 use core::ops::DerefMut;
@@ -110,6 +111,8 @@ pub struct Stats {
     pub history_misses: u64,
     /// ... and times the window moved to another place in the history.
     pub history_jumps: u64,
+    /// Blocks offered by sequential sweeps (`Engine::set_sweep`).
+    pub sweep_prefetches: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,6 +251,9 @@ pub struct Engine<S> {
     last_miss: Block,
     /// Blocks the history window decided to move (probes included).
     emitted: u64,
+    /// Sequential sweeps beside the history (`sweep.rs`), when enabled.
+    sweep_on: bool,
+    sweeps: Sweeps,
 }
 
 /// Mutable views of every storage region at once.
@@ -342,6 +348,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             hwin: 0,
             last_miss: NONE,
             emitted: 0,
+            sweep_on: false,
+            sweeps: Sweeps::new(),
         };
         e.reset();
         Ok(e)
@@ -356,6 +364,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     }
 
     pub fn chain_state(&self) -> ChainState {
+        if self.sweeping() && self.sweeps.pending() {
+            return ChainState::Running;
+        }
         self.state
     }
 
@@ -400,6 +411,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.misses = 0;
         self.last_miss = NONE;
         self.hwin = self.history_window_max();
+        self.sweeps.clear();
         if self.p.mode == Mode::Transparent {
             let g = self.g;
             let tw = self.l.table_words;
@@ -427,6 +439,22 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
 
     pub fn victim_order(&self) -> VictimOrder {
         self.victim_order
+    }
+
+    /// Transparent mode's history: also follow sequential sweeps of faults
+    /// (`sweep.rs`) and prefetch ahead of them. An experiment for budgets
+    /// smaller than one kernel's footprint; off by default.
+    pub fn set_sweep(&mut self, on: bool) {
+        self.sweep_on = on;
+        self.sweeps.clear();
+    }
+
+    pub fn sweep(&self) -> bool {
+        self.sweep_on
+    }
+
+    fn sweeping(&self) -> bool {
+        self.sweep_on && self.uses_history()
     }
 
     /// Victims by next use: transparent mode's history knows it.
@@ -798,6 +826,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// `lookahead` (in transparent mode: for the current window).
     pub fn is_predicted(&self, b: Block) -> bool {
         window_seq(&self.storage[self.l.window.clone()], self.gen, b).is_some_and(|s| s >= self.seq)
+            || (self.sweeping() && self.sweeps.protects(b))
     }
 
     /// Fills `out` with the next blocks to prefetch, soonest needed first;
@@ -805,7 +834,11 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// again while [`Engine::chain_state`] is `Running`.
     pub fn prefetches(&mut self, out: &mut [Prefetch]) -> usize {
         if self.uses_history() {
-            let n = self.history_prefetches(out);
+            let mut n = 0;
+            if self.sweep_on {
+                n = self.sweep_prefetches(out);
+            }
+            n += self.history_prefetches(&mut out[n..]);
             self.stats.prefetches += n as u64;
             return n;
         }
@@ -1037,7 +1070,11 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let index = &mut rest[..l.ledger_index.len()];
         let ledger = Ledger::new(&mut self.ledger, slots, index);
         let (gen, seq) = (self.gen, self.seq);
-        let predicted = |b: Block| window_seq(win, gen, b).is_some_and(|s| s >= seq);
+        let sweeps = self.sweep_on.then_some(&self.sweeps);
+        let predicted = |b: Block| {
+            window_seq(win, gen, b).is_some_and(|s| s >= seq)
+                || sweeps.is_some_and(|s| s.protects(b))
+        };
         let before = n;
         if by_next_use {
             // Belady over the history: the blocks needed farthest from now
@@ -1289,6 +1326,12 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             return;
         }
         self.last_fault = b;
+        if self.sweep_on {
+            // Sweeps see every fault: a probe of theirs may be a block the
+            // history predicted too.
+            let depth = self.history_window_max();
+            self.sweeps.fault(b, depth);
+        }
         self.copy_step(COPY_PER_FAULT);
         let w = self.history_window();
         let r = self.tape_ref();
@@ -1466,6 +1509,37 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 self.state = ChainState::Idle;
             }
         }
+    }
+
+    /// Offers of the sequential sweeps: blocks the history knows (so the
+    /// program's memory: a sweep is cut at the first block it never saw)
+    /// and not resident; probes are left to fault.
+    fn sweep_prefetches(&mut self, out: &mut [Prefetch]) -> usize {
+        let mut n = 0;
+        let mut steps = STEPS_PER_SLOT * out.len();
+        while n < out.len() && steps > 0 {
+            steps -= 1;
+            let Some(o) = self.sweeps.next_offer() else {
+                break;
+            };
+            if o.probe {
+                continue;
+            }
+            if self.tape_ref().occurrences(o.block).next().is_none() {
+                self.sweeps.cut(o.stream, o.block);
+                continue;
+            }
+            if self.regions().ledger.contains(o.block) {
+                continue;
+            }
+            out[n] = Prefetch {
+                block: o.block,
+                ahead: 0,
+            };
+            n += 1;
+        }
+        self.stats.sweep_prefetches += n as u64;
+        n
     }
 
     fn history_prefetches(&mut self, out: &mut [Prefetch]) -> usize {

@@ -16,6 +16,7 @@ pub mod exec_table;
 pub mod history;
 pub mod ledger;
 pub mod params;
+pub mod sweep;
 
 pub use engine::{
     ChainState, Engine, EngineError, Prefetch, Stats, TransparentPredictor, Victim, VictimOrder,

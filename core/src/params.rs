@@ -79,6 +79,29 @@ impl Params {
         }
     }
 
+    /// Parameters for a process held under a residency budget of
+    /// `budget_blocks` on a GPU of `gpu_blocks`: the window and the
+    /// pre-eviction watermarks follow the budget; the residency ledger and
+    /// the history are sized for the GPU.
+    ///
+    /// The ledger must hold every block that can be resident at once, not
+    /// just the budget's worth: a fault counts its block at once, and
+    /// between two pre-eviction rounds the resident set runs past the
+    /// budget. A block the ledger cannot hold is invisible to pre-eviction,
+    /// so it never leaves and the budget left to everything else shrinks
+    /// (the user-space backend sized it by the budget until run 26). The
+    /// history must hold an iteration's faults, which under a budget are
+    /// several times the working set.
+    pub fn for_budget(budget_blocks: u32, gpu_blocks: u32) -> Params {
+        let b = Self::for_gpu(budget_blocks);
+        Params {
+            max_resident_blocks: gpu_blocks.clamp(b.max_resident_blocks, Self::MAX_RESIDENT_BLOCKS),
+            // What `history_window` gives for a ledger of the budget's size.
+            window_blocks: b.history_window(),
+            ..b
+        }
+    }
+
     /// Upper bounds. They keep one table and one window within what a kernel
     /// module may reasonably allocate and what a fault-side step may walk.
     pub const MAX_ROWS: u32 = 1 << 16;
@@ -410,6 +433,35 @@ mod tests {
         assert_eq!(Params::for_gpu(20480), Params::DEEPUM);
         for blocks in [0, 1, 8, 100, 1 << 30] {
             Params::for_gpu(blocks).validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_budget_sizes_the_window_and_the_gpu_the_ledger() {
+        // 1 GiB under a 140 GB GPU: the window of a 512-block memory, a
+        // ledger and a history for the whole GPU.
+        let p = Params {
+            mode: Mode::Transparent,
+            ..Params::for_budget(512, 71_680)
+        };
+        p.validate().unwrap();
+        let by_budget = Params {
+            mode: Mode::Transparent,
+            ..Params::for_gpu(512)
+        };
+        assert_eq!(p.history_window(), by_budget.history_window());
+        assert_eq!(p.history_window(), 64);
+        assert_eq!(
+            (p.free_min, p.free_max),
+            (by_budget.free_min, by_budget.free_max)
+        );
+        assert_eq!(p.max_resident_blocks, 71_680);
+        assert!(p.history_entries() >= 8 * 71_680);
+        // Never a ledger smaller than the budget, whatever the GPU says.
+        for (budget, gpu) in [(0, 0), (8, 1), (4096, 512), (u32::MAX, u32::MAX)] {
+            let p = Params::for_budget(budget, gpu);
+            p.validate().unwrap();
+            assert!(p.max_resident_blocks >= Params::for_gpu(budget).max_resident_blocks);
         }
     }
 

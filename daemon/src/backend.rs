@@ -55,6 +55,8 @@ pub struct Config {
     pub max_coalesce_blocks: u64,
     /// Which live blocks pre-eviction takes first.
     pub victim_order: VictimOrder,
+    /// Also prefetch ahead of sequential sweeps of faults (core sweep.rs).
+    pub sweep: bool,
     pub gpu_blocks: u32,
     /// Self back-off (None: always prefetch).
     pub backoff: Option<backoff::Params>,
@@ -147,6 +149,12 @@ pub struct Snapshot {
     pub engine_history_jumps: u64,
     /// Victim requests the engine could not fill.
     pub engine_victim_shortfall: u64,
+    /// Blocks offered by sequential sweeps (`--sweep`).
+    pub engine_sweep_prefetches: u64,
+    /// Blocks the engine has as resident, and blocks it could not track
+    /// (its ledger was full: they would be invisible to pre-eviction).
+    pub engine_resident_blocks: u32,
+    pub engine_ledger_overflow: u64,
     /// Mark requests applied, and the blocks they covered.
     pub mark_requests: u64,
     pub marked_dead_blocks: u64,
@@ -306,6 +314,21 @@ impl Ledger {
     }
 }
 
+/// The engine's parameters before the service's table settings: transparent
+/// mode, sized by the residency budget (`Params::for_budget`: a ledger for
+/// the whole GPU) or by the GPU when there is none.
+pub(crate) fn base_params(budget: Option<u64>, gpu_blocks: u32) -> Params {
+    Params {
+        mode: Mode::Transparent,
+        ..match budget {
+            Some(b) => {
+                Params::for_budget((b >> BLOCK_SHIFT).min(u32::MAX as u64) as u32, gpu_blocks)
+            }
+            None => Params::for_gpu(gpu_blocks),
+        }
+    }
+}
+
 pub fn run(
     target: Target,
     tracker: Tracker,
@@ -314,14 +337,7 @@ pub fn run(
     cfg: Config,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Snapshot> {
-    let cap_blocks = match cfg.budget {
-        Some(b) => (b >> BLOCK_SHIFT).max(8) as u32,
-        None => cfg.gpu_blocks,
-    };
-    let base = Params {
-        mode: Mode::Transparent,
-        ..Params::for_gpu(cap_blocks)
-    };
+    let base = base_params(cfg.budget, cfg.gpu_blocks);
     let params = match &cfg.engine {
         Some(abi) => abi
             .to_engine(&base)
@@ -331,6 +347,7 @@ pub fn run(
     let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
         .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
     engine.set_victim_order(cfg.victim_order);
+    engine.set_sweep(cfg.sweep);
     let fd = Arc::new(target.va_fd.try_clone()?);
     let counters = Arc::new(Counters::default());
     let busy = Arc::new([
@@ -1041,6 +1058,9 @@ fn fill(
     s.engine_history_misses = st.history_misses;
     s.engine_history_jumps = st.history_jumps;
     s.engine_victim_shortfall = st.victim_shortfall;
+    s.engine_sweep_prefetches = st.sweep_prefetches;
+    s.engine_resident_blocks = e.resident_blocks();
+    s.engine_ledger_overflow = st.ledger_overflow;
 }
 
 fn write_stats(cfg: &Config, s: &Snapshot) {
@@ -1353,6 +1373,30 @@ mod tests {
         let mut vic = vec![Victim::default(); 2];
         assert_eq!(e.victims(&mut vic), 1);
         assert_eq!(vic[0].block, B);
+    }
+
+    /// Faults count their blocks at once, so between two pre-eviction rounds
+    /// more blocks than the budget are resident. Every one of them must be
+    /// in the engine's ledger, or pre-eviction never sees it: it would stay
+    /// resident for good and shrink the budget left to everything else.
+    #[test]
+    fn blocks_past_the_budget_stay_visible_to_pre_eviction() {
+        let p = base_params(Some(8 * BLOCK_BYTES), 1024);
+        let mut e = Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+        let mut l = Ledger::default();
+        // A burst of 40 faults in one turn, five times the budget.
+        for b in 0..40 {
+            fault_in(&mut l, &mut e, B + b);
+        }
+        assert_eq!((l.blocks(), e.resident_blocks()), (40, 40));
+        assert_eq!(e.stats().ledger_overflow, 0);
+        // Pre-eviction brings it back under the budget.
+        let mut out = Leaving::default();
+        while l.blocks() > 8 {
+            assert!(make_room(&mut l, &mut e, 8, false, &mut out));
+        }
+        assert_eq!((l.blocks(), e.resident_blocks()), (8, 8));
+        assert_eq!(out.evict.len(), 32);
     }
 
     #[test]

@@ -77,6 +77,10 @@ struct Cli {
     /// farthest from now.
     #[arg(long, value_enum, default_value_t = VictimOrderArg::Migration)]
     victim_order: VictimOrderArg,
+    /// Also prefetch ahead of sequential sweeps of faults (an experiment
+    /// for budgets smaller than one kernel's footprint).
+    #[arg(long)]
+    sweep: bool,
     /// Keep retrying attach for this many seconds (the target may not have
     /// opened its UVM fds yet).
     #[arg(long, default_value_t = 30.0)]
@@ -295,6 +299,7 @@ async fn main() -> Result<()> {
             VictimOrderArg::Migration => VictimOrder::Migration,
             VictimOrderArg::NextUse => VictimOrder::NextUse,
         },
+        sweep: cli.sweep,
         gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,
         backoff,
         gate,

@@ -24,7 +24,7 @@ use crate::backend::{self, FaultSource, PolicyMode, Snapshot};
 use crate::device::DevError;
 use crate::marks;
 use crate::uvm;
-use prescient_core::{Mode, Params, VictimOrder, BLOCK_SHIFT};
+use prescient_core::{Params, VictimOrder, BLOCK_SHIFT};
 use prescient_uapi as uapi;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,13 +116,10 @@ fn blocks_of(bytes: u64) -> u32 {
 }
 
 /// Engine parameters under the ABI's: transparent mode, sized from the
-/// residency budget, or from the GPU's memory when there is none (0).
+/// residency budget (`Params::for_budget`), or from the GPU's memory when
+/// there is none (0). The backend (backend.rs) sizes its engine the same way.
 fn base_params(gpu_memory_bytes: u64, budget: u64) -> Params {
-    let bytes = if budget > 0 { budget } else { gpu_memory_bytes };
-    Params {
-        mode: Mode::Transparent,
-        ..Params::for_gpu(blocks_of(bytes))
-    }
+    backend::base_params((budget > 0).then_some(budget), blocks_of(gpu_memory_bytes))
 }
 
 fn refused(op: &'static str, errno: i32, what: String) -> DevError {
@@ -315,6 +312,7 @@ impl Userspace {
             async_migrate: true,
             max_coalesce_blocks: 16,
             victim_order: VictimOrder::Migration,
+            sweep: false,
             gpu_blocks: blocks_of(self.settings.gpu_memory_bytes),
             backoff: Some(crate::backoff::Params::default()),
             gate: self.settings.gate.then(crate::gate::Params::default),
