@@ -1,25 +1,40 @@
 #!/bin/bash
 # Install what the VM tests need, only if missing. Idempotent; safe to re-run.
 set -euo pipefail
-KVER=${PRESCIENT_KVER:-6.12.117-1~deb12u1}
+# linux-source-6.12: PRESCIENT_KVER if set (exactly that version); otherwise the one installed;
+# otherwise PIN (the version last verified here) if the archive still offers it, else the newest
+# 6.12 it offers. Debian's security archive keeps only the last few point releases, so a fixed
+# pin alone breaks a fresh machine within weeks. kernel.sh keys its cache on the version.
+PIN=6.12.117-1~deb12u1
+KVER=${PRESCIENT_KVER:-$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true)}
 BINDGEN_VER=0.73.2
 PKGS=(clang-19 llvm-19 lld-19 libclang-19-dev bc flex bison libelf-dev libssl-dev cpio
       qemu-system-x86 zstd busybox-static xz-utils make python3 kmod gcc
       prometheus jq curl)  # the last three: tests/e2e (a real Prometheus scrapes the guest)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
-if ! dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null | grep -qxF "$KVER"; then
-  missing+=("linux-source-6.12=$KVER")
+if [ -z "$KVER" ] || ! dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null | grep -qxF "$KVER"; then
+  missing+=(linux-source-6.12)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "deps: apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  if ! apt-cache madison linux-source-6.12 | grep -qF "$KVER"; then
-    echo "deps: ERROR: the archive no longer offers linux-source-6.12=$KVER." >&2
-    echo "deps: pick one that it does (apt-cache madison linux-source-6.12) and set PRESCIENT_KVER" >&2
+  offered=$(apt-cache madison linux-source-6.12 | awk '{print $3}' | sort -uV)
+  if [ -z "$KVER" ]; then
+    if grep -qxF "$PIN" <<<"$offered"; then KVER=$PIN
+    else
+      KVER=$(tail -1 <<<"$offered")
+      [ -n "$KVER" ] || { echo "deps: ERROR: the archive offers no linux-source-6.12" >&2; exit 1; }
+      echo "deps: note: linux-source-6.12=$PIN is gone from the archive; taking the newest, $KVER" >&2
+    fi
+  elif ! grep -qxF "$KVER" <<<"$offered"; then
+    echo "deps: ERROR: the archive does not offer PRESCIENT_KVER=$KVER; it offers:" $offered >&2
     exit 1
   fi
+  for i in "${!missing[@]}"; do
+    [ "${missing[$i]}" = linux-source-6.12 ] && missing[$i]="linux-source-6.12=$KVER"
+  done
+  echo "deps: apt-get install ${missing[*]}"
   # qemu-utils from bookworm-backports is on some machines: take qemu-system-x86 from there
   # too, or apt would remove qemu-utils to satisfy 7.2's qemu-system-common.
   BPO=()

@@ -6,13 +6,15 @@
 # version under the cache dir, so the build tree's absolute paths stay valid across runs.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-KVER=${PRESCIENT_KVER:-6.12.117-1~deb12u1}
+# The linux-source-6.12 that deps.sh installed (PRESCIENT_KVER to insist on one).
+KVER=${PRESCIENT_KVER:-$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true)}
 CACHE=${PRESCIENT_CACHE:-$HOME/.cache/prescient}
 JOBS=${JOBS:-$(nproc)}
 # PRESCIENT_KCONFIG: another fragment (kernel-nolockdep.config: the lockdep cost measurement).
 FRAG=${PRESCIENT_KCONFIG:-$HERE/kernel.config}
 mkdir -p "$CACHE"
 have=$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true)
+[ -n "$have" ] || { echo "kernel: no linux-source-6.12 installed (run vm-tests/deps.sh)" >&2; exit 1; }
 [ "$have" = "$KVER" ] || { echo "kernel: need linux-source-6.12=$KVER, have '${have:-none}' (run vm-tests/deps.sh)" >&2; exit 1; }
 KEY=$( { echo "$KVER"; cat "$FRAG"; rustc -vV; bindgen --version; clang-19 --version | head -1; } | sha256sum | cut -c1-16)
 SRC=$CACHE/src-$KVER/linux-source-6.12
