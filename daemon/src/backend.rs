@@ -57,6 +57,9 @@ pub struct Config {
     pub victim_order: VictimOrder,
     /// Also prefetch ahead of sequential sweeps of faults (core sweep.rs).
     pub sweep: bool,
+    /// The engine's prediction window in blocks, instead of the one
+    /// `base_params` derives (1/8 of the budget or the GPU).
+    pub window_blocks: Option<u32>,
     pub gpu_blocks: u32,
     /// Self back-off (None: always prefetch).
     pub backoff: Option<backoff::Params>,
@@ -329,6 +332,25 @@ pub(crate) fn base_params(budget: Option<u64>, gpu_blocks: u32) -> Params {
     }
 }
 
+/// The engine's parameters for one attached process: `base_params`, the
+/// window override, then the service's table settings; all validated.
+fn engine_params(cfg: &Config) -> anyhow::Result<Params> {
+    let mut base = base_params(cfg.budget, cfg.gpu_blocks);
+    if let Some(w) = cfg.window_blocks {
+        base.window_blocks = w;
+    }
+    let params = match &cfg.engine {
+        Some(abi) => abi
+            .to_engine(&base)
+            .map_err(|e| anyhow::anyhow!("engine parameters: {e}"))?,
+        None => base,
+    };
+    params
+        .validate()
+        .map_err(|e| anyhow::anyhow!("engine parameters: {e}"))?;
+    Ok(params)
+}
+
 pub fn run(
     target: Target,
     tracker: Tracker,
@@ -337,13 +359,7 @@ pub fn run(
     cfg: Config,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Snapshot> {
-    let base = base_params(cfg.budget, cfg.gpu_blocks);
-    let params = match &cfg.engine {
-        Some(abi) => abi
-            .to_engine(&base)
-            .map_err(|e| anyhow::anyhow!("engine parameters: {e}"))?,
-        None => base,
-    };
+    let params = engine_params(&cfg)?;
     let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
         .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
     engine.set_victim_order(cfg.victim_order);
@@ -1427,5 +1443,41 @@ mod tests {
         assert_eq!((snap.discard_errors, snap.discarded_blocks), (3, 0));
         assert_eq!(discard_run(-1, 50, 1, &mut snap), [50]);
         assert_eq!(snap.discard_errors, 4);
+    }
+    fn config(budget: Option<u64>, window_blocks: Option<u32>) -> Config {
+        Config {
+            fault_source: FaultSource::Faults,
+            mode: PolicyMode::Prescient,
+            budget,
+            duration: None,
+            stats_json: None,
+            stats_interval: Duration::from_secs(1),
+            workers: 1,
+            async_migrate: true,
+            max_coalesce_blocks: 16,
+            victim_order: VictimOrder::Migration,
+            sweep: false,
+            window_blocks,
+            gpu_blocks: 4096,
+            backoff: None,
+            gate: None,
+            engine: None,
+            publish: None,
+            marks: None,
+            discard: true,
+        }
+    }
+
+    #[test]
+    fn the_window_is_an_eighth_of_the_budget_unless_given() {
+        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), None)).unwrap();
+        assert_eq!((p.history_window(), p.max_resident_blocks), (128, 4096));
+        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), Some(32))).unwrap();
+        assert_eq!(p.history_window(), 32);
+        // Without a budget: an eighth of the GPU, which also caps a larger one.
+        let p = engine_params(&config(None, None)).unwrap();
+        assert_eq!(p.history_window(), 512);
+        let p = engine_params(&config(None, Some(100_000))).unwrap();
+        assert_eq!(p.history_window(), 512);
     }
 }

@@ -81,6 +81,11 @@ struct Cli {
     /// for budgets smaller than one kernel's footprint).
     #[arg(long)]
     sweep: bool,
+    /// Most predicted blocks in flight ahead of the process (the engine's
+    /// prediction window). Default: 1/8 of the budget, or of the GPU
+    /// without one; never more than 1/8 of the GPU.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=prescient_core::Params::MAX_WINDOW_BLOCKS as i64))]
+    window_blocks: Option<u32>,
     /// Keep retrying attach for this many seconds (the target may not have
     /// opened its UVM fds yet).
     #[arg(long, default_value_t = 30.0)]
@@ -300,6 +305,7 @@ async fn main() -> Result<()> {
             VictimOrderArg::NextUse => VictimOrder::NextUse,
         },
         sweep: cli.sweep,
+        window_blocks: cli.window_blocks,
         gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,
         backoff,
         gate,

@@ -313,6 +313,7 @@ impl Userspace {
             max_coalesce_blocks: 16,
             victim_order: VictimOrder::Migration,
             sweep: false,
+            window_blocks: None,
             gpu_blocks: blocks_of(self.settings.gpu_memory_bytes),
             backoff: Some(crate::backoff::Params::default()),
             gate: self.settings.gate.then(crate::gate::Params::default),
