@@ -49,6 +49,9 @@ mod ledger;
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
 #[path = "../core/src/params.rs"]
 mod params;
+#[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
+#[path = "../core/src/sweep.rs"]
+mod sweep;
 // The ioctl ABI, shared with user space.
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
 #[path = "../uapi/src/abi.rs"]
