@@ -24,6 +24,9 @@ log "prescientctl: $CTL ($($CTL --version 2>&1))"
 RES="$OUT/results.jsonl"; : > "$RES"
 
 # case NAME MODE(none|observe|prescient|driver-like) BUDGET(-|bytes) -- umbench args
+# A/B/C in the budget groups: PRESCIENTD_B and/or B_EXTRA make a "prescientB"
+# case (another build, other options), C_EXTRA a "prescientC" case (this
+# build, other options).
 # RUNNER: the workload command (default umbench); PD_CASE: another prescientd
 # for this case (an A/B comparison in one run); STATS_MS: the daemon's stats
 # interval; below 1000 a sampler keeps the time series and periter.py cuts
@@ -46,6 +49,8 @@ case_() {
     dp=$!
   else
     local ba=(); [ "$budget" != - ] && ba=(--budget "$budget")
+    # BLOCK_LOG=1: every block decision and movement (blocklog.py reads it).
+    [ -n "${BLOCK_LOG:-}" ] && ba+=(--block-log "$OUT/$name.blocks.tsv")
     timeout 110 "${PD_CASE:-$PD}" --pid $bp --mode "$mode" "${ba[@]}" --stats-json "$OUT/$name.stats.json" \
       --ready-file "$go" --stats-interval-ms ${STATS_MS:-1000} ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
     dp=$!
@@ -61,6 +66,11 @@ case_() {
   local per=null
   if [ -s "$OUT/$name.samples.tsv" ]; then
     sleep 0.1; per=$(python3 "$HERE/periter.py" "$OUT/$name.bench.jsonl" "$OUT/$name.samples.tsv")
+  fi
+  if [ -s "$OUT/$name.blocks.tsv" ]; then
+    python3 "$HERE/blocklog.py" "$OUT/$name.blocks.tsv" "$OUT/$name.bench.jsonl" > "$OUT/$name.blocklog.json"
+    gzip -f "$OUT/$name.blocks.tsv"
+    log "$name blocks: $(cut -c1-900 "$OUT/$name.blocklog.json")"
   fi
   echo "{\"case\":\"$name\",\"mode\":\"$mode\",\"budget\":\"$budget\",\"rc\":$rc,\"wall_ms\":$(( (t1 - t0) / 1000000 )),\"bench\":$sum,\"per_iter\":$per,\"daemon\":$d}" >> "$RES"
   log "$name rc=$rc $sum $per"
@@ -176,7 +186,8 @@ for w in $WHAT; do
       RUNNER="python3 $HERE/torch/train.py" case_ torch_driverlike_$rep driver-like $TB -- "${A[@]}"
       RUNNER="python3 $HERE/torch/train.py" case_ torch_prescient_$rep prescient $TB -- "${A[@]}"
       [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" RUNNER="python3 $HERE/torch/train.py" case_ torch_prescientB_$rep prescient $TB -- "${A[@]}"
-      MARKS_SOCK=$B/marks.sock EXTRA="$M" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_$rep prescient $TB -- "${A[@]}"
+      [ -n "${C_EXTRA:-}" ] && EXTRA="$C_EXTRA" RUNNER="python3 $HERE/torch/train.py" case_ torch_prescientC_$rep prescient $TB -- "${A[@]}"
+      [ -z "${NO_MARKS:-}" ] && MARKS_SOCK=$B/marks.sock EXTRA="$M" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_$rep prescient $TB -- "${A[@]}"
       [ -n "${NODISCARD:-}" ] && MARKS_SOCK=$B/marks.sock EXTRA="$M --no-discard" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_nodiscard_$rep prescient $TB -- "${A[@]}"
     done
     ;;
@@ -190,6 +201,7 @@ for w in $WHAT; do
       case_ dnn_driverlike_$rep driver-like ${DNN_BUDGET:-1G} -- "${A[@]}"
       case_ dnn_prescient_$rep prescient ${DNN_BUDGET:-1G} -- "${A[@]}"
       [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" case_ dnn_prescientB_$rep prescient ${DNN_BUDGET:-1G} -- "${A[@]}"
+      [ -n "${C_EXTRA:-}" ] && EXTRA="$C_EXTRA" case_ dnn_prescientC_$rep prescient ${DNN_BUDGET:-1G} -- "${A[@]}"
     done
     ;;
   budget)
@@ -200,9 +212,11 @@ for w in $WHAT; do
     case_ stream_driverlike driver-like 4G -- "${A[@]}"
     case_ stream_prescient prescient 4G -- "${A[@]}"
     [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" case_ stream_prescientB prescient 4G -- "${A[@]}"
+    [ -n "${C_EXTRA:-}" ] && EXTRA="$C_EXTRA" case_ stream_prescientC prescient 4G -- "${A[@]}"
     case_ stream_driverlike2 driver-like 4G -- "${A[@]}"
     case_ stream_prescient2 prescient 4G -- "${A[@]}"
     [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" case_ stream_prescientB2 prescient 4G -- "${A[@]}"
+    [ -n "${C_EXTRA:-}" ] && EXTRA="$C_EXTRA" case_ stream_prescientC2 prescient 4G -- "${A[@]}"
     ;;
   budgetseries)
     # The stream budget cases with a 10 ms counter series (sampler.py), to
@@ -223,4 +237,4 @@ done
 log done
 # The device returns few files: pack everything into one archive.
 # Recorded traces stay beside it (they come back as files of their own).
-(cd "$OUT" && tar czf /tmp/umb-results.tgz --exclude=results.tgz --exclude='*.trace.gz' . && rm -f ./*.jsonl ./*.json ./*.log ./*.err ./*.txt ./*.csv && mv /tmp/umb-results.tgz results.tgz)
+(cd "$OUT" && tar czf /tmp/umb-results.tgz --exclude=results.tgz --exclude='*.trace.gz' . && rm -f ./*.jsonl ./*.json ./*.log ./*.err ./*.txt ./*.csv ./*.tsv ./*.tsv.gz && mv /tmp/umb-results.tgz results.tgz)

@@ -42,7 +42,9 @@ use crate::block_table::{BlockTable, BlockTableRef, Geometry};
 use crate::exec_table::{Evicted, ExecTable, NO_EXEC};
 use crate::history::{History, HistoryRef, HistoryState, Place, CHAIN_STEPS};
 use crate::ledger::{Ledger, LedgerState};
-use crate::params::{Layout, Mode, ParamError, Params, HISTORY_AHEAD, WINDOW_SLOT_WORDS};
+use crate::params::{
+    Layout, Mode, ParamError, Params, HISTORY_AHEAD, RECENT_VICTIM_WORDS, WINDOW_SLOT_WORDS,
+};
 use crate::sweep::Sweeps;
 use crate::{Block, ExecId, NONE};
 use core::fmt;
@@ -113,6 +115,10 @@ pub struct Stats {
     pub history_jumps: u64,
     /// Blocks offered by sequential sweeps (`Engine::set_sweep`).
     pub sweep_prefetches: u64,
+    /// Pre-evicted blocks needed again soon (`Engine::set_regret_window`
+    /// says how soon): refaults, and with the regret window on, blocks the
+    /// history window offered again.
+    pub regrets: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,6 +257,11 @@ pub struct Engine<S> {
     last_miss: Block,
     /// Blocks the history window decided to move (probes included).
     emitted: u64,
+    /// Regret-driven window depth (`Engine::set_regret_window`), and the
+    /// current epoch's victims and regrets.
+    regret_window: bool,
+    epoch_victims: u32,
+    epoch_regrets: u32,
     /// Sequential sweeps beside the history (`sweep.rs`), when enabled.
     sweep_on: bool,
     sweeps: Sweeps,
@@ -348,6 +359,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             hwin: 0,
             last_miss: NONE,
             emitted: 0,
+            regret_window: false,
+            epoch_victims: 0,
+            epoch_regrets: 0,
             sweep_on: false,
             sweeps: Sweeps::new(),
         };
@@ -411,6 +425,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.misses = 0;
         self.last_miss = NONE;
         self.hwin = self.history_window_max();
+        self.epoch_victims = 0;
+        self.epoch_regrets = 0;
         self.sweeps.clear();
         if self.p.mode == Mode::Transparent {
             let g = self.g;
@@ -451,6 +467,72 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
 
     pub fn sweep(&self) -> bool {
         self.sweep_on
+    }
+
+    /// Transparent mode's history: a window whose depth follows its
+    /// regrets. A regret is a block pre-evicted and then needed again (a
+    /// refault, or offered by the window) within about a window's depth of
+    /// victims (`regret_horizon`): making room for the window pushed out a
+    /// block needed sooner than what came in. Counted over epochs of
+    /// `REGRET_EPOCH_WINDOWS` maximal windows of victims: an epoch with more
+    /// than 1/`REGRET_RATE` of its victims regretted takes
+    /// 1/`REGRET_SHRINK` off the depth; the window grows as before when the
+    /// program outruns it. A rate, not each regret: a stream larger than
+    /// the memory regrets a few of its victims too (H100 run 29: 0.4-0.7%
+    /// against 3.6% for loops whose kernels thrash the memory), and
+    /// shrinking on each of them took its window from 256 to 16 blocks.
+    /// Off: refaults shrink the window by 1/`WINDOW_SHRINK`, which rounds to
+    /// nothing below 1024 blocks, so the depth stays at its maximum under a
+    /// small budget. Off by default (BENCHMARKS-gpu.md run 29).
+    pub fn set_regret_window(&mut self, on: bool) {
+        self.regret_window = on;
+    }
+
+    pub fn regret_window(&self) -> bool {
+        self.regret_window
+    }
+
+    /// Transparent mode's history: blocks the window may have in flight now.
+    pub fn window_depth(&self) -> u32 {
+        self.history_window() as u32
+    }
+
+    /// Victims chosen after a block within which its return is a regret.
+    /// Under pressure each block the window brings in pushes one out, and
+    /// what it brings in is needed at most a window's depth ahead: a victim
+    /// needed again within about that many victims was needed before the
+    /// block that displaced it. Twice the depth, for the slack of
+    /// pre-eviction running ahead in bursts.
+    fn regret_horizon(&self) -> u64 {
+        2 * self.history_window()
+    }
+
+    /// A pre-evicted block is needed again, `age` victims after it went.
+    fn regret(&mut self, age: u64) {
+        if age > self.regret_horizon() {
+            return;
+        }
+        self.stats.regrets += 1;
+        self.epoch_regrets = self.epoch_regrets.saturating_add(1);
+    }
+
+    /// `n` more victims chosen: at the end of an epoch, the regret window
+    /// shrinks if too many of the epoch's victims were regretted.
+    fn end_regret_epoch(&mut self, n: u32) {
+        self.epoch_victims = self.epoch_victims.saturating_add(n);
+        let epoch = self
+            .history_window_max()
+            .saturating_mul(REGRET_EPOCH_WINDOWS);
+        if self.epoch_victims < epoch {
+            return;
+        }
+        let regretted = self.epoch_regrets as u64 * REGRET_RATE > self.epoch_victims as u64;
+        if self.regret_window && self.uses_history() && regretted {
+            let cut = (self.hwin / REGRET_SHRINK).max(1);
+            self.hwin = self.hwin.saturating_sub(cut).max(MIN_HISTORY_WINDOW);
+        }
+        self.epoch_victims = 0;
+        self.epoch_regrets = 0;
     }
 
     fn sweeping(&self) -> bool {
@@ -631,7 +713,11 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             return;
         }
         self.stats.faults += 1;
-        let refault = self.take_recent_victim(block);
+        let victim_age = self.take_recent_victim(block);
+        let refault = victim_age.is_some();
+        if let Some(age) = victim_age {
+            self.regret(age);
+        }
         if refault {
             // We evicted it and it was needed: pre-eviction ran too far ahead.
             self.stats.refaults += 1;
@@ -1007,22 +1093,27 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     }
 
     fn victim_slot(&self, b: Block) -> usize {
-        let n = self.l.victims.len();
-        self.l.victims.start + hash_block(b, n - 1)
+        let n = self.l.victims.len() / RECENT_VICTIM_WORDS;
+        self.l.victims.start + RECENT_VICTIM_WORDS * hash_block(b, n - 1)
     }
 
-    fn note_recent_victim(&mut self, b: Block) {
+    /// Remembers `b` as the victim chosen after `count` others (direct
+    /// mapped: a later victim in the same slot forgets it).
+    fn note_recent_victim(&mut self, b: Block, count: u64) {
         let i = self.victim_slot(b);
         self.storage[i] = b;
+        self.storage[i + 1] = count;
     }
 
-    fn take_recent_victim(&mut self, b: Block) -> bool {
+    /// If `b` is a remembered victim, forgets it and returns how many
+    /// victims were chosen after it.
+    fn take_recent_victim(&mut self, b: Block) -> Option<u64> {
         let i = self.victim_slot(b);
-        let hit = self.storage[i] == b;
-        if hit {
-            self.storage[i] = NONE;
+        if self.storage[i] != b {
+            return None;
         }
-        hit
+        self.storage[i] = NONE;
+        Some(self.stats.victims_evict.saturating_sub(self.storage[i + 1]))
     }
 
     /// The application declared `block` dead (all of it): if resident, it is
@@ -1138,10 +1229,12 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 }
             }
         }
-        for v in &out[before..n] {
-            self.note_recent_victim(v.block);
+        for (k, v) in (before..n).zip(self.stats.victims_evict..) {
+            let b = out[k].block;
+            self.note_recent_victim(b, v);
         }
         self.stats.victims_evict += (n - before) as u64;
+        self.end_regret_epoch((n - before) as u32);
         if !by_next_use && n < out.len() {
             self.stats.victim_shortfall += 1;
         }
@@ -1171,6 +1264,12 @@ const JUMP_CONTEXT: u64 = 64;
 /// MIN_HISTORY_WINDOW blocks.
 const WINDOW_GROW: u32 = 8;
 const WINDOW_SHRINK: u32 = 1024;
+/// With `Engine::set_regret_window`: an epoch is this many maximal windows
+/// of victims; an epoch with more than 1/REGRET_RATE of them regretted takes
+/// 1/REGRET_SHRINK off the window's depth.
+const REGRET_EPOCH_WINDOWS: u32 = 4;
+const REGRET_RATE: u64 = 50;
+const REGRET_SHRINK: u32 = 4;
 const MIN_HISTORY_WINDOW: u32 = 16;
 /// Blocks offered between two probes at least.
 const MIN_PROBE_GAP: u64 = 2;
@@ -1444,7 +1543,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         if refault {
             // Pre-eviction took a block that was needed: the window, which
             // it must not touch, is too large.
-            self.hwin = (self.hwin - self.hwin / WINDOW_SHRINK).max(MIN_HISTORY_WINDOW);
+            if !self.regret_window {
+                self.hwin = (self.hwin - self.hwin / WINDOW_SHRINK).max(MIN_HISTORY_WINDOW);
+            }
         }
         if let Some(p) = ahead {
             if past_end && self.front_len as u64 >= w {
@@ -1614,6 +1715,12 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 continue;
             }
             self.emitted = self.emitted.wrapping_add(1);
+            if self.regret_window {
+                if let Some(age) = self.take_recent_victim(b) {
+                    // Offered again after pre-eviction took it.
+                    self.regret(age);
+                }
+            }
             if PROBE_EVERY > 0
                 && self
                     .emitted

@@ -338,6 +338,9 @@ pub const MIN_HISTORY: u64 = 1 << 12;
 pub const HISTORY_AHEAD: u64 = 2;
 /// The history window holds at most this part of the memory.
 pub const HISTORY_WINDOW_PART: u32 = 8;
+/// Words per slot of the recent-victims table: the block, and the engine's
+/// victim count when it was chosen.
+pub const RECENT_VICTIM_WORDS: usize = 2;
 pub const MAX_HISTORY: u64 = 1 << 23;
 
 /// Where each region lives inside the engine's one storage slice.
@@ -398,7 +401,8 @@ impl Layout {
         let frontier = take(frontier_len);
         let ledger_slots = take(ledger_slots_len);
         let ledger_index = take(ledger_index_slots);
-        let victims = take(window_slots);
+        // Recent victims: (block, victim count when it was chosen) per slot.
+        let victims = take(RECENT_VICTIM_WORDS * window_slots);
         let history_entries = p.history_entries() as usize;
         let history = take(history_entries * crate::history::HISTORY_ENTRY_WORDS);
         let history_index = take(history_entries);

@@ -572,3 +572,99 @@ fn transparent_sweeps_prefetch_ahead_of_a_kernel_larger_than_memory() {
         "sweeps: {sweeps}, history: {history}"
     );
 }
+
+/// Replays `passes` of `order` against an engine whose memory holds `cap`
+/// blocks: faults migrate in, prefetches land at once, room is made one
+/// victim at a time (as the daemon does under a budget). Returns the
+/// engine and the faults of the passes after the first two.
+fn replay_under_cap(
+    p: Params,
+    regret_window: bool,
+    order: &[u64],
+    passes: usize,
+    cap: u32,
+) -> (Engine<Vec<u64>>, u64) {
+    let mut e = engine(p);
+    e.set_regret_window(regret_window);
+    let make_room = |e: &mut Engine<Vec<u64>>| {
+        let mut v = [Victim::default()];
+        while e.resident_blocks() >= cap {
+            if e.victims(&mut v) == 0 {
+                return false;
+            }
+            e.evicted(v[0].block);
+        }
+        true
+    };
+    let mut steady = 0;
+    for pass in 0..passes {
+        for &b in order {
+            if !e.is_resident(b) {
+                e.fault(b);
+                if pass >= 2 {
+                    steady += 1;
+                }
+                make_room(&mut e);
+                e.migrated_in(b);
+            }
+            for pf in drain(&mut e) {
+                if e.is_resident(pf.block) {
+                    continue;
+                }
+                if !make_room(&mut e) {
+                    break;
+                }
+                e.migrated_in(pf.block);
+            }
+        }
+    }
+    (e, steady)
+}
+
+/// With the regret window on (`Engine::set_regret_window`), the history
+/// window's depth follows what pre-eviction undoes. A kernel larger than
+/// the memory that reads its blocks twice, a short time apart (a grid in
+/// two waves), gets its blocks pushed out by the window and needs them
+/// again soon: the depth falls. A stream over three times the memory needs
+/// its victims again only long after, which no depth would change:
+/// the depth stays at its maximum. Off, the depth never moves here.
+#[test]
+fn regret_window_shrinks_on_thrash_and_keeps_its_depth_on_a_stream() {
+    let p = Params {
+        max_resident_blocks: 512,
+        free_max: 16,
+        window_blocks: 64,
+        ..small(Mode::Transparent)
+    };
+    assert_eq!(p.history_window(), 64);
+    // Kernels of 150 blocks, each read in two waves, memory for 120.
+    let mut thrash = Vec::new();
+    for k in 0..4u64 {
+        let blocks: Vec<u64> = (0..150).map(|i| 10_000 + 1000 * k + i).collect();
+        thrash.extend_from_slice(&blocks);
+        thrash.extend_from_slice(&blocks);
+    }
+    // One pass over 400 blocks, memory for 120: a victim comes back 280
+    // victims later (on the GPU, 8 GiB under a 4 GiB budget: 2048 later,
+    // with a window of 256).
+    let stream: Vec<u64> = (20_000..20_400).collect();
+
+    let (e, _) = replay_under_cap(p, true, &thrash, 6, 120);
+    let (thrash_depth, thrash_regrets) = (e.window_depth(), e.stats().regrets);
+    let (e, _) = replay_under_cap(p, true, &stream, 6, 120);
+    let (stream_depth, stream_regrets) = (e.window_depth(), e.stats().regrets);
+    let (e, _) = replay_under_cap(p, false, &thrash, 6, 120);
+    let off_depth = e.window_depth();
+    eprintln!(
+        "thrash: depth {thrash_depth}, {thrash_regrets} regrets; stream: depth \
+         {stream_depth}, {stream_regrets} regrets; off: depth {off_depth}"
+    );
+    assert!(thrash_regrets > 0);
+    assert!(thrash_depth <= 32, "thrash: depth {thrash_depth}");
+    assert_eq!(
+        stream_regrets, 0,
+        "a stream's victims come back a memory later"
+    );
+    assert_eq!(stream_depth, 64);
+    assert_eq!(off_depth, 64);
+}

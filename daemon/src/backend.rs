@@ -4,6 +4,7 @@
 
 use crate::attach::{Event, Target, Tracker};
 use crate::backoff::{self, Backoff};
+use crate::blocklog::{self, BlockLog};
 use crate::gate::{self, Gate, MajorFaults};
 use crate::marks::{self, Mark};
 use crate::uvm;
@@ -57,6 +58,9 @@ pub struct Config {
     pub victim_order: VictimOrder,
     /// Also prefetch ahead of sequential sweeps of faults (core sweep.rs).
     pub sweep: bool,
+    /// The prediction window's depth follows the rate of regretted victims
+    /// (core engine.rs, `set_regret_window`); it matters only under a budget.
+    pub regret_window: bool,
     /// The engine's prediction window in blocks, instead of the one
     /// `base_params` derives (1/8 of the budget or the GPU).
     pub window_blocks: Option<u32>,
@@ -78,6 +82,8 @@ pub struct Config {
     /// Discard dead victims with UVM_DISCARD (the driver has it: 580+);
     /// otherwise they are evicted like live ones.
     pub discard: bool,
+    /// Log every block decision and movement here (blocklog.rs).
+    pub block_log: Option<std::path::PathBuf>,
 }
 
 #[derive(Default)]
@@ -154,6 +160,9 @@ pub struct Snapshot {
     pub engine_victim_shortfall: u64,
     /// Blocks offered by sequential sweeps (`--sweep`).
     pub engine_sweep_prefetches: u64,
+    pub engine_regrets: u64,
+    /// The history window's depth now, in blocks.
+    pub engine_window_blocks: u64,
     /// Blocks the engine has as resident, and blocks it could not track
     /// (its ledger was full: they would be invisible to pre-eviction).
     pub engine_resident_blocks: u32,
@@ -364,6 +373,7 @@ pub fn run(
         .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
     engine.set_victim_order(cfg.victim_order);
     engine.set_sweep(cfg.sweep);
+    engine.set_regret_window(cfg.regret_window);
     let fd = Arc::new(target.va_fd.try_clone()?);
     let counters = Arc::new(Counters::default());
     let busy = Arc::new([
@@ -428,6 +438,12 @@ pub fn run(
     let mut last_fault_block = u64::MAX;
     let mut pf = vec![Prefetch::default(); 256];
     let mut vic = vec![Victim::default(); 64];
+    let mut blog = match &cfg.block_log {
+        Some(p) => {
+            BlockLog::create(p).map_err(|e| anyhow::anyhow!("block log {}: {e}", p.display()))?
+        }
+        None => BlockLog::off(),
+    };
     let mut last_write = Instant::now();
     let budget_blocks = cfg.budget.map(|b| b >> BLOCK_SHIFT);
     let mut alive_check = Instant::now();
@@ -511,8 +527,14 @@ pub fn run(
                             bo.fault(b);
                         }
                         if cfg.mode == PolicyMode::Prescient {
+                            let before = blog.on().then(|| engine.stats());
                             engine.fault(b);
                             faulted = true;
+                            if let Some(before) = before {
+                                blog.fault(b, blocklog::fault_kind(&before, &engine.stats()));
+                            }
+                        } else {
+                            blog.fault(b, '-');
                         }
                         fault_in(&mut ledger, &mut engine, b);
                     }
@@ -538,6 +560,7 @@ pub fn run(
                         }
                     }
                     if m.dst_index != uvm::CPU_INDEX {
+                        blog.migration(b, true, m.migration_cause);
                         snap.migrated_to_gpu_bytes += m.migrated_bytes;
                         let (b0, b1) = (m.begin_time_stamp_gpu, m.end_time_stamp_gpu);
                         if m.migration_cause == uvm::CAUSE_USER && b0 != 0 && b1 >= b0 {
@@ -551,6 +574,7 @@ pub fn run(
                         }
                         apply_migration(&mut ledger, &mut engine, cfg.mode, &m);
                     } else if m.src_index != uvm::CPU_INDEX {
+                        blog.migration(b, false, m.migration_cause);
                         snap.migrated_to_cpu_bytes += m.migrated_bytes;
                         if m.migration_cause == uvm::CAUSE_COHERENCE {
                             if let Some((g, _)) = gate.as_mut() {
@@ -673,6 +697,7 @@ pub fn run(
                             continue;
                         }
                         ledger.sub(v, BLOCK_BYTES);
+                        blog.victim(v);
                         submit(Job::blocks(v, 1, false));
                     }
                 }
@@ -739,6 +764,7 @@ pub fn run(
                         if ledger.add(b, BLOCK_BYTES) {
                             engine.migrated_in(b);
                         }
+                        blog.prefetch(b);
                         run = match run {
                             Some((s, l)) if s + l == b && l < cfg.max_coalesce_blocks => {
                                 Some((s, l + 1))
@@ -763,6 +789,9 @@ pub fn run(
                     &mut snap,
                 );
                 leaving.evict.extend(refused);
+                for &v in &leaving.evict {
+                    blog.victim(v);
+                }
                 leaving.submit_evictions(cfg.max_coalesce_blocks, &submit);
             }
         }
@@ -782,6 +811,7 @@ pub fn run(
     for h in handles {
         let _ = h.join();
     }
+    blog.flush();
     tracker.flush();
     tracker.drain(usize::MAX, |_| {});
     fill(&mut snap, &ledger, &engine, &counters, &tracker, start);
@@ -1075,6 +1105,8 @@ fn fill(
     s.engine_history_jumps = st.history_jumps;
     s.engine_victim_shortfall = st.victim_shortfall;
     s.engine_sweep_prefetches = st.sweep_prefetches;
+    s.engine_regrets = st.regrets;
+    s.engine_window_blocks = e.window_depth() as u64;
     s.engine_resident_blocks = e.resident_blocks();
     s.engine_ledger_overflow = st.ledger_overflow;
 }
@@ -1457,6 +1489,7 @@ mod tests {
             max_coalesce_blocks: 16,
             victim_order: VictimOrder::Migration,
             sweep: false,
+            regret_window: false,
             window_blocks,
             gpu_blocks: 4096,
             backoff: None,
@@ -1465,6 +1498,7 @@ mod tests {
             publish: None,
             marks: None,
             discard: true,
+            block_log: None,
         }
     }
 

@@ -66,6 +66,10 @@ pub struct UserspaceConfig {
     /// Turn the tools events off while a process's CPU is the one faulting
     /// (the tracker gate, daemon/src/gate.rs). Not used under a budget.
     pub gate: bool,
+    /// Under a residency budget, the prediction window's depth follows the
+    /// rate at which pre-evicted blocks are needed again soon
+    /// (`Engine::set_regret_window`).
+    pub regret_window: bool,
 }
 
 impl Default for UserspaceConfig {
@@ -75,6 +79,7 @@ impl Default for UserspaceConfig {
             workers: 4,
             queue_entries: 1 << 16,
             gate: true,
+            regret_window: true,
         }
     }
 }

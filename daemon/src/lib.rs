@@ -10,6 +10,7 @@
 pub mod attach;
 pub mod backend;
 pub mod backoff;
+pub mod blocklog;
 pub mod config;
 pub mod device;
 pub mod gate;

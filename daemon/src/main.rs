@@ -81,11 +81,21 @@ struct Cli {
     /// for budgets smaller than one kernel's footprint).
     #[arg(long)]
     sweep: bool,
+    /// Under --budget, keep the prediction window at its full depth. By
+    /// default the depth shrinks while more than 2% of the blocks
+    /// pre-eviction takes are needed again within about a window's depth of
+    /// evictions, and grows when the process outruns the window.
+    #[arg(long)]
+    no_regret_window: bool,
     /// Most predicted blocks in flight ahead of the process (the engine's
     /// prediction window). Default: 1/8 of the budget, or of the GPU
     /// without one; never more than 1/8 of the GPU.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=prescient_core::Params::MAX_WINDOW_BLOCKS as i64))]
     window_blocks: Option<u32>,
+    /// Write every block decision and movement to this file (tab-separated,
+    /// for bench/gpu/blocklog.py; large: about 30 bytes per migrated block).
+    #[arg(long)]
+    block_log: Option<PathBuf>,
     /// Keep retrying attach for this many seconds (the target may not have
     /// opened its UVM fds yet).
     #[arg(long, default_value_t = 30.0)]
@@ -305,6 +315,7 @@ async fn main() -> Result<()> {
             VictimOrderArg::NextUse => VictimOrder::NextUse,
         },
         sweep: cli.sweep,
+        regret_window: !cli.no_regret_window,
         window_blocks: cli.window_blocks,
         gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,
         backoff,
@@ -313,6 +324,7 @@ async fn main() -> Result<()> {
         publish: None,
         marks: marks_rx,
         discard,
+        block_log: cli.block_log,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();

@@ -834,6 +834,7 @@ async fn start(
             workers: cfg.userspace.workers as usize,
             queue_entries: cfg.userspace.queue_entries,
             gate: cfg.userspace.gate,
+            regret_window: cfg.userspace.regret_window,
             stats_interval: Duration::from_millis(cfg.poll_interval_ms.min(500)),
         })),
     };

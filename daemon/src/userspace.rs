@@ -43,6 +43,8 @@ pub struct Settings {
     pub queue_entries: u32,
     /// The tracker gate (gate.rs); used for processes with no residency budget.
     pub gate: bool,
+    /// The regret-driven window depth (backend.rs `Config::regret_window`).
+    pub regret_window: bool,
     /// How often a process's counters are published to the service.
     pub stats_interval: Duration,
 }
@@ -313,6 +315,7 @@ impl Userspace {
             max_coalesce_blocks: 16,
             victim_order: VictimOrder::Migration,
             sweep: false,
+            regret_window: self.settings.regret_window,
             window_blocks: None,
             gpu_blocks: blocks_of(self.settings.gpu_memory_bytes),
             backoff: Some(crate::backoff::Params::default()),
@@ -321,6 +324,7 @@ impl Userspace {
             publish: Some(snap.clone()),
             marks: Some(marks_rx),
             discard,
+            block_log: None,
         };
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -422,6 +426,7 @@ mod tests {
             workers: 1,
             queue_entries: 1 << 12,
             gate: true,
+            regret_window: true,
             stats_interval: Duration::from_millis(100),
         })
     }

@@ -13,6 +13,9 @@ use serde::Serialize;
 pub enum PolicyKind {
     Driver,
     Prescient,
+    /// Prescient with the regret-driven window depth
+    /// (`Engine::set_regret_window`), an experiment for small memories.
+    PrescientRegret,
     Oracle,
 }
 
@@ -147,6 +150,10 @@ pub fn run(
             PolicyKind::Driver => replay(plan, m, iterations, &mut Driver::new(plan.blocks)),
             PolicyKind::Prescient => {
                 let mut pol = Prescient::new(params, plan, m.gpu_blocks())?;
+                replay(plan, m, iterations, &mut pol)
+            }
+            PolicyKind::PrescientRegret => {
+                let mut pol = Prescient::new(params, plan, m.gpu_blocks())?.with_regret_window();
                 replay(plan, m, iterations, &mut pol)
             }
             PolicyKind::Oracle => replay(plan, m, iterations, &mut Oracle::new(plan, iterations)),

@@ -38,6 +38,12 @@ impl Prescient {
         })
     }
 
+    /// The window's depth follows its regrets (`Engine::set_regret_window`).
+    pub fn with_regret_window(mut self) -> Self {
+        self.engine.set_regret_window(true);
+        self
+    }
+
     fn next_candidate(&mut self) -> Option<Prefetch> {
         if self.queue.is_empty() {
             let mut buf = [Prefetch::default(); 32];
@@ -88,7 +94,11 @@ impl Prescient {
 
 impl Policy for Prescient {
     fn name(&self) -> String {
-        "prescient".into()
+        if self.engine.regret_window() {
+            "prescient-regret".into()
+        } else {
+            "prescient".into()
+        }
     }
 
     fn table_bytes(&self) -> usize {

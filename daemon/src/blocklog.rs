@@ -1,0 +1,170 @@
+//! `prescientd --block-log FILE`: every decision and every movement of a
+//! 2 MB block, one line each, for finding where migrated bytes go.
+//!
+//! Counters say how many bytes moved; they cannot say which of them were
+//! wasted (a prefetch evicted again before its use, a victim needed again a
+//! moment later). This log can: bench/gpu/blocklog.py follows each block
+//! through an iteration.
+//!
+//! Format (tab-separated, one header line `# prescientd block log v1
+//! unix_s=<start>`), then `t_us kind block [detail]`, `t_us` in
+//! microseconds since the start:
+//! - `F block h|m|j|r`: a GPU fault the engine saw (history hit, miss, jump
+//!   to another place, or a refault of a block pre-evicted shortly before);
+//! - `G block cause` / `C block cause`: a migration to the GPU / to the CPU
+//!   (the driver's cause number), once per run of events on one block;
+//! - `P block`: a prefetch queued; `V block`: a victim queued.
+//!
+//! Lines are buffered; a write error turns the log off (with one warning)
+//! and never stops the backend.
+
+use prescient_core::Stats;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+pub struct BlockLog {
+    out: Option<BufWriter<File>>,
+    start: Instant,
+    /// The last migration line (direction, block): runs of events on one
+    /// block make one line.
+    last_move: (bool, u64),
+}
+
+/// What the engine made of a fault, from its counters before and after.
+pub fn fault_kind(before: &Stats, after: &Stats) -> char {
+    if after.refaults > before.refaults {
+        'r'
+    } else if after.history_jumps > before.history_jumps {
+        'j'
+    } else if after.history_hits > before.history_hits {
+        'h'
+    } else {
+        'm'
+    }
+}
+
+impl BlockLog {
+    /// A log that writes nothing.
+    pub fn off() -> Self {
+        BlockLog {
+            out: None,
+            start: Instant::now(),
+            last_move: (false, u64::MAX),
+        }
+    }
+
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        writeln!(out, "# prescientd block log v1 unix_s={unix:.6}")?;
+        Ok(BlockLog {
+            out: Some(out),
+            start: Instant::now(),
+            last_move: (false, u64::MAX),
+        })
+    }
+
+    pub fn on(&self) -> bool {
+        self.out.is_some()
+    }
+
+    fn line(&mut self, kind: char, block: u64, detail: Option<&dyn std::fmt::Display>) {
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        let t = self.start.elapsed().as_micros();
+        let r = match detail {
+            Some(d) => writeln!(out, "{t}\t{kind}\t{block}\t{d}"),
+            None => writeln!(out, "{t}\t{kind}\t{block}"),
+        };
+        if let Err(e) = r {
+            tracing::warn!("block log: {e}; no more lines are written");
+            self.out = None;
+        }
+    }
+
+    pub fn fault(&mut self, block: u64, kind: char) {
+        self.line('F', block, Some(&kind));
+    }
+
+    pub fn migration(&mut self, block: u64, to_gpu: bool, cause: u8) {
+        if self.last_move == (to_gpu, block) {
+            return;
+        }
+        self.last_move = (to_gpu, block);
+        self.line(if to_gpu { 'G' } else { 'C' }, block, Some(&cause));
+    }
+
+    pub fn prefetch(&mut self, block: u64) {
+        self.line('P', block, None);
+    }
+
+    pub fn victim(&mut self, block: u64) {
+        self.line('V', block, None);
+    }
+
+    pub fn flush(&mut self) {
+        if let Some(out) = self.out.as_mut() {
+            if let Err(e) = out.flush() {
+                tracing::warn!("block log: {e}");
+                self.out = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_follow_the_format_and_runs_collapse() {
+        let dir = std::env::temp_dir().join(format!("blocklog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log.tsv");
+        let mut log = BlockLog::create(&path).unwrap();
+        log.fault(7, 'm');
+        log.migration(7, true, 2);
+        log.migration(7, true, 2);
+        log.migration(7, false, 0);
+        log.prefetch(8);
+        log.victim(7);
+        log.flush();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("# prescientd block log v1 unix_s="));
+        let kinds: Vec<Vec<&str>> = lines[1..]
+            .iter()
+            .map(|l| l.split('\t').skip(1).collect())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                vec!["F", "7", "m"],
+                vec!["G", "7", "2"],
+                vec!["C", "7", "0"],
+                vec!["P", "8"],
+                vec!["V", "7"],
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_fault_kind_comes_from_the_counters() {
+        let a = Stats::default();
+        let mut b = a;
+        b.history_hits += 1;
+        assert_eq!(fault_kind(&a, &b), 'h');
+        b.history_jumps += 1;
+        assert_eq!(fault_kind(&a, &b), 'j');
+        b.refaults += 1;
+        assert_eq!(fault_kind(&a, &b), 'r');
+        assert_eq!(fault_kind(&a, &a), 'm');
+    }
+}
