@@ -160,7 +160,10 @@ pub struct Snapshot {
     pub engine_victim_shortfall: u64,
     /// Blocks offered by sequential sweeps (`--sweep`).
     pub engine_sweep_prefetches: u64,
+    /// Pre-evicted blocks faulted again soon, and offered again soon
+    /// (core `Stats::regrets`, `Stats::regret_offers`).
     pub engine_regrets: u64,
+    pub engine_regret_offers: u64,
     /// The history window's depth now, in blocks.
     pub engine_window_blocks: u64,
     /// Blocks the engine has as resident, and blocks it could not track
@@ -1106,6 +1109,7 @@ fn fill(
     s.engine_victim_shortfall = st.victim_shortfall;
     s.engine_sweep_prefetches = st.sweep_prefetches;
     s.engine_regrets = st.regrets;
+    s.engine_regret_offers = st.regret_offers;
     s.engine_window_blocks = e.window_depth() as u64;
     s.engine_resident_blocks = e.resident_blocks();
     s.engine_ledger_overflow = st.ledger_overflow;
