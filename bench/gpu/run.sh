@@ -191,6 +191,28 @@ for w in $WHAT; do
       [ -n "${NODISCARD:-}" ] && MARKS_SOCK=$B/marks.sock EXTRA="$M --no-discard" RUNNER="python3 $HERE/torch/train.py" case_ torch_marks_nodiscard_$rep prescient $TB -- "${A[@]}"
     done
     ;;
+  xfbudget)
+    # A transformer encoder (ViT/BERT-like: train.py MODEL=transformer, the
+    # CPU writing each batch of token embeddings into managed memory) under
+    # a residency budget of half its managed memory, which a first run
+    # without a daemon measures. Pressure only from prescientd's budget.
+    export STATS_MS=10
+    nvcc -O2 -shared -Xcompiler -fPIC -o $B/managed_alloc.so "$HERE/torch/managed_alloc.cu" 2>> "$OUT/nvcc.log" || { log "nvcc (torch allocator) failed"; continue; }
+    export UM_ALLOC_SO=$B/managed_alloc.so
+    A=(${ITERS:-10} ${XF_BATCH:-16} ${XF_SEQ:-256} ${XF_DIM:-1024} transformer)
+    R="python3 $HERE/torch/train.py"
+    RUNNER="$R" case_ xf_base none - -- "${A[@]}"
+    mb=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["managed_bytes"])' "$OUT/xf_base.bench.jsonl" 2>/dev/null)
+    [ -n "$mb" ] || { log "xf_base gave no managed_bytes"; continue; }
+    XB=${XF_BUDGET:-$((mb / 2))}
+    log "xfbudget: $mb managed bytes, budget $XB"
+    for rep in ${REPS:-1 2}; do
+      RUNNER="$R" case_ xf_driverlike_$rep driver-like $XB -- "${A[@]}"
+      RUNNER="$R" case_ xf_prescient_$rep prescient $XB -- "${A[@]}"
+      [ -n "${PRESCIENTD_B:-}${B_EXTRA:-}" ] && PD_CASE=${PRESCIENTD_B:-$PD} EXTRA="${B_EXTRA:-}" RUNNER="$R" case_ xf_prescientB_$rep prescient $XB -- "${A[@]}"
+      [ -n "${C_EXTRA:-}" ] && EXTRA="$C_EXTRA" RUNNER="$R" case_ xf_prescientC_$rep prescient $XB -- "${A[@]}"
+    done
+    ;;
   dnnbudget)
     # The DNN-like loop (2 GiB: 1 GiB CPU-written input, four 256 MiB layers
     # first touched by the GPU) under a 1 GiB budget: pressure only from the
