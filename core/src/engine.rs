@@ -477,14 +477,19 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// block needed sooner than what came in. Counted over epochs of
     /// `REGRET_EPOCH_WINDOWS` maximal windows of victims: an epoch with more
     /// than 1/`REGRET_RATE` of its victims regretted takes
-    /// 1/`REGRET_SHRINK` off the depth; the window grows as before when the
-    /// program outruns it. A rate, not each regret: a stream larger than
-    /// the memory regrets a few of its victims too (H100 run 29: 0.4-0.7%
-    /// against 3.6% for loops whose kernels thrash the memory), and
-    /// shrinking on each of them took its window from 256 to 16 blocks.
-    /// Off: refaults shrink the window by 1/`WINDOW_SHRINK`, which rounds to
-    /// nothing below 1024 blocks, so the depth stays at its maximum under a
-    /// small budget. Off by default (BENCHMARKS-gpu.md run 29).
+    /// 1/`REGRET_SHRINK` off the depth; the window grows only when the
+    /// program outruns it (1/`WINDOW_GROW`). A rate, not each regret: a
+    /// stream larger than the memory regrets a few of its victims too (H100
+    /// run 29: 0.4-0.7% against 3.6% for loops whose kernels thrash the
+    /// memory), and shrinking on each of them took its window from 256 to
+    /// 16 blocks. Known limit: a shallower window regrets more (blocks just
+    /// past its reach are unprotected), so a cut can feed itself; growing
+    /// back on quiet epochs did not undo that in a synthetic stream
+    /// (core/tests/engine.rs) and is not in. Off: refaults shrink the
+    /// window by 1/`WINDOW_SHRINK`, which rounds to nothing below 1024
+    /// blocks, so the depth stays at its maximum under a small budget. Off
+    /// by default in the engine; prescientd turns it on under a budget
+    /// (BENCHMARKS-gpu.md runs 29-32).
     pub fn set_regret_window(&mut self, on: bool) {
         self.regret_window = on;
     }
@@ -532,8 +537,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         if self.epoch_victims < epoch {
             return;
         }
-        let regretted = self.epoch_regrets as u64 * REGRET_RATE > self.epoch_victims as u64;
-        if self.regret_window && self.uses_history() && regretted {
+        let rate = self.epoch_regrets as u64 * REGRET_RATE;
+        let victims = self.epoch_victims as u64;
+        if self.regret_window && self.uses_history() && rate > victims {
             let cut = (self.hwin / REGRET_SHRINK).max(1);
             self.hwin = self.hwin.saturating_sub(cut).max(MIN_HISTORY_WINDOW);
         }
