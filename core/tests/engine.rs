@@ -513,17 +513,7 @@ fn transparent_sweeps_prefetch_ahead_of_a_kernel_larger_than_memory() {
         };
         let mut e = engine(p);
         e.set_sweep(sweep);
-        // Room for one more block, one victim at a time, as the daemon does.
-        let make_room = |e: &mut Engine<Vec<u64>>| {
-            let mut v = [Victim::default()];
-            while e.resident_blocks() >= CAP {
-                if e.victims(&mut v) == 0 {
-                    return false;
-                }
-                e.evicted(v[0].block);
-            }
-            true
-        };
+        let mut r = CapReplay::new(CAP);
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         let mut steady = 0;
         for pass in 0..6 {
@@ -539,23 +529,8 @@ fn transparent_sweeps_prefetch_ahead_of_a_kernel_larger_than_memory() {
                     }
                 }
                 for &b in &order {
-                    if !e.is_resident(b) {
-                        e.fault(b);
-                        if pass >= 2 {
-                            steady += 1;
-                        }
-                        make_room(&mut e);
-                        e.migrated_in(b);
-                    }
-                    // Prefetches land at once.
-                    for pf in drain(&mut e) {
-                        if e.is_resident(pf.block) {
-                            continue;
-                        }
-                        if !make_room(&mut e) {
-                            break;
-                        }
-                        e.migrated_in(pf.block);
+                    if r.access(&mut e, b) && pass >= 2 {
+                        steady += 1;
                     }
                 }
             }
@@ -573,52 +548,73 @@ fn transparent_sweeps_prefetch_ahead_of_a_kernel_larger_than_memory() {
     );
 }
 
-/// Replays `passes` of `order` against an engine whose memory holds `cap`
-/// blocks: faults migrate in, prefetches land at once, room is made one
-/// victim at a time (as the daemon does under a budget). Returns the
-/// engine and the faults of the passes after the first two.
+/// Plays accesses against an engine whose memory holds `cap` blocks: a
+/// fault migrates its block in, prefetches land at once, and room is made
+/// one victim at a time (as the daemon does under a budget).
+struct CapReplay {
+    cap: u32,
+    last_victim: Option<u64>,
+}
+
+impl CapReplay {
+    fn new(cap: u32) -> Self {
+        CapReplay {
+            cap,
+            last_victim: None,
+        }
+    }
+
+    /// Room for one more block; false if the engine had no victim.
+    fn make_room(&mut self, e: &mut Engine<Vec<u64>>) -> bool {
+        let mut v = [Victim::default()];
+        while e.resident_blocks() >= self.cap {
+            if e.victims(&mut v) == 0 {
+                return false;
+            }
+            e.evicted(v[0].block);
+            self.last_victim = Some(v[0].block);
+        }
+        true
+    }
+
+    /// The program touches `b`; returns whether it faulted.
+    fn access(&mut self, e: &mut Engine<Vec<u64>>, b: u64) -> bool {
+        let faulted = !e.is_resident(b);
+        if faulted {
+            e.fault(b);
+            self.make_room(e);
+            e.migrated_in(b);
+        }
+        for pf in drain(e) {
+            if e.is_resident(pf.block) {
+                continue;
+            }
+            if !self.make_room(e) {
+                break;
+            }
+            e.migrated_in(pf.block);
+        }
+        faulted
+    }
+}
+
+/// `passes` of `order` under `cap` blocks; the engine at the end.
 fn replay_under_cap(
     p: Params,
     regret_window: bool,
     order: &[u64],
     passes: usize,
     cap: u32,
-) -> (Engine<Vec<u64>>, u64) {
+) -> Engine<Vec<u64>> {
     let mut e = engine(p);
     e.set_regret_window(regret_window);
-    let make_room = |e: &mut Engine<Vec<u64>>| {
-        let mut v = [Victim::default()];
-        while e.resident_blocks() >= cap {
-            if e.victims(&mut v) == 0 {
-                return false;
-            }
-            e.evicted(v[0].block);
-        }
-        true
-    };
-    let mut steady = 0;
-    for pass in 0..passes {
+    let mut r = CapReplay::new(cap);
+    for _ in 0..passes {
         for &b in order {
-            if !e.is_resident(b) {
-                e.fault(b);
-                if pass >= 2 {
-                    steady += 1;
-                }
-                make_room(&mut e);
-                e.migrated_in(b);
-            }
-            for pf in drain(&mut e) {
-                if e.is_resident(pf.block) {
-                    continue;
-                }
-                if !make_room(&mut e) {
-                    break;
-                }
-                e.migrated_in(pf.block);
-            }
+            r.access(&mut e, b);
         }
     }
-    (e, steady)
+    e
 }
 
 /// With the regret window on (`Engine::set_regret_window`), the history
@@ -649,11 +645,11 @@ fn regret_window_shrinks_on_thrash_and_keeps_its_depth_on_a_stream() {
     // with a window of 256).
     let stream: Vec<u64> = (20_000..20_400).collect();
 
-    let (e, _) = replay_under_cap(p, true, &thrash, 6, 120);
+    let e = replay_under_cap(p, true, &thrash, 6, 120);
     let (thrash_depth, thrash_regrets) = (e.window_depth(), e.stats().regrets);
-    let (e, _) = replay_under_cap(p, true, &stream, 6, 120);
+    let e = replay_under_cap(p, true, &stream, 6, 120);
     let (stream_depth, stream_regrets) = (e.window_depth(), e.stats().regrets);
-    let (e, _) = replay_under_cap(p, false, &thrash, 6, 120);
+    let e = replay_under_cap(p, false, &thrash, 6, 120);
     let off_depth = e.window_depth();
     eprintln!(
         "thrash: depth {thrash_depth}, {thrash_regrets} regrets; stream: depth \
@@ -692,41 +688,16 @@ fn regret_window_follows_the_regret_rate() {
     let run = |every: &dyn Fn(usize) -> Option<usize>, passes: usize| {
         let mut e = engine(p);
         e.set_regret_window(true);
-        let last_victim = std::cell::Cell::new(None);
-        let make_room = |e: &mut Engine<Vec<u64>>| {
-            let mut v = [Victim::default()];
-            while e.resident_blocks() >= CAP {
-                if e.victims(&mut v) == 0 {
-                    return false;
-                }
-                e.evicted(v[0].block);
-                last_victim.set(Some(v[0].block));
-            }
-            true
-        };
+        let mut r = CapReplay::new(CAP);
         let mut n = 0;
         let mut depths = Vec::new();
         for pass in 0..passes {
             for b in 30_000..30_400u64 {
                 n += 1;
-                let again = every(pass)
-                    .filter(|k| n % k == 0)
-                    .and_then(|_| last_victim.get());
-                for b in [Some(b), again].into_iter().flatten() {
-                    if !e.is_resident(b) {
-                        e.fault(b);
-                        make_room(&mut e);
-                        e.migrated_in(b);
-                    }
-                    for pf in drain(&mut e) {
-                        if e.is_resident(pf.block) {
-                            continue;
-                        }
-                        if !make_room(&mut e) {
-                            break;
-                        }
-                        e.migrated_in(pf.block);
-                    }
+                let again = every(pass).filter(|k| n % k == 0).and(r.last_victim);
+                r.access(&mut e, b);
+                if let Some(v) = again {
+                    r.access(&mut e, v);
                 }
             }
             depths.push(e.window_depth());
