@@ -23,6 +23,13 @@ CTL=${PRESCIENTCTL:-$ROOT/dist/prescientctl}
 log "prescientctl: $CTL ($($CTL --version 2>&1))"
 RES="$OUT/results.jsonl"; : > "$RES"
 
+# The managed-memory allocator the PyTorch workloads load (UM_ALLOC_SO).
+torch_allocator() {
+  nvcc -O2 -shared -Xcompiler -fPIC -o $B/managed_alloc.so "$HERE/torch/managed_alloc.cu" 2>> "$OUT/nvcc.log" \
+    || { log "nvcc (torch allocator) failed"; return 1; }
+  export UM_ALLOC_SO=$B/managed_alloc.so
+}
+
 # case NAME MODE(none|observe|prescient|driver-like) BUDGET(-|bytes) -- umbench args
 # A/B/C in the budget groups: PRESCIENTD_B and/or B_EXTRA make a "prescientB"
 # case (another build, other options), C_EXTRA a "prescientC" case (this
@@ -160,8 +167,7 @@ for w in $WHAT; do
     # A PyTorch training loop whose every CUDA tensor is managed memory
     # (bench/gpu/torch), input written by the CPU into UM each iteration.
     export STATS_MS=10
-    nvcc -O2 -shared -Xcompiler -fPIC -o $B/managed_alloc.so "$HERE/torch/managed_alloc.cu" 2>> "$OUT/nvcc.log" || { log "nvcc (torch allocator) failed"; continue; }
-    export UM_ALLOC_SO=$B/managed_alloc.so
+    torch_allocator || continue
     A=(12 8192 16384 4096)
     RUNNER="python3 $HERE/torch/train.py" case_ torch_base none - -- "${A[@]}"
     RUNNER="python3 $HERE/torch/train.py" case_ torch_observe observe - -- "${A[@]}"
@@ -177,8 +183,7 @@ for w in $WHAT; do
     # victims are discarded (UVM_DISCARD) instead of copied; "marks_nodiscard"
     # takes the marks (dead blocks are the first victims) but copies them.
     export STATS_MS=10
-    nvcc -O2 -shared -Xcompiler -fPIC -o $B/managed_alloc.so "$HERE/torch/managed_alloc.cu" 2>> "$OUT/nvcc.log" || { log "nvcc (torch allocator) failed"; continue; }
-    export UM_ALLOC_SO=$B/managed_alloc.so
+    torch_allocator || continue
     A=(${ITERS:-12} 8192 16384 4096)
     TB=${TORCH_BUDGET:-1536M}
     M="--marks-socket $B/marks.sock"
@@ -197,8 +202,7 @@ for w in $WHAT; do
     # a residency budget of half its managed memory, which a first run
     # without a daemon measures. Pressure only from prescientd's budget.
     export STATS_MS=10
-    nvcc -O2 -shared -Xcompiler -fPIC -o $B/managed_alloc.so "$HERE/torch/managed_alloc.cu" 2>> "$OUT/nvcc.log" || { log "nvcc (torch allocator) failed"; continue; }
-    export UM_ALLOC_SO=$B/managed_alloc.so
+    torch_allocator || continue
     A=(${ITERS:-10} ${XF_BATCH:-16} ${XF_SEQ:-256} ${XF_DIM:-1024} transformer)
     R="python3 $HERE/torch/train.py"
     RUNNER="$R" case_ xf_base none - -- "${A[@]}"

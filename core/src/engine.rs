@@ -729,8 +729,6 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         let refault = victim_age.is_some();
         if let Some(age) = victim_age {
             self.regret(age, false);
-        }
-        if refault {
             // We evicted it and it was needed: pre-eviction ran too far ahead.
             self.stats.refaults += 1;
             self.free_target = self.free_target.saturating_sub(1).max(self.p.free_min);
@@ -1117,16 +1115,25 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.storage[i + 1] = count;
     }
 
-    /// If `b` is a remembered victim, how many victims were chosen after it.
-    fn recent_victim_age(&self, b: Block) -> Option<u64> {
+    /// If `b` is a remembered victim: its slot, and how many victims were
+    /// chosen after it.
+    fn recent_victim(&self, b: Block) -> Option<(usize, u64)> {
         let i = self.victim_slot(b);
-        (self.storage[i] == b).then(|| self.stats.victims_evict.saturating_sub(self.storage[i + 1]))
+        (self.storage[i] == b).then(|| {
+            (
+                i,
+                self.stats.victims_evict.saturating_sub(self.storage[i + 1]),
+            )
+        })
+    }
+
+    fn recent_victim_age(&self, b: Block) -> Option<u64> {
+        self.recent_victim(b).map(|(_, age)| age)
     }
 
     /// `recent_victim_age`, and forgets `b`.
     fn take_recent_victim(&mut self, b: Block) -> Option<u64> {
-        let age = self.recent_victim_age(b)?;
-        let i = self.victim_slot(b);
+        let (i, age) = self.recent_victim(b)?;
         self.storage[i] = NONE;
         Some(age)
     }
@@ -1244,9 +1251,8 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 }
             }
         }
-        for (k, v) in (before..n).zip(self.stats.victims_evict..) {
-            let b = out[k].block;
-            self.note_recent_victim(b, v);
+        for (v, count) in out[before..n].iter().zip(self.stats.victims_evict..) {
+            self.note_recent_victim(v.block, count);
         }
         self.stats.victims_evict += (n - before) as u64;
         self.end_regret_epoch((n - before) as u32);
@@ -1555,12 +1561,11 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 self.following = false;
             }
         }
-        if refault {
+        if refault && !self.regret_window {
             // Pre-eviction took a block that was needed: the window, which
-            // it must not touch, is too large.
-            if !self.regret_window {
-                self.hwin = (self.hwin - self.hwin / WINDOW_SHRINK).max(MIN_HISTORY_WINDOW);
-            }
+            // it must not touch, is too large. (The regret window judges
+            // refaults by their rate instead.)
+            self.hwin = (self.hwin - self.hwin / WINDOW_SHRINK).max(MIN_HISTORY_WINDOW);
         }
         if let Some(p) = ahead {
             if past_end && self.front_len as u64 >= w {

@@ -24,6 +24,17 @@ fn small(mode: Mode) -> Params {
     }
 }
 
+/// Transparent mode with a 64-block window and a ledger of 512 blocks, for
+/// the tests that replay accesses under a memory cap (`CapReplay`).
+fn transparent_under_cap() -> Params {
+    Params {
+        max_resident_blocks: 512,
+        free_max: 16,
+        window_blocks: 64,
+        ..small(Mode::Transparent)
+    }
+}
+
 fn engine(p: Params) -> Engine<Vec<u64>> {
     Engine::new(p, vec![0; p.storage_words()]).unwrap()
 }
@@ -505,12 +516,7 @@ fn transparent_sweeps_prefetch_ahead_of_a_kernel_larger_than_memory() {
     const CAP: u32 = 400;
     const BLOCKS: u64 = 1000;
     let faults = |sweep: bool| {
-        let p = Params {
-            max_resident_blocks: 512,
-            free_max: 16,
-            window_blocks: 64,
-            ..small(Mode::Transparent)
-        };
+        let p = transparent_under_cap();
         let mut e = engine(p);
         e.set_sweep(sweep);
         let mut r = CapReplay::new(CAP);
@@ -626,12 +632,7 @@ fn replay_under_cap(
 /// the depth stays at its maximum. Off, the depth never moves here.
 #[test]
 fn regret_window_shrinks_on_thrash_and_keeps_its_depth_on_a_stream() {
-    let p = Params {
-        max_resident_blocks: 512,
-        free_max: 16,
-        window_blocks: 64,
-        ..small(Mode::Transparent)
-    };
+    let p = transparent_under_cap();
     assert_eq!(p.history_window(), 64);
     // Kernels of 150 blocks, each read in two waves, memory for 120.
     let mut thrash = Vec::new();
@@ -677,12 +678,7 @@ fn regret_window_shrinks_on_thrash_and_keeps_its_depth_on_a_stream() {
 /// Growing back on quiet epochs was tried and did not change that.
 #[test]
 fn regret_window_follows_the_regret_rate() {
-    let p = Params {
-        max_resident_blocks: 512,
-        free_max: 16,
-        window_blocks: 64,
-        ..small(Mode::Transparent)
-    };
+    let p = transparent_under_cap();
     const CAP: u32 = 120;
     // `every(pass)`: one access in that many re-reads the last victim.
     let run = |every: &dyn Fn(usize) -> Option<usize>, passes: usize| {

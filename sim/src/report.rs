@@ -148,12 +148,11 @@ pub fn run(
     for &p in policies {
         let r = match p {
             PolicyKind::Driver => replay(plan, m, iterations, &mut Driver::new(plan.blocks)),
-            PolicyKind::Prescient => {
+            PolicyKind::Prescient | PolicyKind::PrescientRegret => {
                 let mut pol = Prescient::new(params, plan, m.gpu_blocks())?;
-                replay(plan, m, iterations, &mut pol)
-            }
-            PolicyKind::PrescientRegret => {
-                let mut pol = Prescient::new(params, plan, m.gpu_blocks())?.with_regret_window();
+                if p == PolicyKind::PrescientRegret {
+                    pol = pol.with_regret_window();
+                }
                 replay(plan, m, iterations, &mut pol)
             }
             PolicyKind::Oracle => replay(plan, m, iterations, &mut Oracle::new(plan, iterations)),
