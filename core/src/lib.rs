@@ -16,6 +16,7 @@ pub mod exec_table;
 pub mod history;
 pub mod ledger;
 pub mod params;
+pub mod pump;
 pub mod sweep;
 
 pub use engine::{
@@ -23,6 +24,7 @@ pub use engine::{
 };
 pub use exec_table::NO_EXEC;
 pub use params::{Mode, Param, ParamError, Params};
+pub use pump::{Admit, Host, Limit, Pump, Pumped, Why};
 
 /// A 2 MB UM block number: a virtual address shifted right by [`BLOCK_SHIFT`].
 pub type Block = u64;

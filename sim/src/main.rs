@@ -105,6 +105,11 @@ struct EngineArgs {
     /// No execution ids: one global table learnt from faults alone.
     #[arg(long)]
     transparent: bool,
+    /// Pre-eviction keeps resident blocks under this percent of the GPU
+    /// (the host loop's watermark, prescient.ko's `pre_evict_watermark_pct`).
+    #[arg(long, default_value_t = prescient_sim::policy::prescient::DEFAULT_WATERMARK_PCT,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    watermark_pct: u32,
 }
 
 impl EngineArgs {
@@ -221,7 +226,14 @@ fn run(a: RunArgs) -> Result<()> {
     let model = a.model.model();
     let params = a.engine.params(&model);
     params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let r = report::run(&plan, model, a.model.iterations as usize, &a.policy, params)?;
+    let r = report::run(
+        &plan,
+        model,
+        a.model.iterations as usize,
+        &a.policy,
+        params,
+        a.engine.watermark_pct,
+    )?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -287,6 +299,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
                     a.model.iterations as usize,
                     &[PolicyKind::Prescient],
                     params,
+                    prescient_sim::policy::prescient::DEFAULT_WATERMARK_PCT,
                 )?;
                 let p = &r.policies[0];
                 let row = serde_json::json!({

@@ -138,6 +138,7 @@ pub fn run(
     iterations: usize,
     policies: &[PolicyKind],
     params: Params,
+    watermark_pct: u32,
 ) -> Result<RunReport> {
     if iterations == 0 {
         bail!("--iterations must be at least 1");
@@ -149,7 +150,8 @@ pub fn run(
         let r = match p {
             PolicyKind::Driver => replay(plan, m, iterations, &mut Driver::new(plan.blocks)),
             PolicyKind::Prescient | PolicyKind::PrescientRegret => {
-                let mut pol = Prescient::new(params, plan, m.gpu_blocks())?;
+                let mut pol =
+                    Prescient::new(params, plan, m.gpu_blocks())?.with_watermark(watermark_pct);
                 if p == PolicyKind::PrescientRegret {
                     pol = pol.with_regret_window();
                 }

@@ -8,6 +8,7 @@
 use prescient_core::Params;
 use prescient_sim::model::CostModel;
 use prescient_sim::plan::Plan;
+use prescient_sim::policy::prescient::DEFAULT_WATERMARK_PCT;
 use prescient_sim::report::{run, PolicyKind, RunReport};
 use prescient_sim::{load, Format};
 use std::path::PathBuf;
@@ -40,6 +41,7 @@ fn replay(name: &str, gpu_bytes: u64, iterations: usize) -> (Plan, RunReport) {
         iterations,
         &[PolicyKind::Driver, PolicyKind::Prescient],
         params,
+        DEFAULT_WATERMARK_PCT,
     )
     .unwrap();
     (plan, r)

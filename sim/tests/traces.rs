@@ -7,6 +7,7 @@ use prescient_core::Params;
 use prescient_sim::g10::Layout;
 use prescient_sim::model::CostModel;
 use prescient_sim::plan::Plan;
+use prescient_sim::policy::prescient::DEFAULT_WATERMARK_PCT;
 use prescient_sim::report::{run, PolicyKind};
 use prescient_sim::{load, native, Format};
 use std::path::PathBuf;
@@ -90,6 +91,7 @@ fn replay_ratios_stay_where_measured() {
                 PolicyKind::Oracle,
             ],
             params,
+            DEFAULT_WATERMARK_PCT,
         )
         .unwrap();
         for (p, want) in r.policies.iter().zip([driver, prescient, oracle]) {

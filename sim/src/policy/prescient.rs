@@ -7,13 +7,19 @@
 use super::driver::ResidencyFifo;
 use crate::model::{Loc, Policy, State};
 use crate::plan::Plan;
-use prescient_core::{Block, ChainState, Engine, Mode, Params, Prefetch, Victim};
-use std::collections::VecDeque;
+use prescient_core::{
+    Admit, Block, Engine, Host, Limit, Mode, Params, Prefetch, Pump, Pumped, Victim, Why,
+};
+
+/// The watermark unless the caller sets another: 100, so the engine's
+/// adaptive free target alone decides what stays free (BENCHMARKS.md).
+pub const DEFAULT_WATERMARK_PCT: u32 = 100;
 
 pub struct Prescient {
     engine: Engine<Vec<u64>>,
     fifo: ResidencyFifo,
-    queue: VecDeque<Prefetch>,
+    pump: Pump,
+    limit: Limit,
     /// Blocks the engine asked for that were already on the GPU.
     already_resident: u64,
     /// Times the engine had no victim to offer (all resident blocks predicted).
@@ -32,7 +38,11 @@ impl Prescient {
         Ok(Prescient {
             engine,
             fifo: ResidencyFifo::new(plan.blocks),
-            queue: VecDeque::new(),
+            pump: Pump::new(),
+            limit: Limit {
+                capacity_blocks: gpu_blocks as u64,
+                watermark_pct: DEFAULT_WATERMARK_PCT,
+            },
             already_resident: 0,
             no_victim: 0,
         })
@@ -44,51 +54,62 @@ impl Prescient {
         self
     }
 
-    fn next_candidate(&mut self) -> Option<Prefetch> {
-        if self.queue.is_empty() {
-            let mut buf = [Prefetch::default(); 32];
-            // A call may do only bookkeeping (blocks already emitted): retry
-            // a bounded number of times while the chain is running.
-            for _ in 0..64 {
-                let n = self.engine.prefetches(&mut buf);
-                self.queue.extend(&buf[..n]);
-                if n > 0 || self.engine.chain_state() != ChainState::Running {
-                    break;
-                }
-            }
-        }
-        self.queue.pop_front()
+    /// Resident blocks stay under `pct` percent of the GPU (the module's
+    /// `pre_evict_watermark_pct`).
+    pub fn with_watermark(mut self, pct: u32) -> Self {
+        self.limit.watermark_pct = pct;
+        self
+    }
+}
+
+/// The simulated GPU as the shared host loop sees it: one round lasts until
+/// the link is busy past `until`.
+struct SimHost<'a> {
+    st: &'a mut State,
+    fifo: &'a mut ResidencyFifo,
+    blocks: usize,
+    until: f64,
+    /// When the memory freed since the last prefetch is available.
+    ready: f64,
+}
+
+impl Host for SimHost<'_> {
+    fn resident_blocks(&self, _engine_count: u32) -> u64 {
+        (self.st.cap - self.st.free_blocks()) as u64
     }
 
-    /// Pre-evicts until more than `want` blocks are free. Returns the time
-    /// the freed memory is available, or None if the engine had no victim.
-    fn make_room(&mut self, st: &mut State, want: usize) -> Option<f64> {
-        let mut ready = st.now;
-        let mut buf = [Victim::default(); 8];
-        while st.free_blocks() <= want {
-            let need = (want + 1 - st.free_blocks()).min(buf.len());
-            let n = self.engine.victims(&mut buf[..need]);
-            let mut freed = false;
-            for v in &buf[..n] {
-                if st.pinned(v.block) || !st.is_on_gpu(v.block) {
-                    continue;
-                }
-                ready = ready.max(st.evict(v.block, v.discard, st.now));
-                if !v.discard {
-                    st.it.pre_evictions += 1;
-                }
-                self.engine.evicted(v.block);
-                freed = true;
-                if st.free_blocks() > want {
-                    break;
-                }
-            }
-            if !freed {
-                self.no_victim += 1;
-                return None;
-            }
+    fn is_resident(&self, b: Block, _engine_says: bool) -> bool {
+        (b as usize) < self.blocks && self.st.is_on_gpu(b)
+    }
+
+    fn evict(&mut self, v: Victim, why: Why) -> bool {
+        if v.block as usize >= self.blocks || self.st.pinned(v.block) || !self.st.is_on_gpu(v.block)
+        {
+            return false;
         }
-        Some(ready)
+        let at = self.st.now;
+        let freed_at = self.st.evict(v.block, v.discard, at);
+        if why == Why::Room {
+            self.ready = self.ready.max(freed_at);
+        }
+        if !v.discard {
+            self.st.it.pre_evictions += 1;
+        }
+        true
+    }
+
+    fn prefetch(&mut self, p: Prefetch) -> Admit {
+        if p.block as usize >= self.blocks {
+            return Admit::Declined;
+        }
+        self.st.prefetch(p.block, self.ready);
+        self.ready = self.st.now;
+        self.fifo.push(p.block);
+        Admit::Issued
+    }
+
+    fn has_capacity(&self) -> bool {
+        self.st.h2d_free < self.until
     }
 }
 
@@ -114,7 +135,7 @@ impl Policy for Prescient {
     fn fault(&mut self, _st: &mut State, b: Block) {
         self.engine.fault(b);
         // Faults restart the window: what was queued came from the old one.
-        self.queue.clear();
+        self.pump.restart();
     }
 
     fn demand_arrived(&mut self, _st: &mut State, b: Block) {
@@ -145,30 +166,20 @@ impl Policy for Prescient {
     }
 
     fn advance(&mut self, st: &mut State, plan: &Plan, until: f64) {
-        let reserve = self.engine.free_target() as usize;
-        if self.make_room(st, reserve).is_none() {
-            return;
-        }
-        while st.h2d_free < until {
-            let Some(pf) = self.next_candidate() else {
-                break;
-            };
-            let b = pf.block;
-            if b as usize >= plan.blocks {
-                continue;
-            }
-            if st.is_on_gpu(b) {
-                self.already_resident += 1;
-                continue;
-            }
-            let Some(ready) = self.make_room(st, reserve) else {
-                // Everything resident is predicted: keep the candidate.
-                self.queue.push_front(pf);
-                break;
-            };
-            st.prefetch(b, ready);
-            self.engine.migrated_in(b);
-            self.fifo.push(b);
+        let now = st.now;
+        let mut host = SimHost {
+            st,
+            fifo: &mut self.fifo,
+            blocks: plan.blocks,
+            until,
+            ready: now,
+        };
+        let done: Pumped = self
+            .pump
+            .round(&mut self.engine, self.limit, usize::MAX, &mut host);
+        self.already_resident += u64::from(done.already_resident);
+        if done.no_room {
+            self.no_victim += 1;
         }
     }
 
