@@ -137,6 +137,7 @@ impl Backend for Module {
     }
 }
 
+#[cold]
 fn bad_reply(op: &'static str, e: uapi::Error) -> DevError {
     DevError::Refused {
         op,

@@ -120,6 +120,7 @@ impl Service {
 
     /// A poll failed: a missing backend is waited for (or ends the
     /// service), a permission problem ends it, anything else is reported.
+    #[cold]
     fn on_poll_error(&self, s: &mut State, e: DevError) {
         match e {
             e @ DevError::Missing { .. } => {

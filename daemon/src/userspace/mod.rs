@@ -128,6 +128,8 @@ fn base_params(gpu_memory_bytes: u64, budget: u64) -> Params {
     config::base_params((budget > 0).then_some(budget), blocks_of(gpu_memory_bytes))
 }
 
+/// A refusal as the module would answer: its errno, and our sentence.
+#[cold]
 fn refused(op: &'static str, errno: i32, what: String) -> DevError {
     DevError::Declined { op, errno, what }
 }
@@ -435,6 +437,7 @@ impl Drop for Userspace {
 
 /// An attach failure as the module would report it: the errno that
 /// `attach_error_text` reads, with the backend's own sentence.
+#[cold]
 fn attach_error(pid: i32, e: anyhow::Error) -> DevError {
     let io = e
         .chain()
