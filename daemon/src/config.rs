@@ -20,7 +20,7 @@ pub enum BackendKind {
     /// prescient.ko through /dev/prescient (the main path).
     Module,
     /// No module: prescientd itself attaches to each process (pidfd_getfd),
-    /// reads the UVM tools event queue and issues UVM_MIGRATE (userspace.rs).
+    /// reads the UVM tools event queue and issues UVM_MIGRATE (userspace/).
     Userspace,
 }
 
@@ -64,7 +64,7 @@ pub struct UserspaceConfig {
     /// Entries of each process's tools event queue (power of two).
     pub queue_entries: u32,
     /// Turn the tools events off while a process's CPU is the one faulting
-    /// (the tracker gate, daemon/src/gate.rs). Not used under a budget.
+    /// (the tracker gate, daemon/src/userspace/gate.rs). Not used under a budget.
     pub gate: bool,
     /// Under a residency budget, the prediction window's depth follows the
     /// rate at which pre-evicted blocks are needed again soon
@@ -330,6 +330,37 @@ impl Config {
         if !self.device.is_absolute() {
             return Err(err("device", "must be an absolute path"));
         }
+        self.validate_userspace()?;
+        if !(100..=60_000).contains(&self.poll_interval_ms) {
+            return Err(err(
+                "poll_interval_ms",
+                format!("{} is out of range 100..=60000", self.poll_interval_ms),
+            ));
+        }
+        if !self.control.socket.is_absolute() {
+            return Err(err("control.socket", "must be an absolute path"));
+        }
+        if self.control.socket_mode > 0o777 {
+            return Err(err(
+                "control.socket_mode",
+                format!(
+                    "{:#o} is not a permission mode (0o000..=0o777)",
+                    self.control.socket_mode
+                ),
+            ));
+        }
+        if self.metrics.enabled {
+            self.metrics_addr()?;
+        }
+        self.engine
+            .params()
+            .check()
+            .map_err(|(k, m)| err(&format!("engine.{k}"), m))?;
+        self.validate_attach()
+    }
+
+    /// Range checks of `[userspace]`, and the mode that backend can run.
+    fn validate_userspace(&self) -> Result<(), ConfigError> {
         let u = &self.userspace;
         if !(1u64 << 30..=1u64 << 44).contains(&u.gpu_memory.0) {
             return Err(err(
@@ -358,31 +389,11 @@ impl Config {
                 "backend = \"userspace\" runs transparent mode only (an unmodified process reports no execution ids)",
             ));
         }
-        if !(100..=60_000).contains(&self.poll_interval_ms) {
-            return Err(err(
-                "poll_interval_ms",
-                format!("{} is out of range 100..=60000", self.poll_interval_ms),
-            ));
-        }
-        if !self.control.socket.is_absolute() {
-            return Err(err("control.socket", "must be an absolute path"));
-        }
-        if self.control.socket_mode > 0o777 {
-            return Err(err(
-                "control.socket_mode",
-                format!(
-                    "{:#o} is not a permission mode (0o000..=0o777)",
-                    self.control.socket_mode
-                ),
-            ));
-        }
-        if self.metrics.enabled {
-            self.metrics_addr()?;
-        }
-        self.engine
-            .params()
-            .check()
-            .map_err(|(k, m)| err(&format!("engine.{k}"), m))?;
+        Ok(())
+    }
+
+    /// Range checks of `[attach]`.
+    fn validate_attach(&self) -> Result<(), ConfigError> {
         for (i, p) in self.attach.pids.iter().enumerate() {
             if *p <= 0 {
                 return Err(err(

@@ -9,9 +9,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use prescient_core::VictimOrder;
-use prescientd::backend::{self, Config, FaultSource, PolicyMode};
-use prescientd::backoff;
-use prescientd::gate;
+use prescientd::userspace::{self, backoff, gate, Config, FaultSource, PolicyMode};
 use prescientd::{attach, uvm};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -283,15 +281,14 @@ async fn main() -> Result<()> {
     }
     let (marks_rx, _marks_server) = match &cli.marks_socket {
         Some(path) => {
-            let (tx, rx) = prescientd::marks::channel();
-            let l =
-                prescientd::service::bind_socket(path, cli.marks_socket_mode, "--marks-socket")?;
+            let (tx, rx) = prescientd::userspace::marks::channel();
+            let l = prescientd::socket::bind_socket(path, cli.marks_socket_mode, "--marks-socket")?;
             tracing::info!(path = %path.display(), "serving marks");
             (
                 Some(rx),
                 Some(RemoveOnDrop(
                     path.clone(),
-                    tokio::spawn(prescientd::marks::serve(l, pid, tx)),
+                    tokio::spawn(prescientd::userspace::marks::serve(l, pid, tx)),
                 )),
             )
         }
@@ -332,9 +329,10 @@ async fn main() -> Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         stop2.store(true, Ordering::Relaxed);
     });
-    let snap =
-        tokio::task::spawn_blocking(move || backend::run(target, tracker, gpu, version, cfg, stop))
-            .await??;
+    let snap = tokio::task::spawn_blocking(move || {
+        userspace::run(target, tracker, gpu, version, cfg, stop)
+    })
+    .await??;
     println!("{}", serde_json::to_string(&snap)?);
     Ok(())
 }

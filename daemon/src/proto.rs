@@ -244,7 +244,20 @@ pub enum Reply {
     Done {
         message: String,
     },
-    Marked(crate::marks::Applied),
+    Marked(Applied),
+}
+
+/// What one dead/alive mark did (the reply to `mark`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// Blocks the mark covered.
+    pub blocks: u64,
+    /// Of those, blocks the engine had as resident (they changed list).
+    pub resident: u64,
+    /// Alive marks: blocks we had discarded, now migrated back (no copy).
+    pub refetched: u64,
+    /// The backend does not act on marks (driver-like or observe mode).
+    pub ignored: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

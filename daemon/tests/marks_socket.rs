@@ -2,7 +2,7 @@
 //! end over a real Unix socket: this test process is the "target", a thread
 //! stands in for its backend loop.
 
-use prescientd::marks;
+use prescientd::userspace::marks;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
@@ -40,7 +40,7 @@ fn marks_reach_the_backend_and_alive_waits_for_it() {
         while let Ok(m) = rx.recv() {
             seen.push((m.dead, m.blocks.clone()));
             if let Some(done) = m.done {
-                done.send(marks::Applied {
+                done.send(prescientd::proto::Applied {
                     blocks: 1,
                     refetched: 1,
                     ..Default::default()

@@ -29,9 +29,10 @@
 //! If the backend thread ends (the process exits, or is detached), pending
 //! marks are dropped and their senders get an error: no discard can follow.
 
+use crate::proto::Applied;
+use crate::socket::{self, Peer};
 use prescient_core::BLOCK_BYTES;
 use prescient_uapi as uapi;
-use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
@@ -50,19 +51,6 @@ pub struct Mark {
     pub blocks: Vec<Range<u64>>,
     /// Where the backend thread reports what it did (alive marks wait for it).
     pub done: Option<SyncSender<Applied>>,
-}
-
-/// What one mark did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Applied {
-    /// Blocks the mark covered.
-    pub blocks: u64,
-    /// Of those, blocks the engine had as resident (they changed list).
-    pub resident: u64,
-    /// Alive marks: blocks we had discarded, now migrated back (no copy).
-    pub refetched: u64,
-    /// The backend does not act on marks (driver-like or observe mode).
-    pub ignored: bool,
 }
 
 pub type Sender = SyncSender<Mark>;
@@ -150,12 +138,12 @@ pub fn send(tx: &Sender, dead: bool, blocks: Vec<Range<u64>>) -> Result<Applied,
 /// `target` (the process `prescientd --pid` acts for).
 pub fn handle_on_marks_socket(
     req: crate::proto::Request,
-    peer: crate::service::Peer,
+    peer: Peer,
     target: i32,
     tx: &Sender,
 ) -> crate::proto::Response {
     use crate::proto::{Reply, Request, Response};
-    use crate::service::error as err;
+    use socket::error as err;
     let Request::Mark { dead, ranges } = req else {
         return err(
             "invalid",
@@ -180,21 +168,10 @@ pub fn handle_on_marks_socket(
 /// Serves `listener` (a socket that takes only marks) until the task is
 /// dropped.
 pub async fn serve(listener: tokio::net::UnixListener, target: i32, tx: Sender) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let tx = tx.clone();
-                tokio::spawn(crate::service::serve_connection(
-                    stream,
-                    move |req, peer| handle_on_marks_socket(req, peer, target, &tx),
-                ));
-            }
-            Err(e) => {
-                tracing::warn!("marks socket: accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    }
+    socket::serve(listener, "marks socket", move |req, peer| {
+        handle_on_marks_socket(req, peer, target, &tx)
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -279,7 +256,6 @@ mod tests {
     #[test]
     fn the_marks_socket_takes_only_marks_from_its_process() {
         use crate::proto::{Reply, Request, Response};
-        use crate::service::Peer;
         let (tx, rx) = channel();
         let me = Peer {
             uid: Some(1000),

@@ -1,10 +1,16 @@
 //! The service's user-space backend (`backend = "userspace"`): what
 //! prescient.ko does, done from prescientd for hosts that cannot load a
-//! module. Each attached process gets its own thread running
-//! [`backend::run`] (tools event tracker in, engine, UVM_MIGRATE out); this
-//! type answers the service with the module's vocabulary (version,
-//! parameters, statistics, attach, detach), so the service, prescientctl and
-//! /metrics work the same with either backend.
+//! module. Each attached process gets its own thread running [`run`]
+//! (process.rs: tools event tracker in, engine, UVM_MIGRATE out); this type
+//! implements [`Backend`] as the module client does (version, parameters,
+//! statistics, attach, detach), so the service, prescientctl and /metrics
+//! work the same with either backend.
+//!
+//! The folder: `process.rs` (the loop), `policy.rs` and `pump.rs` (what it
+//! decides), `residency.rs`, `migrator.rs`, `discard.rs` and `snapshot.rs`
+//! (what it keeps and does), `config.rs` and `mode.rs` (what it is told),
+//! and the loop's own state machines `gate.rs`, `backoff.rs`, with
+//! `blocklog.rs` and `marks.rs`.
 //!
 //! Differences from the module, by construction:
 //! - parameters apply to processes attached after the change (a running
@@ -19,35 +25,38 @@
 //! its own `Mutex<Snapshot>`), so detaching (which joins the thread) under
 //! the lock cannot deadlock.
 
+pub mod backoff;
+pub mod blocklog;
+mod config;
+mod discard;
+pub mod gate;
+pub mod marks;
+mod migrator;
+mod mode;
+mod policy;
+mod process;
+mod pump;
+mod residency;
+mod snapshot;
+mod state;
+
+pub use config::{Config, Settings};
+pub use mode::{FaultSource, PolicyMode};
+pub use process::run;
+pub use snapshot::Snapshot;
+
 use crate::attach::{self, Target, Tracker};
-use crate::backend::{self, FaultSource, PolicyMode, Snapshot};
-use crate::device::DevError;
-use crate::marks;
+use crate::backend::{Backend, DevError};
+use crate::proto::Applied;
 use crate::uvm;
-use prescient_core::{Params, VictimOrder, BLOCK_SHIFT};
+use config::blocks_of;
+use prescient_core::{Params, BLOCK_SHIFT};
 use prescient_uapi as uapi;
 use std::io;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
-
-/// What the service's config says about the user-space backend.
-#[derive(Clone, Copy, Debug)]
-pub struct Settings {
-    /// GPU memory that sizes the engine when no residency budget is set.
-    pub gpu_memory_bytes: u64,
-    /// Threads issuing UVM_MIGRATE per process.
-    pub workers: usize,
-    /// Tools event queue entries per process (power of two).
-    pub queue_entries: u32,
-    /// The tracker gate (gate.rs); used for processes with no residency budget.
-    pub gate: bool,
-    /// The regret-driven window depth (backend.rs `Config::regret_window`).
-    pub regret_window: bool,
-    /// How often a process's counters are published to the service.
-    pub stats_interval: Duration,
-}
 
 struct Space {
     /// Held while attached: no second daemon acts for this process.
@@ -112,18 +121,15 @@ pub struct Userspace {
     inner: Mutex<Inner>,
 }
 
-/// 2 MB blocks in `bytes`, at least 8 (the engine's smallest ledger).
-fn blocks_of(bytes: u64) -> u32 {
-    (bytes >> BLOCK_SHIFT).clamp(8, u32::MAX as u64) as u32
-}
-
 /// Engine parameters under the ABI's: transparent mode, sized from the
 /// residency budget (`Params::for_budget`), or from the GPU's memory when
-/// there is none (0). The backend (backend.rs) sizes its engine the same way.
+/// there is none (0). The loop (process.rs) sizes its engine the same way.
 fn base_params(gpu_memory_bytes: u64, budget: u64) -> Params {
-    backend::base_params((budget > 0).then_some(budget), blocks_of(gpu_memory_bytes))
+    config::base_params((budget > 0).then_some(budget), blocks_of(gpu_memory_bytes))
 }
 
+/// A refusal as the module would answer: its errno, and our sentence.
+#[cold]
 fn refused(op: &'static str, errno: i32, what: String) -> DevError {
     DevError::Declined { op, errno, what }
 }
@@ -138,6 +144,14 @@ fn encode_version(v: &str) -> u64 {
         it.next().unwrap_or(0),
     );
     (a << 32) | ((b & 0xffff) << 16) | (c & 0xffff)
+}
+
+/// A process attached, ready for its loop to start.
+struct Opened {
+    claim: attach::Claim,
+    target: Target,
+    gpu: (u16, [u8; 16]),
+    tracker: Tracker,
 }
 
 impl Userspace {
@@ -171,7 +185,111 @@ impl Userspace {
             .map_err(|e| refused("driver", libc::EPROTONOSUPPORT, format!("{e:#}")))
     }
 
-    pub fn version(&self) -> Result<uapi::Version, DevError> {
+    /// Drops processes whose thread has ended (the target exited), as the
+    /// module's worker does.
+    fn reap(inner: &mut Inner) {
+        while let Some(i) = inner.spaces.iter().position(Space::finished) {
+            let sp = inner.spaces.remove(i);
+            tracing::debug!(pid = sp.pid, "user-space backend: target gone");
+            inner.retire(sp);
+        }
+    }
+
+    /// Refuses `pid` when it is attached already or no slot is free.
+    fn check_free(inner: &Inner, pid: i32) -> Result<(), DevError> {
+        if inner.spaces.iter().any(|s| s.pid == pid) {
+            return Err(refused(
+                "ATTACH",
+                libc::EEXIST,
+                format!("pid {pid} is already attached"),
+            ));
+        }
+        if inner.spaces.len() >= uapi::MAX_SPACES {
+            return Err(refused(
+                "ATTACH",
+                libc::ENOSPC,
+                format!("every slot is in use ({} processes)", uapi::MAX_SPACES),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Claims `pid`, attaches to its /dev/nvidia-uvm and opens its tracker.
+    fn open(&self, pid: i32) -> Result<Opened, DevError> {
+        let claim = attach::Claim::take(pid)
+            .map_err(|e| refused("ATTACH", libc::EBUSY, format!("{e:#}")))?;
+        let target = Target::attach(pid).map_err(|e| attach_error(pid, e))?;
+        let gpu = target.gpu().map_err(|e| attach_error(pid, e))?;
+        let tracker = Tracker::new(
+            &target,
+            self.settings.queue_entries,
+            (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
+        )
+        .map_err(|e| attach_error(pid, e))?;
+        Ok(Opened {
+            claim,
+            target,
+            gpu,
+            tracker,
+        })
+    }
+
+    /// Starts the loop of an opened process under the parameters `p`.
+    fn start(
+        &self,
+        pid: i32,
+        o: Opened,
+        p: uapi::ParamsAbi,
+        version: String,
+    ) -> Result<Space, DevError> {
+        let snap = Arc::new(Mutex::new(Snapshot {
+            pid,
+            ..Default::default()
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (marks_tx, marks_rx) = marks::channel();
+        let discard = uvm::discard_supported(&version);
+        let cfg = Config::for_service(&self.settings, p, snap.clone(), marks_rx, discard);
+        let stop2 = stop.clone();
+        let Opened {
+            claim,
+            target,
+            gpu,
+            tracker,
+        } = o;
+        let thread = std::thread::Builder::new()
+            .name(format!("prescient-{pid}"))
+            .spawn(move || run(target, tracker, gpu, version, cfg, stop2))
+            .map_err(|e| DevError::Refused {
+                op: "ATTACH",
+                err: e,
+            })?;
+        Ok(Space {
+            _claim: Some(claim),
+            handle: 0,
+            pid,
+            stop,
+            snap,
+            marks: marks_tx,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Backend for Userspace {
+    fn kind(&self) -> &'static str {
+        "userspace"
+    }
+
+    fn needs(&self) -> &'static str {
+        "nvidia_uvm"
+    }
+
+    fn path(&self) -> &Path {
+        Path::new("/dev/nvidia-uvm")
+    }
+
+    fn version(&self) -> Result<uapi::Version, DevError> {
         let v = self.driver()?;
         let enabled = self.lock().params.enabled == 1;
         Ok(uapi::Version {
@@ -188,11 +306,11 @@ impl Userspace {
         })
     }
 
-    pub fn params(&self) -> Result<uapi::ParamsAbi, DevError> {
+    fn params(&self) -> Result<uapi::ParamsAbi, DevError> {
         Ok(self.lock().params)
     }
 
-    pub fn set_params(&self, p: &uapi::ParamsAbi) -> Result<(), DevError> {
+    fn set_params(&self, p: &uapi::ParamsAbi) -> Result<(), DevError> {
         if p.mode != uapi::MODE_TRANSPARENT {
             return Err(refused(
                 "SET_PARAMS",
@@ -209,7 +327,7 @@ impl Userspace {
         Ok(())
     }
 
-    pub fn reset_tables(&self) -> Result<(), DevError> {
+    fn reset_tables(&self) -> Result<(), DevError> {
         Err(refused(
             "RESET_TABLES",
             libc::EOPNOTSUPP,
@@ -217,17 +335,7 @@ impl Userspace {
         ))
     }
 
-    /// Drops processes whose thread has ended (the target exited), as the
-    /// module's worker does.
-    fn reap(inner: &mut Inner) {
-        while let Some(i) = inner.spaces.iter().position(Space::finished) {
-            let sp = inner.spaces.remove(i);
-            tracing::debug!(pid = sp.pid, "user-space backend: target gone");
-            inner.retire(sp);
-        }
-    }
-
-    pub fn stats(&self) -> Result<uapi::Stats, DevError> {
+    fn stats(&self) -> Result<uapi::Stats, DevError> {
         self.driver()?;
         let mut inner = self.lock();
         Self::reap(&mut inner);
@@ -262,101 +370,29 @@ impl Userspace {
         Ok(st)
     }
 
-    pub fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
+    fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
         let version = self.driver()?;
         let mut inner = self.lock();
         Self::reap(&mut inner);
-        if inner.spaces.iter().any(|s| s.pid == pid) {
-            return Err(refused(
-                "ATTACH",
-                libc::EEXIST,
-                format!("pid {pid} is already attached"),
-            ));
-        }
-        if inner.spaces.len() >= uapi::MAX_SPACES {
-            return Err(refused(
-                "ATTACH",
-                libc::ENOSPC,
-                format!("every slot is in use ({} processes)", uapi::MAX_SPACES),
-            ));
-        }
-        let claim = attach::Claim::take(pid)
-            .map_err(|e| refused("ATTACH", libc::EBUSY, format!("{e:#}")))?;
-        let target = Target::attach(pid).map_err(|e| attach_error(pid, e))?;
-        let gpu = target.gpu().map_err(|e| attach_error(pid, e))?;
-        let tracker = Tracker::new(
-            &target,
-            self.settings.queue_entries,
-            (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
-        )
-        .map_err(|e| attach_error(pid, e))?;
-        let p = inner.params;
-        let budget = (p.residency_budget_bytes > 0).then_some(p.residency_budget_bytes);
-        let snap = Arc::new(Mutex::new(Snapshot {
-            pid,
-            ..Default::default()
-        }));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (marks_tx, marks_rx) = marks::channel();
-        let discard = uvm::discard_supported(&version);
-        let cfg = backend::Config {
-            fault_source: FaultSource::Faults,
-            mode: if p.enabled == 1 {
-                PolicyMode::Prescient
-            } else {
-                PolicyMode::Observe
-            },
-            budget,
-            duration: None,
-            stats_json: None,
-            stats_interval: self.settings.stats_interval,
-            workers: self.settings.workers.max(1),
-            async_migrate: true,
-            max_coalesce_blocks: 16,
-            victim_order: VictimOrder::Migration,
-            sweep: false,
-            regret_window: self.settings.regret_window,
-            window_blocks: None,
-            gpu_blocks: blocks_of(self.settings.gpu_memory_bytes),
-            backoff: Some(crate::backoff::Params::default()),
-            gate: self.settings.gate.then(crate::gate::Params::default),
-            engine: Some(p),
-            publish: Some(snap.clone()),
-            marks: Some(marks_rx),
-            discard,
-            block_log: None,
-        };
-        let stop2 = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("prescient-{pid}"))
-            .spawn(move || backend::run(target, tracker, gpu, version, cfg, stop2))
-            .map_err(|e| DevError::Refused {
-                op: "ATTACH",
-                err: e,
-            })?;
+        Self::check_free(&inner, pid)?;
+        let opened = self.open(pid)?;
+        let mut space = self.start(pid, opened, inner.params, version)?;
         let handle = inner.next_handle;
         inner.next_handle += 1;
-        inner.spaces.push(Space {
-            _claim: Some(claim),
-            handle,
-            pid,
-            stop,
-            snap,
-            marks: marks_tx,
-            thread: Some(thread),
-        });
+        space.handle = handle;
+        inner.spaces.push(space);
         Ok(handle)
     }
 
-    /// Hands a process's own dead/alive mark to its backend thread; an
+    /// Hands a process's own dead/alive mark to its loop's thread; an
     /// alive mark returns once applied (marks.rs). The lock is not held
     /// while waiting.
-    pub fn mark(
+    fn mark(
         &self,
         pid: i32,
         dead: bool,
         blocks: Vec<std::ops::Range<u64>>,
-    ) -> Result<marks::Applied, DevError> {
+    ) -> Result<Applied, DevError> {
         let tx = {
             let mut inner = self.lock();
             Self::reap(&mut inner);
@@ -376,7 +412,7 @@ impl Userspace {
         marks::send(&tx, dead, blocks).map_err(|m| refused("MARK", libc::ENOENT, m))
     }
 
-    pub fn detach_pid(&self, pid: i32) -> Result<(), DevError> {
+    fn detach_pid(&self, pid: i32) -> Result<(), DevError> {
         let mut inner = self.lock();
         let Some(i) = inner.spaces.iter().position(|s| s.pid == pid) else {
             return Err(refused(
@@ -401,6 +437,7 @@ impl Drop for Userspace {
 
 /// An attach failure as the module would report it: the errno that
 /// `attach_error_text` reads, with the backend's own sentence.
+#[cold]
 fn attach_error(pid: i32, e: anyhow::Error) -> DevError {
     let io = e
         .chain()
@@ -419,6 +456,7 @@ fn attach_error(pid: i32, e: anyhow::Error) -> DevError {
 #[allow(clippy::single_range_in_vec_init)] // one range per mark reads best in tests
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn us() -> Userspace {
         Userspace::new(Settings {
@@ -481,7 +519,7 @@ mod tests {
             let n = m.blocks.iter().map(|r| r.end - r.start).sum();
             m.done
                 .unwrap()
-                .send(marks::Applied {
+                .send(Applied {
                     blocks: n,
                     ..Default::default()
                 })

@@ -1,0 +1,171 @@
+//! /dev/prescient, the module's ioctl surface, from user space.
+//!
+//! The device is opened for each operation and closed again: an open file
+//! pins prescient.ko (its fops owner), and an operator must be able to
+//! `rmmod prescient` under a running daemon. The daemon notices the module's
+//! absence on its next poll and waits for it (see service/).
+
+use crate::backend::{Backend, DevError};
+use crate::proto::Applied;
+use prescient_uapi as uapi;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// prescient.ko, through its device node.
+#[derive(Clone)]
+pub struct Module {
+    path: PathBuf,
+}
+
+impl Module {
+    pub fn new(path: &Path) -> Module {
+        Module {
+            path: path.to_path_buf(),
+        }
+    }
+
+    fn open(&self) -> Result<File, DevError> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| DevError::from_io("open", e))
+    }
+
+    /// One ioctl on a fresh open of the device; `buf` must be exactly the
+    /// command's size (uapi encodes it in the number).
+    fn ioctl(&self, op: &'static str, cmd: u32, buf: &mut [u8]) -> Result<(), DevError> {
+        debug_assert_eq!(uapi::ioc_size(cmd), buf.len());
+        if uapi::ioc_size(cmd) != buf.len() {
+            return Err(DevError::Refused {
+                op,
+                err: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        let f = self.open()?;
+        // SAFETY: `buf` is valid for reads and writes of `ioc_size(cmd)` bytes
+        // (checked above), which is all the kernel touches for this number;
+        // for a zero-size command the pointer is not used.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), cmd as libc::c_ulong, buf.as_mut_ptr()) };
+        if r < 0 {
+            return Err(DevError::from_io(op, io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+impl Backend for Module {
+    fn kind(&self) -> &'static str {
+        "module"
+    }
+
+    fn needs(&self) -> &'static str {
+        "prescient.ko"
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn version(&self) -> Result<uapi::Version, DevError> {
+        let mut b = [0u8; uapi::Version::SIZE];
+        self.ioctl("GET_VERSION", uapi::PRESCIENT_IOC_GET_VERSION, &mut b)?;
+        uapi::Version::from_bytes(&b).map_err(|e| bad_reply("GET_VERSION", e))
+    }
+
+    fn params(&self) -> Result<uapi::ParamsAbi, DevError> {
+        let mut b = [0u8; uapi::ParamsAbi::SIZE];
+        self.ioctl("GET_PARAMS", uapi::PRESCIENT_IOC_GET_PARAMS, &mut b)?;
+        uapi::ParamsAbi::from_bytes(&b).map_err(|e| bad_reply("GET_PARAMS", e))
+    }
+
+    fn set_params(&self, p: &uapi::ParamsAbi) -> Result<(), DevError> {
+        let mut b = p.to_bytes();
+        self.ioctl("SET_PARAMS", uapi::PRESCIENT_IOC_SET_PARAMS, &mut b)
+    }
+
+    fn stats(&self) -> Result<uapi::Stats, DevError> {
+        let mut b = vec![0u8; uapi::Stats::SIZE];
+        self.ioctl("GET_STATS", uapi::PRESCIENT_IOC_GET_STATS, &mut b)?;
+        uapi::Stats::from_bytes(&b).map_err(|e| bad_reply("GET_STATS", e))
+    }
+
+    fn reset_tables(&self) -> Result<(), DevError> {
+        self.ioctl("RESET_TABLES", uapi::PRESCIENT_IOC_RESET_TABLES, &mut [])
+    }
+
+    /// Attaches a process by pid; returns the module's handle.
+    fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
+        let mut b = uapi::Target {
+            kind: uapi::TARGET_PID,
+            id: pid as u32,
+            handle: 0,
+        }
+        .to_bytes();
+        self.ioctl("ATTACH", uapi::PRESCIENT_IOC_ATTACH, &mut b)?;
+        Ok(uapi::Target::from_bytes(&b)
+            .map_err(|e| bad_reply("ATTACH", e))?
+            .handle)
+    }
+
+    /// Refused: with the module, a process marks its ranges itself
+    /// (PRESCIENT_IOC_MARK_DEAD / _ALIVE on /dev/prescient, checked against
+    /// its own pid there).
+    fn mark(
+        &self,
+        _pid: i32,
+        _dead: bool,
+        _blocks: Vec<std::ops::Range<u64>>,
+    ) -> Result<Applied, DevError> {
+        Err(DevError::Declined {
+            op: "MARK",
+            errno: libc::EOPNOTSUPP,
+            what: "with prescient.ko a process marks its ranges itself, with PRESCIENT_IOC_MARK_DEAD / PRESCIENT_IOC_MARK_ALIVE on /dev/prescient".into(),
+        })
+    }
+
+    fn detach_pid(&self, pid: i32) -> Result<(), DevError> {
+        let mut b = uapi::Target {
+            kind: uapi::TARGET_PID,
+            id: pid as u32,
+            handle: 0,
+        }
+        .to_bytes();
+        self.ioctl("DETACH", uapi::PRESCIENT_IOC_DETACH, &mut b)
+    }
+}
+
+#[cold]
+fn bad_reply(op: &'static str, e: uapi::Error) -> DevError {
+    DevError::Refused {
+        op,
+        err: io::Error::new(io::ErrorKind::InvalidData, format!("bad reply: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_node_is_missing_not_an_error_of_ours() {
+        let d = Module::new(Path::new("/nonexistent/prescient"));
+        assert!(matches!(d.version(), Err(DevError::Missing { .. })));
+        assert!(matches!(d.stats(), Err(DevError::Missing { .. })));
+    }
+
+    #[test]
+    fn a_node_that_is_not_prescient_is_refused_not_misread() {
+        // /dev/null takes no ioctls: ENOTTY, reported as a refusal.
+        let d = Module::new(Path::new("/dev/null"));
+        match d.version() {
+            Err(DevError::Refused { op, err }) => {
+                assert_eq!(op, "GET_VERSION");
+                assert_eq!(err.raw_os_error(), Some(libc::ENOTTY));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The service keeping the backend in the desired state: polls (and what
+//! a poll reveals: a module back after an unload, processes gone), scans
+//! for processes to attach, SIGHUP reloads, the start and the shutdown.
+
+use super::exit::{EXIT_CONFIG, EXIT_FAILURE, EXIT_NOPERM, EXIT_UNAVAILABLE};
+use super::procfs::{cmdline, comm, process_exists, uvm_processes};
+use super::state::{module_info, Attachment, Reason, Service, State};
+use crate::backend::{attach_error_text, DevError};
+use crate::config::{Config, OnMissingModule};
+use crate::proto::{self, EngineParams, Stats};
+
+/// Attach attempts per pid before the daemon stops trying (and says so).
+const MAX_ATTACH_TRIES: u32 = 3;
+
+impl Service {
+    /// Attaches `pid` for `reason`; records it. The error is a sentence.
+    pub(super) fn attach_locked(
+        &self,
+        s: &mut State,
+        pid: i32,
+        reason: Reason,
+    ) -> Result<(), String> {
+        if s.shutting_down {
+            return Err(format!("pid {pid}: prescientd is shutting down"));
+        }
+        match self.dev.attach_pid(pid) {
+            Ok(_) => {
+                tracing::info!(pid, comm = %comm(pid), reason = reason.as_str(), "attached");
+                s.attached.insert(
+                    pid,
+                    Attachment {
+                        comm: comm(pid),
+                        reason,
+                    },
+                );
+                s.failed.remove(&pid);
+                Ok(())
+            }
+            Err(e) => {
+                s.daemon.attach_failures += 1;
+                Err(attach_error_text(pid, &e))
+            }
+        }
+    }
+
+    /// The module answered after being absent (or for the first time):
+    /// bring it to the desired state.
+    fn on_module_up(&self, s: &mut State) {
+        let v = match self.dev.version() {
+            Ok(v) => v,
+            Err(_) => return,
+        };
+        s.module = Some(module_info(&v));
+        let current = self.dev.params().map(|p| EngineParams::from_abi(&p));
+        if current.as_ref().ok() != Some(&s.desired) {
+            match self.dev.set_params(&s.desired.to_abi()) {
+                Ok(()) => tracing::info!(params = ?s.desired, "parameters applied"),
+                Err(e) => tracing::error!("applying parameters to the module: {e}"),
+            }
+        }
+        if s.seen {
+            s.daemon.module_reconnects += 1;
+            tracing::info!(
+                "{} is back (nvidia-uvm {}); parameters re-applied",
+                self.dev.needs(),
+                proto::driver_version_string(v.driver_version)
+            );
+        }
+        s.seen = true;
+        s.up = true;
+    }
+
+    /// One statistics poll, and the reconciliation that follows from it.
+    pub(super) fn poll(&self) {
+        let mut s = self.lock();
+        if s.shutting_down {
+            return;
+        }
+        s.daemon.polls += 1;
+        match self.dev.stats() {
+            Ok(raw) => self.on_stats(&mut s, &raw),
+            Err(e) => self.on_poll_error(&mut s, e),
+        }
+    }
+
+    /// A poll answered: the module (back) up, our attachments reconciled
+    /// with the processes it reports.
+    fn on_stats(&self, s: &mut State, raw: &prescient_uapi::Stats) {
+        if !s.up {
+            self.on_module_up(s);
+        }
+        s.last_poll_error = None;
+        let stats = Stats::from_abi(raw, self.uptime());
+        // Ours that the module no longer has: exited, or lost in a reload.
+        let ours: Vec<(i32, Reason)> = s
+            .attached
+            .iter()
+            .filter(|(pid, _)| !stats.processes.iter().any(|p| p.pid == **pid))
+            .map(|(pid, a)| (*pid, a.reason))
+            .collect();
+        for (pid, reason) in ours {
+            if reason.ours() && process_exists(pid) {
+                if let Err(e) = self.attach_locked(s, pid, reason) {
+                    tracing::warn!("re-attaching: {e}");
+                    s.attached.remove(&pid);
+                }
+            } else {
+                tracing::info!(pid, "process exited; the module detached it");
+                s.attached.remove(&pid);
+            }
+        }
+        for p in &stats.processes {
+            s.attached.entry(p.pid).or_insert_with(|| Attachment {
+                comm: comm(p.pid),
+                reason: Reason::Other,
+            });
+        }
+        s.stats = stats;
+    }
+
+    /// A poll failed: a missing backend is waited for (or ends the
+    /// service), a permission problem ends it, anything else is reported.
+    #[cold]
+    fn on_poll_error(&self, s: &mut State, e: DevError) {
+        match e {
+            e @ DevError::Missing { .. } => {
+                s.daemon.poll_errors += 1;
+                if s.up || !s.seen && s.last_poll_error.is_none() {
+                    tracing::warn!(
+                        "{}: {e}; {}",
+                        self.dev.path().display(),
+                        match s.cfg.on_missing_module {
+                            OnMissingModule::Wait =>
+                                "waiting for it (on_missing_module = \"wait\")",
+                            OnMissingModule::Exit => "exiting (on_missing_module = \"exit\")",
+                        }
+                    );
+                }
+                s.last_poll_error = Some(e.to_string());
+                s.up = false;
+                s.stats.backend_up = false;
+                if s.cfg.on_missing_module == OnMissingModule::Exit {
+                    self.shutdown(EXIT_UNAVAILABLE);
+                }
+            }
+            e @ DevError::Permission(_) => {
+                tracing::error!("{}: {e}", self.dev.path().display());
+                s.up = false;
+                self.shutdown(EXIT_NOPERM);
+            }
+            e => {
+                s.daemon.poll_errors += 1;
+                let msg = e.to_string();
+                if s.last_poll_error.as_deref() != Some(msg.as_str()) {
+                    tracing::warn!("polling {}: {msg}", self.dev.path().display());
+                }
+                s.last_poll_error = Some(msg);
+            }
+        }
+    }
+
+    /// Attaches processes found by pattern or because they use the GPU.
+    pub(super) fn scan(&self) {
+        let (all, patterns, up) = {
+            let s = self.lock();
+            (s.cfg.attach.all_uvm_processes, s.patterns.clone(), s.up)
+        };
+        if !up || (!all && patterns.is_empty()) {
+            return;
+        }
+        for pid in uvm_processes() {
+            let mut s = self.lock();
+            if s.shutting_down {
+                return;
+            }
+            if s.attached.contains_key(&pid)
+                || s.failed.get(&pid).copied().unwrap_or(0) >= MAX_ATTACH_TRIES
+            {
+                continue;
+            }
+            let reason = if all {
+                Reason::All
+            } else {
+                match cmdline(pid) {
+                    Some(c) if patterns.iter().any(|p| p.is_match(&c)) => Reason::Pattern,
+                    _ => continue,
+                }
+            };
+            if let Err(e) = self.attach_locked(&mut s, pid, reason) {
+                let n = s.failed.entry(pid).or_insert(0);
+                *n += 1;
+                if *n == MAX_ATTACH_TRIES {
+                    tracing::warn!("giving up on attaching: {e}");
+                } else {
+                    tracing::debug!("attach failed, will retry: {e}");
+                }
+            }
+        }
+        // Forget failures of processes that are gone.
+        self.lock().failed.retain(|pid, _| process_exists(*pid));
+    }
+
+    /// SIGHUP: the new file replaces the running config only if it is valid
+    /// and its parameters are accepted by the module.
+    pub(super) fn reload(&self) {
+        let new = match Config::load(&self.config_path) {
+            Ok(c) => c,
+            Err(e) => {
+                self.lock().daemon.reloads_failed += 1;
+                tracing::error!("config reload refused, keeping the running configuration: {e}");
+                return;
+            }
+        };
+        if let Some((i, pid)) = new
+            .attach
+            .pids
+            .iter()
+            .enumerate()
+            .find(|(_, p)| !process_exists(**p))
+        {
+            self.lock().daemon.reloads_failed += 1;
+            tracing::error!(
+                "config reload refused, keeping the running configuration: attach.pids[{i}]: process {pid} does not exist"
+            );
+            return;
+        }
+        let mut s = self.lock();
+        for (what, changed) in [
+            ("device", new.device != s.cfg.device),
+            ("control", new.control != s.cfg.control),
+            ("metrics", new.metrics != s.cfg.metrics),
+        ] {
+            if changed {
+                tracing::warn!(
+                    "config reload: [{what}] changed; it takes effect at the next restart"
+                );
+            }
+        }
+        let params = new.engine.params();
+        if params != s.desired && s.up {
+            if let Err(e) = self.dev.set_params(&params.to_abi()) {
+                s.daemon.reloads_failed += 1;
+                tracing::error!("config reload refused by the module, nothing changed: {e}");
+                return;
+            }
+            tracing::info!(?params, "config reload: parameters applied");
+        }
+        s.desired = params;
+        s.patterns = compile(&new);
+        // Pids the config no longer names are detached; new ones attached.
+        let drop: Vec<i32> = s
+            .attached
+            .iter()
+            .filter(|(pid, a)| a.reason == Reason::Config && !new.attach.pids.contains(pid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in drop {
+            let _ = self.dev.detach_pid(pid);
+            s.attached.remove(&pid);
+        }
+        if s.up {
+            for pid in new.attach.pids.clone() {
+                if !s.attached.contains_key(&pid) {
+                    if let Err(e) = self.attach_locked(&mut s, pid, Reason::Config) {
+                        tracing::error!("config reload: attach.pids: {e}");
+                    }
+                }
+            }
+        }
+        s.cfg = new;
+        s.daemon.reloads_ok += 1;
+        tracing::info!("config reloaded from {}", self.config_path.display());
+    }
+
+    /// Starts shutdown: detaches what the daemon attached and stops all
+    /// further attaching. The module keeps its parameters.
+    pub(super) fn detach_ours(&self) {
+        let mut s = self.lock();
+        s.shutting_down = true;
+        let ours: Vec<i32> = s
+            .attached
+            .iter()
+            .filter(|(_, a)| a.reason.ours())
+            .map(|(p, _)| *p)
+            .collect();
+        for pid in ours {
+            match self.dev.detach_pid(pid) {
+                Ok(()) => tracing::info!(pid, "detached"),
+                Err(e) => tracing::debug!(pid, "detach at shutdown: {e}"),
+            }
+            s.attached.remove(&pid);
+        }
+    }
+}
+
+/// The config's command-line patterns, compiled.
+pub(super) fn compile(c: &Config) -> Vec<regex::Regex> {
+    // Validated when the config was loaded.
+    c.attach
+        .cmdline_patterns
+        .iter()
+        .filter_map(|p| regex::Regex::new(p).ok())
+        .collect()
+}
+
+/// Applies the config's parameters and pids; on any failure restores the
+/// module's previous parameters and undoes the attachments made.
+pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
+    let mut s = svc.lock();
+    let before = svc.dev.params().ok();
+    let want = cfg.engine.params();
+    let restore = |s: &mut State| {
+        let ours: Vec<i32> = s.attached.keys().copied().collect();
+        for pid in ours {
+            let _ = svc.dev.detach_pid(pid);
+        }
+        s.attached.clear();
+        if let Some(b) = before {
+            let _ = svc.dev.set_params(&b);
+        }
+    };
+    if before.map(|b| EngineParams::from_abi(&b)) != Some(want) {
+        match svc.dev.set_params(&want.to_abi()) {
+            Ok(()) => tracing::info!(params = ?want, "parameters applied"),
+            Err(e @ DevError::Permission(_)) => {
+                tracing::error!("{}: SET_PARAMS: {e}", cfg.device.display());
+                return Err(EXIT_NOPERM);
+            }
+            Err(e) => {
+                tracing::error!("[engine]: the module refused the parameters: {e}");
+                return Err(EXIT_CONFIG);
+            }
+        }
+    }
+    for (i, pid) in cfg.attach.pids.iter().enumerate() {
+        if let Err(e) = svc.attach_locked(&mut s, *pid, Reason::Config) {
+            tracing::error!("config: attach.pids[{i}]: {e}; undoing what was applied");
+            restore(&mut s);
+            return Err(EXIT_FAILURE);
+        }
+    }
+    if let Ok(v) = svc.dev.version() {
+        s.module = Some(module_info(&v));
+    }
+    s.up = true;
+    s.seen = true;
+    Ok(())
+}

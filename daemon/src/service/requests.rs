@@ -1,0 +1,198 @@
+//! The control socket's requests, one function each (as the misc-device
+//! sample has one method per ioctl); `handle` only checks the peer and
+//! dispatches.
+
+use super::procfs::{comm, process_exists};
+use super::state::{module_info, Reason, Service, State, VERSION};
+use crate::backend::DevError;
+use crate::proto::{
+    self, EngineParams, ParamChanges, ProcessInfo, Reply, Request, Response, Stats, VersionInfo,
+};
+use crate::socket::{error, Peer};
+
+/// A backend error as the reply class prescientctl acts on.
+fn dev_error(e: &DevError) -> Response {
+    match e {
+        DevError::Missing { .. } => error("unavailable", e.to_string()),
+        DevError::Permission(_) => error("permission", e.to_string()),
+        DevError::Refused { .. } | DevError::Declined { .. } => error("invalid", e.to_string()),
+    }
+}
+
+impl Service {
+    /// Answers one request from `peer`.
+    pub(super) fn handle(&self, req: Request, peer: Peer) -> Response {
+        if let Request::Mark { dead, ranges } = req {
+            // Not under the service lock: an alive mark waits for the
+            // process's backend thread.
+            return self.mark(peer.pid, dead, &ranges);
+        }
+        if req.mutates() && peer.uid != Some(0) {
+            return error(
+                "permission",
+                format!(
+                    "this request changes prescient's state and needs root (your uid is {})",
+                    peer.uid
+                        .map(|u| u.to_string())
+                        .unwrap_or_else(|| "unknown".into())
+                ),
+            );
+        }
+        let mut s = self.lock();
+        match req {
+            Request::Version => self.version(),
+            Request::Status => self.status(&s),
+            Request::Stats => self.stats(),
+            Request::GetParams => self.get_params(&s),
+            Request::SetParams { changes } => self.set_params(&mut s, &changes),
+            Request::Reset => self.reset(),
+            Request::Attach { pid } => self.attach(&mut s, pid),
+            Request::Mark { .. } => error("internal", "mark handled above"),
+            Request::Detach { pid } => self.detach(&mut s, pid),
+        }
+    }
+
+    fn version(&self) -> Response {
+        Response::Ok(Reply::Version(VersionInfo {
+            daemon: VERSION.into(),
+            protocol: proto::PROTOCOL_VERSION,
+            module: self.dev.version().ok().map(|v| module_info(&v)),
+        }))
+    }
+
+    fn status(&self, s: &State) -> Response {
+        Response::Ok(Reply::Status(proto::Status {
+            daemon_version: VERSION.into(),
+            backend: self.dev.kind().into(),
+            backend_up: s.up,
+            module: if s.up { s.module.clone() } else { None },
+            params: s.desired,
+            module_params: self.dev.params().ok().map(|p| EngineParams::from_abi(&p)),
+            config_path: self.config_path.display().to_string(),
+            uptime_s: self.uptime(),
+            attached: s
+                .attached
+                .iter()
+                .map(|(pid, a)| ProcessInfo {
+                    pid: *pid,
+                    comm: a.comm.clone(),
+                    reason: a.reason.as_str().into(),
+                })
+                .collect(),
+        }))
+    }
+
+    fn stats(&self) -> Response {
+        match self.dev.stats() {
+            Ok(raw) => Response::Ok(Reply::Stats(Stats::from_abi(&raw, self.uptime()))),
+            Err(e) => dev_error(&e),
+        }
+    }
+
+    fn get_params(&self, s: &State) -> Response {
+        match self.dev.params() {
+            Ok(p) => Response::Ok(Reply::Params(EngineParams::from_abi(&p))),
+            Err(DevError::Missing { .. }) => Response::Ok(Reply::Params(s.desired)),
+            Err(e) => dev_error(&e),
+        }
+    }
+
+    fn set_params(&self, s: &mut State, changes: &ParamChanges) -> Response {
+        if changes.is_empty() {
+            return error("invalid", "nothing to set");
+        }
+        let old = self
+            .dev
+            .params()
+            .map(|p| EngineParams::from_abi(&p))
+            .unwrap_or(s.desired);
+        let new = changes.apply(&old);
+        if let Err((key, msg)) = new.check() {
+            return error("invalid", format!("{key}: {msg}"));
+        }
+        if !s.up {
+            return error(
+                "unavailable",
+                format!("{} is not loaded: nothing changed (the daemon applies its config when it appears)", self.dev.needs()),
+            );
+        }
+        match self.dev.set_params(&new.to_abi()) {
+            Ok(()) => {
+                tracing::info!(?old, ?new, "parameters set by prescientctl");
+                s.desired = new;
+                Response::Ok(Reply::ParamsChanged { old, new })
+            }
+            Err(e) => dev_error(&e),
+        }
+    }
+
+    fn reset(&self) -> Response {
+        match self.dev.reset_tables() {
+            Ok(()) => {
+                tracing::info!("tables reset by prescientctl");
+                Response::Ok(Reply::Done {
+                    message: "correlation tables cleared".into(),
+                })
+            }
+            Err(e) => dev_error(&e),
+        }
+    }
+
+    fn attach(&self, s: &mut State, pid: i32) -> Response {
+        if pid <= 0 || !process_exists(pid) {
+            return error("not-found", format!("pid {pid}: no such process"));
+        }
+        if !s.up {
+            return error("unavailable", format!("{} is not loaded", self.dev.needs()));
+        }
+        match self.attach_locked(s, pid, Reason::Ctl) {
+            Ok(()) => Response::Ok(Reply::Done {
+                message: format!("attached pid {pid} ({})", comm(pid)),
+            }),
+            Err(m) => error("invalid", m),
+        }
+    }
+
+    fn detach(&self, s: &mut State, pid: i32) -> Response {
+        if pid <= 0 {
+            return error("not-found", format!("pid {pid}: no such process"));
+        }
+        match self.dev.detach_pid(pid) {
+            Ok(()) => {
+                s.attached.remove(&pid);
+                tracing::info!(pid, "detached by prescientctl");
+                Response::Ok(Reply::Done {
+                    message: format!("detached pid {pid}"),
+                })
+            }
+            Err(e) if matches!(e.errno(), Some(libc::ENOENT | libc::ESRCH)) => {
+                s.attached.remove(&pid);
+                error("not-found", format!("pid {pid} is not attached"))
+            }
+            Err(e) => dev_error(&e),
+        }
+    }
+
+    /// A process's own dead/alive marks (marks.rs); `pid` is the peer's,
+    /// from SO_PEERCRED, so a process marks only its own memory.
+    fn mark(&self, pid: Option<i32>, dead: bool, ranges: &[[u64; 2]]) -> Response {
+        let Some(pid) = pid.filter(|p| *p > 0) else {
+            return error(
+                "permission",
+                "mark: the sender's pid is unknown (SO_PEERCRED); marks are taken only from the process they are about",
+            );
+        };
+        let blocks = match crate::userspace::marks::block_ranges(dead, ranges) {
+            Ok(b) => b,
+            Err(m) => return error("invalid", format!("mark: {m}")),
+        };
+        match self.dev.mark(pid, dead, blocks) {
+            Ok(a) => Response::Ok(Reply::Marked(a)),
+            Err(e) if e.errno() == Some(libc::ENOENT) => error("not-found", format!("mark: {e}")),
+            Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => {
+                error("unavailable", format!("mark: {e}"))
+            }
+            Err(e) => dev_error(&e),
+        }
+    }
+}

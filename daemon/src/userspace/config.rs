@@ -1,0 +1,203 @@
+//! What one per-process loop is told: its policy, where its faults come
+//! from, its budget and knobs (`Config`), and the service's settings that
+//! every process it attaches shares (`Settings`).
+
+use super::marks::Mark;
+use super::mode::{FaultSource, PolicyMode};
+use super::snapshot::Snapshot;
+use super::{backoff, gate};
+use prescient_core::{Mode, Params, VictimOrder, BLOCK_SHIFT};
+use std::path::PathBuf;
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Everything one process's loop (process.rs) runs with.
+pub struct Config {
+    pub fault_source: FaultSource,
+    pub mode: PolicyMode,
+    pub budget: Option<u64>,
+    pub duration: Option<Duration>,
+    pub stats_json: Option<PathBuf>,
+    pub stats_interval: Duration,
+    pub workers: usize,
+    pub async_migrate: bool,
+    pub max_coalesce_blocks: u64,
+    /// Which live blocks pre-eviction takes first.
+    pub victim_order: VictimOrder,
+    /// Also prefetch ahead of sequential sweeps of faults (core sweep.rs).
+    pub sweep: bool,
+    /// The prediction window's depth follows the rate of regretted victims
+    /// (core engine.rs, `set_regret_window`); it matters only under a budget.
+    pub regret_window: bool,
+    /// The engine's prediction window in blocks, instead of the one
+    /// `base_params` derives (1/8 of the budget or the GPU).
+    pub window_blocks: Option<u32>,
+    pub gpu_blocks: u32,
+    /// Self back-off (None: always prefetch).
+    pub backoff: Option<backoff::Params>,
+    /// Tracker gate: events off during the process's CPU phases (None:
+    /// always on). Used only when prefetching with GPU_FAULT and MIGRATION
+    /// events and no residency budget (see gate.rs).
+    pub gate: Option<gate::Params>,
+    /// Table parameters set through the service (rows, assoc, succs,
+    /// lookahead; transparent mode only), on top of `Params::for_gpu`.
+    pub engine: Option<prescient_uapi::ParamsAbi>,
+    /// Where the service reads this process's counters: replaced with a
+    /// fresh snapshot every `stats_interval` and at the end.
+    pub publish: Option<Arc<Mutex<Snapshot>>>,
+    /// Dead and alive marks from the process (marks.rs); None: none come.
+    pub marks: Option<Receiver<Mark>>,
+    /// Discard dead victims with UVM_DISCARD (the driver has it: 580+);
+    /// otherwise they are evicted like live ones.
+    pub discard: bool,
+    /// Log every block decision and movement here (blocklog.rs).
+    pub block_log: Option<PathBuf>,
+}
+
+impl Default for Config {
+    /// `prescientd --pid`'s defaults: prescient mode on GPU_FAULT events,
+    /// no budget, a 140 GiB GPU, no back-off, gate, marks or discards.
+    fn default() -> Config {
+        Config {
+            fault_source: FaultSource::Faults,
+            mode: PolicyMode::Prescient,
+            budget: None,
+            duration: None,
+            stats_json: None,
+            stats_interval: Duration::from_millis(500),
+            workers: 4,
+            async_migrate: true,
+            max_coalesce_blocks: 16,
+            victim_order: VictimOrder::Migration,
+            sweep: false,
+            regret_window: true,
+            window_blocks: None,
+            gpu_blocks: blocks_of(140 << 30),
+            backoff: None,
+            gate: None,
+            engine: None,
+            publish: None,
+            marks: None,
+            discard: false,
+            block_log: None,
+        }
+    }
+}
+
+impl Config {
+    /// The loop the service's user-space backend starts for one process:
+    /// the service's `settings` and parameters `p` (its budget, and
+    /// prefetching on or off), publishing into `publish`, marks from `marks`.
+    pub fn for_service(
+        settings: &Settings,
+        p: prescient_uapi::ParamsAbi,
+        publish: Arc<Mutex<Snapshot>>,
+        marks: Receiver<Mark>,
+        discard: bool,
+    ) -> Config {
+        Config {
+            mode: if p.enabled == 1 {
+                PolicyMode::Prescient
+            } else {
+                PolicyMode::Observe
+            },
+            budget: (p.residency_budget_bytes > 0).then_some(p.residency_budget_bytes),
+            stats_interval: settings.stats_interval,
+            workers: settings.workers.max(1),
+            regret_window: settings.regret_window,
+            gpu_blocks: blocks_of(settings.gpu_memory_bytes),
+            backoff: Some(backoff::Params::default()),
+            gate: settings.gate.then(gate::Params::default),
+            engine: Some(p),
+            publish: Some(publish),
+            marks: Some(marks),
+            discard,
+            ..Config::default()
+        }
+    }
+}
+
+/// What the service's config says about the user-space backend.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// GPU memory that sizes the engine when no residency budget is set.
+    pub gpu_memory_bytes: u64,
+    /// Threads issuing UVM_MIGRATE per process.
+    pub workers: usize,
+    /// Tools event queue entries per process (power of two).
+    pub queue_entries: u32,
+    /// The tracker gate (gate.rs); used for processes with no residency budget.
+    pub gate: bool,
+    /// The regret-driven window depth (`Config::regret_window`).
+    pub regret_window: bool,
+    /// How often a process's counters are published to the service.
+    pub stats_interval: Duration,
+}
+
+/// 2 MB blocks in `bytes`, at least 8 (the engine's smallest ledger).
+pub(crate) fn blocks_of(bytes: u64) -> u32 {
+    (bytes >> BLOCK_SHIFT).clamp(8, u32::MAX as u64) as u32
+}
+
+/// The engine's parameters before the service's table settings: transparent
+/// mode, sized by the residency budget (`Params::for_budget`: a ledger for
+/// the whole GPU) or by the GPU when there is none.
+pub(crate) fn base_params(budget: Option<u64>, gpu_blocks: u32) -> Params {
+    Params {
+        mode: Mode::Transparent,
+        ..match budget {
+            Some(b) => {
+                Params::for_budget((b >> BLOCK_SHIFT).min(u32::MAX as u64) as u32, gpu_blocks)
+            }
+            None => Params::for_gpu(gpu_blocks),
+        }
+    }
+}
+
+/// The engine's parameters for one attached process: `base_params`, the
+/// window override, then the service's table settings; all validated.
+pub(crate) fn engine_params(cfg: &Config) -> anyhow::Result<Params> {
+    let mut base = base_params(cfg.budget, cfg.gpu_blocks);
+    if let Some(w) = cfg.window_blocks {
+        base.window_blocks = w;
+    }
+    let params = match &cfg.engine {
+        Some(abi) => abi
+            .to_engine(&base)
+            .map_err(|e| anyhow::anyhow!("engine parameters: {e}"))?,
+        None => base,
+    };
+    params
+        .validate()
+        .map_err(|e| anyhow::anyhow!("engine parameters: {e}"))?;
+    Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prescient_core::BLOCK_BYTES;
+
+    fn config(budget: Option<u64>, window_blocks: Option<u32>) -> Config {
+        Config {
+            budget,
+            window_blocks,
+            gpu_blocks: 4096,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn the_window_is_an_eighth_of_the_budget_unless_given() {
+        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), None)).unwrap();
+        assert_eq!((p.history_window(), p.max_resident_blocks), (128, 4096));
+        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), Some(32))).unwrap();
+        assert_eq!(p.history_window(), 32);
+        // Without a budget: an eighth of the GPU, which also caps a larger one.
+        let p = engine_params(&config(None, None)).unwrap();
+        assert_eq!(p.history_window(), 512);
+        let p = engine_params(&config(None, Some(100_000))).unwrap();
+        assert_eq!(p.history_window(), 512);
+    }
+}

@@ -1,0 +1,306 @@
+//! Dead blocks: marks applied to the engine, dead victims and dead data
+//! off the GPU discarded (UVM_DISCARD, no copy), and the victims of one
+//! turn on their way out (`Leaving`). marks.rs says why a discard never
+//! destroys live data.
+
+use super::marks::Mark;
+use super::migrator::{sorted_runs, Job, Migrator};
+use super::mode::PolicyMode;
+use super::snapshot::Snapshot;
+use crate::proto::Applied;
+use crate::uvm;
+use prescient_core::{Engine, BLOCK_SHIFT};
+use std::collections::HashSet;
+use std::time::Instant;
+
+/// Victims taken off the ledger in one turn of the loop, waiting to leave
+/// the GPU: dead ones (when discarding) for UVM_DISCARD, live ones for
+/// eviction by the workers, in runs of consecutive blocks (a 2 MB
+/// UVM_MIGRATE to the CPU moves 15 GB/s on the H200; runs amortise its
+/// fixed cost, as the prefetches' runs do).
+#[derive(Default)]
+pub(super) struct Leaving {
+    pub(super) dead: Vec<u64>,
+    pub(super) evict: Vec<u64>,
+}
+
+impl Leaving {
+    /// Submits the pending evictions as runs of at most `max` blocks.
+    pub(super) fn submit_evictions(&mut self, max: u64, migrator: &Migrator) {
+        for (s, l) in sorted_runs(&mut self.evict, max) {
+            migrator.submit(Job::blocks(s, l, false));
+        }
+    }
+}
+
+/// Discards `blocks` (dead; drained) in runs of consecutive blocks,
+/// synchronously on this thread (marks.rs says why), and records them in
+/// `discarded`. Returns the blocks the driver refused, in order.
+pub(super) fn discard_blocks(
+    fd: std::os::fd::RawFd,
+    blocks: &mut Vec<u64>,
+    max_run: u64,
+    discarded: &mut HashSet<u64>,
+    snap: &mut Snapshot,
+) -> Vec<u64> {
+    let mut refused = Vec::new();
+    if blocks.is_empty() {
+        return refused;
+    }
+    let t = Instant::now();
+    for (s, l) in sorted_runs(blocks, max_run) {
+        let failed = discard_run(fd, s, l, snap);
+        discarded.extend((s..s + l).filter(|b| failed.binary_search(b).is_err()));
+        refused.extend(failed);
+    }
+    snap.discard_s += t.elapsed().as_secs_f64();
+    refused
+}
+
+/// Applies one dead or alive mark to the engine (prescient mode only).
+/// Dead blocks not on the GPU (and not discarded already) are put in
+/// `host_dead`: the caller may discard them where they are, before it
+/// applies the next mark. Discarded blocks marked alive are put in
+/// `refetch`: the caller makes room for them, counts them and migrates them
+/// back.
+pub(super) fn apply_mark(
+    engine: &mut Engine<Vec<u64>>,
+    discarded: &mut HashSet<u64>,
+    mode: PolicyMode,
+    m: &Mark,
+    host_dead: &mut Vec<u64>,
+    refetch: &mut Vec<u64>,
+) -> Applied {
+    let mut a = Applied {
+        blocks: m.blocks.iter().map(|r| r.end - r.start).sum(),
+        ignored: !mode.learns(),
+        ..Default::default()
+    };
+    if a.ignored {
+        return a;
+    }
+    for b in m.blocks.iter().flat_map(|r| r.clone()) {
+        if m.dead {
+            if engine.mark_dead(b) {
+                a.resident += 1;
+            } else if !discarded.contains(&b) {
+                host_dead.push(b);
+            }
+            continue;
+        }
+        a.resident += u64::from(engine.mark_alive(b));
+        if discarded.remove(&b) {
+            a.refetched += 1;
+            refetch.push(b);
+        }
+    }
+    a
+}
+
+/// UVM_DISCARD (with unmap) of blocks `s..s + l`; returns the blocks that
+/// could not be discarded, in order. A run that spans two allocations is
+/// refused by the driver (one managed range per call): then block by block.
+pub(super) fn discard_run(fd: std::os::fd::RawFd, s: u64, l: u64, snap: &mut Snapshot) -> Vec<u64> {
+    let one = |b: u64, n: u64, snap: &mut Snapshot| {
+        let r = uvm::discard(
+            fd,
+            b << BLOCK_SHIFT,
+            n << BLOCK_SHIFT,
+            uvm::DISCARD_FLAG_UNMAP,
+        );
+        match r {
+            Ok(()) => {
+                snap.discard_ops += 1;
+                snap.discarded_blocks += n;
+            }
+            Err(e) if n == 1 => {
+                snap.discard_errors += 1;
+                if snap.discard_errors <= 5 {
+                    tracing::warn!(
+                        pid = snap.pid,
+                        base = format!("{:#x}", b << BLOCK_SHIFT),
+                        "UVM_DISCARD failed: {e}"
+                    );
+                }
+            }
+            Err(_) => {}
+        }
+        r.is_ok()
+    };
+    if one(s, l, snap) {
+        return Vec::new();
+    }
+    (s..s + l).filter(|&b| l == 1 || !one(b, 1, snap)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::userspace::residency::tests::engine;
+    use crate::userspace::residency::Residency;
+    use prescient_core::{Victim, BLOCK_BYTES};
+
+    fn resident(l: &mut Residency, e: &mut Engine<Vec<u64>>, blocks: std::ops::Range<u64>) {
+        for b in blocks {
+            if l.add(b, BLOCK_BYTES) {
+                e.migrated_in(b);
+            }
+        }
+    }
+
+    fn mark(dead: bool, blocks: std::ops::Range<u64>) -> Mark {
+        Mark {
+            dead,
+            blocks: vec![blocks],
+            done: None,
+        }
+    }
+
+    #[test]
+    fn dead_blocks_are_the_first_victims_and_discarded() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        let mut discarded = HashSet::new();
+        let mut refetch = Vec::new();
+        let mut host_dead = Vec::new();
+        resident(&mut l, &mut e, 10..20);
+        let a = apply_mark(
+            &mut e,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(true, 15..18),
+            &mut host_dead,
+            &mut refetch,
+        );
+        assert_eq!((a.blocks, a.resident, a.ignored), (3, 3, false));
+        let mut vic = vec![Victim::default(); 4];
+        let k = e.victims(&mut vic);
+        assert_eq!(k, 4);
+        let dead: Vec<u64> = vic[..3].iter().map(|v| v.block).collect();
+        assert_eq!(dead, [15, 16, 17]);
+        assert!(vic[..3].iter().all(|v| v.discard));
+        assert!(!vic[3].discard, "a live block is evicted, not discarded");
+        assert!(refetch.is_empty());
+    }
+
+    #[test]
+    fn a_discarded_block_marked_alive_comes_back_and_a_live_one_stays() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        let mut discarded = HashSet::new();
+        let mut refetch = Vec::new();
+        let mut host_dead = Vec::new();
+        resident(&mut l, &mut e, 10..14);
+        apply_mark(
+            &mut e,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(true, 10..14),
+            &mut host_dead,
+            &mut refetch,
+        );
+        // The backend discarded 10 and 11 (as its pre-eviction does).
+        for b in [10, 11] {
+            l.sub(b, BLOCK_BYTES);
+            e.evicted(b);
+            discarded.insert(b);
+        }
+        let a = apply_mark(
+            &mut e,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(false, 9..13),
+            &mut host_dead,
+            &mut refetch,
+        );
+        // Of 9..13 only 12 was resident; 10 and 11 come back.
+        assert_eq!((a.blocks, a.resident, a.refetched), (4, 1, 2));
+        assert_eq!(refetch, [10, 11]);
+        assert!(discarded.is_empty());
+        assert_eq!(
+            l.blocks(),
+            2,
+            "the caller counts refetches once it has room"
+        );
+        // 13 was not in the alive range: it is the one dead victim left.
+        let mut vic = vec![Victim::default(); 8];
+        let k = e.victims(&mut vic);
+        assert_eq!((vic[0].block, vic[0].discard), (13, true));
+        assert!(vic[1..k].iter().all(|v| !v.discard));
+    }
+
+    #[test]
+    fn dead_blocks_off_the_gpu_are_listed_for_a_discard_where_they_are() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        let mut discarded = HashSet::from([32]);
+        let (mut host_dead, mut refetch) = (Vec::new(), Vec::new());
+        resident(&mut l, &mut e, 30..31);
+        let a = apply_mark(
+            &mut e,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(true, 30..34),
+            &mut host_dead,
+            &mut refetch,
+        );
+        // 30 is resident (a victim later), 32 was discarded already.
+        assert_eq!((a.blocks, a.resident), (4, 1));
+        assert_eq!(host_dead, [31, 33]);
+        // Once discarded, an alive mark brings them back like any other.
+        discarded.extend([31, 33]);
+        host_dead.clear();
+        let a = apply_mark(
+            &mut e,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(false, 30..34),
+            &mut host_dead,
+            &mut refetch,
+        );
+        assert_eq!(a.refetched, 3);
+        assert_eq!(refetch, [31, 32, 33]);
+        assert!(host_dead.is_empty());
+    }
+
+    #[test]
+    fn marks_are_ignored_where_the_driver_is_emulated_or_only_watched() {
+        for mode in [PolicyMode::DriverLike, PolicyMode::Observe] {
+            let (mut l, mut e) = (Residency::default(), engine());
+            let mut discarded = HashSet::new();
+            let mut refetch = Vec::new();
+            let mut host_dead = Vec::new();
+            resident(&mut l, &mut e, 0..4);
+            let a = apply_mark(
+                &mut e,
+                &mut discarded,
+                mode,
+                &mark(true, 0..4),
+                &mut host_dead,
+                &mut refetch,
+            );
+            assert!(a.ignored);
+            let mut vic = vec![Victim::default(); 4];
+            let k = e.victims(&mut vic);
+            assert!(vic[..k].iter().all(|v| !v.discard), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn refused_discards_are_returned_once_and_not_recorded() {
+        let mut snap = Snapshot::default();
+        let mut discarded = HashSet::new();
+        let mut dead = vec![42, 40, 41, 42, 60];
+        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap);
+        assert_eq!(refused, [40, 41, 42, 60]);
+        assert!(dead.is_empty() && discarded.is_empty());
+        assert_eq!(snap.discard_errors, 4);
+    }
+
+    #[test]
+    fn a_failed_discard_hands_every_block_back_for_eviction() {
+        let mut snap = Snapshot::default();
+        // No such fd: the run fails, then each block; all are returned.
+        assert_eq!(discard_run(-1, 40, 3, &mut snap), [40, 41, 42]);
+        assert_eq!((snap.discard_errors, snap.discarded_blocks), (3, 0));
+        assert_eq!(discard_run(-1, 50, 1, &mut snap), [50]);
+        assert_eq!(snap.discard_errors, 4);
+    }
+}

@@ -1,0 +1,217 @@
+//! The migration workers: UVM_MIGRATE jobs (prefetches to the GPU,
+//! evictions to the CPU) issued by a small thread pool, so the loop never
+//! waits on a copy; their counters and busy time; and `runs()`, which
+//! coalesces blocks into the jobs' runs.
+
+use crate::uvm;
+use prescient_core::BLOCK_SHIFT;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Jobs queued for the workers before new ones are dropped (and counted).
+const QUEUE: usize = 1024;
+
+/// One UVM_MIGRATE: a run of blocks to the GPU or to the CPU.
+#[derive(Clone, Copy)]
+pub(super) struct Job {
+    base: u64,
+    len: u64,
+    to_gpu: bool,
+}
+
+impl Job {
+    /// `count` 2 MB blocks from block `first`, to the GPU or to the CPU.
+    pub(super) fn blocks(first: u64, count: u64, to_gpu: bool) -> Job {
+        Job {
+            base: first << BLOCK_SHIFT,
+            len: count << BLOCK_SHIFT,
+            to_gpu,
+        }
+    }
+}
+
+/// What the workers did, read by the stats snapshot.
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) prefetch_ops: AtomicU64,
+    pub(super) prefetch_bytes: AtomicU64,
+    pub(super) prefetch_errors: AtomicU64,
+    pub(super) prefetch_busy_ns: AtomicU64,
+    pub(super) evict_ops: AtomicU64,
+    pub(super) evict_bytes: AtomicU64,
+    pub(super) evict_errors: AtomicU64,
+    pub(super) evict_busy_ns: AtomicU64,
+    pub(super) dropped_jobs: AtomicU64,
+}
+
+/// Busy-time accounting over parallel workers: time with >= 1 op in flight.
+struct Busy {
+    inflight: u32,
+    since: Instant,
+}
+
+/// One direction's busy clock per direction: [to the GPU, to the CPU].
+type BusyPair = [Mutex<Busy>; 2];
+
+/// The worker pool of one process and the queue that feeds it.
+pub(super) struct Migrator {
+    /// None once finished.
+    tx: Option<SyncSender<Job>>,
+    handles: Vec<JoinHandle<()>>,
+    pub(super) counters: Arc<Counters>,
+}
+
+impl Migrator {
+    /// Starts `workers` threads migrating in `fd`'s address space to `gpu`
+    /// (none when `workers` is 0: the queue then only fills).
+    pub(super) fn start(fd: Arc<OwnedFd>, gpu: [u8; 16], flags: u32, workers: usize) -> Migrator {
+        let counters = Arc::new(Counters::default());
+        let idle = || {
+            Mutex::new(Busy {
+                inflight: 0,
+                since: Instant::now(),
+            })
+        };
+        let busy = Arc::new([idle(), idle()]);
+        let (tx, rx) = sync_channel(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        let handles = (0..workers)
+            .map(|_| {
+                let (fd, rx, c, busy) = (fd.clone(), rx.clone(), counters.clone(), busy.clone());
+                std::thread::spawn(move || worker(fd, rx, gpu, flags, c, busy))
+            })
+            .collect();
+        Migrator {
+            tx: Some(tx),
+            handles,
+            counters,
+        }
+    }
+
+    /// Queues `j`; dropped (and counted) when the queue is full.
+    pub(super) fn submit(&self, j: Job) {
+        if let Some(Err(TrySendError::Full(_))) = self.tx.as_ref().map(|tx| tx.try_send(j)) {
+            self.counters.dropped_jobs.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Lets the workers finish what is queued and waits for them.
+    pub(super) fn finish(&mut self) {
+        self.tx = None;
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Takes the next job, or None once the queue is closed.
+fn next_job(rx: &Mutex<Receiver<Job>>) -> Option<Job> {
+    rx.lock().ok()?.recv().ok()
+}
+
+/// One worker: migrates jobs until the queue closes.
+fn worker(
+    fd: Arc<OwnedFd>,
+    rx: Arc<Mutex<Receiver<Job>>>,
+    gpu: [u8; 16],
+    flags: u32,
+    c: Arc<Counters>,
+    busy: Arc<BusyPair>,
+) {
+    while let Some(job) = next_job(&rx) {
+        let k = usize::from(!job.to_gpu);
+        if let Ok(mut b) = busy[k].lock() {
+            if b.inflight == 0 {
+                b.since = Instant::now();
+            }
+            b.inflight += 1;
+        }
+        let dest = if job.to_gpu { gpu } else { uvm::CPU_UUID };
+        let r = uvm::migrate(fd.as_raw_fd(), job.base, job.len, dest, flags);
+        if let Ok(mut b) = busy[k].lock() {
+            b.inflight -= 1;
+            if b.inflight == 0 {
+                let ns = b.since.elapsed().as_nanos() as u64;
+                if job.to_gpu {
+                    &c.prefetch_busy_ns
+                } else {
+                    &c.evict_busy_ns
+                }
+                .fetch_add(ns, Relaxed);
+            }
+        }
+        count(&c, &job, r);
+    }
+}
+
+/// Counts one finished job; warns about the first few failures.
+fn count(c: &Counters, job: &Job, r: Result<(), uvm::IoctlError>) {
+    let (ops, bytes, errs) = if job.to_gpu {
+        (&c.prefetch_ops, &c.prefetch_bytes, &c.prefetch_errors)
+    } else {
+        (&c.evict_ops, &c.evict_bytes, &c.evict_errors)
+    };
+    match r {
+        Ok(()) => {
+            ops.fetch_add(1, Relaxed);
+            bytes.fetch_add(job.len, Relaxed);
+        }
+        Err(e) => {
+            if errs.fetch_add(1, Relaxed) < 5 {
+                tracing::warn!(
+                    base = format!("{:#x}", job.base),
+                    len = job.len,
+                    to_gpu = job.to_gpu,
+                    "UVM_MIGRATE: {e}"
+                );
+            }
+        }
+    }
+}
+
+/// Coalesces `blocks` into runs (start, count) of consecutive blocks, at
+/// most `max` long, keeping their order: a block extends the run before it
+/// only when it is that run's next block. Prefetches keep the engine's
+/// order this way; evictions and discards sort first (`sorted_runs`).
+pub(super) fn runs(blocks: impl IntoIterator<Item = u64>, max: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for b in blocks {
+        match out.last_mut() {
+            Some((s, l)) if *s + *l == b && *l < max.max(1) => *l += 1,
+            _ => out.push((b, 1)),
+        }
+    }
+    out
+}
+
+/// Sorts `blocks`, drops repeats and drains them as `runs`.
+pub(super) fn sorted_runs(blocks: &mut Vec<u64>, max: u64) -> Vec<(u64, u64)> {
+    blocks.sort_unstable();
+    blocks.dedup();
+    runs(blocks.drain(..), max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_coalesce_consecutive_blocks_up_to_the_limit() {
+        let mut b = vec![9, 3, 4, 5, 4, 7, 8, 20];
+        assert_eq!(sorted_runs(&mut b, 16), [(3, 3), (7, 3), (20, 1)]);
+        assert!(b.is_empty());
+        let mut b: Vec<u64> = (0..5).collect();
+        assert_eq!(sorted_runs(&mut b, 2), [(0, 2), (2, 2), (4, 1)]);
+    }
+
+    #[test]
+    fn prefetch_runs_keep_the_engines_order() {
+        // Only a block's own successor extends a run; nothing is reordered.
+        assert_eq!(runs([5, 6, 2, 3, 4, 9], 16), [(5, 2), (2, 3), (9, 1)]);
+        assert_eq!(runs([1, 2, 3], 2), [(1, 2), (3, 1)]);
+    }
+}

@@ -1,0 +1,48 @@
+//! The per-process loop's two choices, as flags and the stats JSON name
+//! them: which policy it runs, and which events stand for faults.
+
+use serde::Serialize;
+
+/// Which policy a process's loop runs (policy.rs implements each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyMode {
+    /// Engine-driven prefetch and pre-eviction under the budget.
+    Prescient,
+    /// No prefetch; evict the oldest-resident block when over the budget.
+    DriverLike,
+    /// Count events only; issue nothing.
+    Observe,
+}
+
+impl PolicyMode {
+    /// The engine learns from faults and marks, and dead victims may be
+    /// discarded: only the prescient policy acts on predictions.
+    pub fn learns(self) -> bool {
+        self == PolicyMode::Prescient
+    }
+
+    /// Migrations to the GPU with cause "user" are ours (prefetches).
+    pub fn prefetches(self) -> bool {
+        self == PolicyMode::Prescient
+    }
+
+    /// Migrations to the CPU with cause "user" are ours (evictions).
+    pub fn evicts(self) -> bool {
+        self != PolicyMode::Observe
+    }
+}
+
+/// Where the engine's faults come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultSource {
+    /// GPU_FAULT events (exact, but the driver's per-fault tools cost is high).
+    Faults,
+    /// MIGRATION events only: a fault-driven migration to the GPU (cause
+    /// coherence or driver prefetch) stands for a fault on its block.
+    Migrations,
+    /// GPU_FAULT events only, no MIGRATION events: the ledger then knows only
+    /// our own commands, so no budget can be enforced.
+    FaultsOnly,
+}

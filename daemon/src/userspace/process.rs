@@ -1,0 +1,306 @@
+//! The loop that acts for one process: tools events in, the engine in the
+//! middle, UVM_MIGRATE out (prefetch to the GPU, pre-evict to the CPU),
+//! UVM_DISCARD for blocks the process marked dead (marks.rs).
+//!
+//! Each turn: drain the events (`on_event`), drive the tracker gate, apply
+//! the marks, let the policy (policy.rs) decide what moves, and now and
+//! then publish the counters (snapshot.rs).
+
+use super::blocklog;
+use super::config::Config;
+use super::discard::{apply_mark, discard_blocks};
+use super::gate;
+use super::mode::FaultSource;
+use super::policy;
+use super::residency::{apply_migration, fault_in};
+use super::snapshot::{fill, write_stats, Snapshot};
+use super::state::Process;
+use crate::attach::{Event, Target, Tracker};
+use crate::proto::Applied;
+use crate::uvm;
+use prescient_core::BLOCK_SHIFT;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often the loop checks that the process is still there.
+const ALIVE_CHECK: Duration = Duration::from_millis(100);
+/// Marks applied per turn; the rest wait for the next one.
+const MARKS_PER_TURN: usize = 16;
+
+/// Runs the loop for `target` until `stop`, the configured duration, or the
+/// process's exit; returns its final counters.
+pub fn run(
+    target: Target,
+    tracker: Tracker,
+    gpu: (u16, [u8; 16]),
+    version: String,
+    cfg: Config,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<Snapshot> {
+    let mut p = Process::new(&target, gpu, version, cfg)?;
+    let mut policy = policy::for_mode(p.cfg.mode);
+    let (mut alive_check, mut last_write) = (Instant::now(), Instant::now());
+    loop {
+        if stop.load(Relaxed) || p.cfg.duration.is_some_and(|d| p.start.elapsed() >= d) {
+            break;
+        }
+        if alive_check.elapsed() > ALIVE_CHECK {
+            alive_check = Instant::now();
+            if !target.alive() {
+                tracing::info!(pid = target.pid, "target exited");
+                break;
+            }
+        }
+        let mut faulted = false;
+        let n = tracker.drain(1 << 16, |ev| faulted |= p.on_event(ev));
+        if !p.drive_gate(&tracker) {
+            break;
+        }
+        p.apply_marks();
+        p.tick();
+        policy.step(&mut p, faulted);
+        if n == 0 && !faulted {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if last_write.elapsed() >= p.cfg.stats_interval {
+            last_write = Instant::now();
+            p.publish(&tracker);
+        }
+    }
+    Ok(p.finish(tracker))
+}
+
+impl Process {
+    /// One tools event; true when the engine learnt a fault from it.
+    fn on_event(&mut self, ev: Event) -> bool {
+        self.snap.events += 1;
+        match ev {
+            Event::Fault(f) => {
+                self.snap.fault_events += 1;
+                if let Some(g) = self.gate.as_mut() {
+                    g.gate.gpu_fault();
+                }
+                self.on_gpu_fault(f.address >> BLOCK_SHIFT)
+            }
+            Event::Migration(m) => self.on_migration(&m),
+            Event::Other => {
+                self.snap.other_events += 1;
+                false
+            }
+        }
+    }
+
+    /// A GPU fault on block `b`. A fault says the block is not resident.
+    /// Once per run of faults on one block is enough: `uncertain` is only
+    /// refilled on opening the gate, which also resets `last_fault_block`.
+    fn on_gpu_fault(&mut self, b: u64) -> bool {
+        if b == self.last_fault_block {
+            return false;
+        }
+        self.uncertain.remove(&b);
+        if self.discarded.remove(&b) {
+            self.snap.discarded_faulted += 1;
+        }
+        let before = (self.cfg.mode.learns() && self.log.on()).then(|| self.engine.stats());
+        let learnt = self.count_fault(b);
+        if !learnt {
+            self.log.fault(b, '-');
+        } else if let Some(before) = before {
+            self.log
+                .fault(b, blocklog::fault_kind(&before, &self.engine.stats()));
+        }
+        fault_in(&mut self.residency, &mut self.engine, b);
+        learnt
+    }
+
+    /// Counts a fault on block `b` (a GPU fault, or a migration standing for
+    /// one) and hands it to the back-off and the engine; true when the
+    /// engine learnt it.
+    fn count_fault(&mut self, b: u64) -> bool {
+        self.last_fault_block = b;
+        self.snap.fault_blocks += 1;
+        if let Some(bo) = self.backoff.as_mut() {
+            bo.fault(b);
+        }
+        if self.cfg.mode.learns() {
+            self.engine.fault(b);
+        }
+        self.cfg.mode.learns()
+    }
+
+    /// One migration event: residency, counters, and (with
+    /// `--fault-source migrations`) the fault it stands for.
+    fn on_migration(&mut self, m: &uvm::MigrationV2) -> bool {
+        self.snap.migration_events += 1;
+        self.snap.migrations_by_cause[(m.migration_cause & 7) as usize] += 1;
+        let b = m.address >> BLOCK_SHIFT;
+        let to_gpu = m.dst_index != uvm::CPU_INDEX;
+        let mut learnt = false;
+        if self.cfg.fault_source == FaultSource::Migrations
+            && to_gpu
+            && (m.migration_cause == uvm::CAUSE_COHERENCE
+                || m.migration_cause == uvm::CAUSE_PREFETCH)
+            && b != self.last_fault_block
+        {
+            learnt = self.count_fault(b);
+        }
+        if to_gpu {
+            self.log.migration(b, true, m.migration_cause);
+            self.snap.migrated_to_gpu_bytes += m.migrated_bytes;
+            let (b0, b1) = (m.begin_time_stamp_gpu, m.end_time_stamp_gpu);
+            if m.migration_cause == uvm::CAUSE_USER && b0 != 0 && b1 >= b0 {
+                self.snap.user_to_gpu_bytes += m.migrated_bytes;
+                self.copy.add(b0, b1);
+            }
+            apply_migration(&mut self.residency, &mut self.engine, self.cfg.mode, m);
+        } else if m.src_index != uvm::CPU_INDEX {
+            self.log.migration(b, false, m.migration_cause);
+            self.snap.migrated_to_cpu_bytes += m.migrated_bytes;
+            if m.migration_cause == uvm::CAUSE_COHERENCE {
+                if let Some(g) = self.gate.as_mut() {
+                    g.gate.cpu_fault_migration();
+                }
+            }
+            if apply_migration(&mut self.residency, &mut self.engine, self.cfg.mode, m) {
+                self.snap.driver_evictions += 1;
+            }
+        }
+        learnt
+    }
+
+    /// Closes or opens the tracker gate as it asks; false when events can
+    /// no longer be seen (the loop then stops).
+    fn drive_gate(&mut self, tracker: &Tracker) -> bool {
+        let Some(g) = self.gate.as_mut() else {
+            return true;
+        };
+        let now = Instant::now();
+        match g.action(now) {
+            gate::Action::None => {}
+            gate::Action::Close => {
+                // Events already queued are still read by the next drains.
+                if let Err(e) = tracker.disable() {
+                    tracing::warn!(pid = self.snap.pid, "tracker gate: disabling events: {e}");
+                    g.gate.failed(now);
+                }
+            }
+            gate::Action::Open => {
+                if let Err(e) = tracker.enable() {
+                    // Nothing is seen from here on: say so, and stop.
+                    tracing::error!(pid = self.snap.pid, "tracker gate: re-enabling events: {e}");
+                    g.gate.failed(now);
+                    return false;
+                }
+                // Migrations of the closed period were not seen: what the
+                // ledger says is resident may not be any more.
+                self.uncertain.clear();
+                for b in self.residency.clear() {
+                    self.engine.evicted(b);
+                    self.uncertain.insert(b);
+                }
+                self.last_fault_block = u64::MAX;
+            }
+        }
+        true
+    }
+
+    /// Applies the marks that came since the last turn (a bounded number).
+    fn apply_marks(&mut self) {
+        let Some(rx) = self.cfg.marks.as_ref() else {
+            return;
+        };
+        for _ in 0..MARKS_PER_TURN {
+            let Ok(m) = rx.try_recv() else { break };
+            let a = apply_mark(
+                &mut self.engine,
+                &mut self.discarded,
+                self.cfg.mode,
+                &m,
+                &mut self.host_dead,
+                &mut self.refetch,
+            );
+            count_mark(&mut self.snap, m.dead, &a);
+            // Dead data still on the host: discarded there too, now, before
+            // the next mark (an alive mark after it must find it done), so
+            // that it comes back to the GPU with no copy.
+            if self.discard_ok {
+                let before = self.snap.discarded_blocks;
+                // A block the driver refuses stays as it is.
+                discard_blocks(
+                    self.fd.as_raw_fd(),
+                    &mut self.host_dead,
+                    self.cfg.max_coalesce_blocks,
+                    &mut self.discarded,
+                    &mut self.snap,
+                );
+                self.snap.host_discarded_blocks += self.snap.discarded_blocks - before;
+            }
+            self.host_dead.clear();
+            // Applied: from here on no discard of these blocks can start.
+            // (The refetches are issued by the policy, after making room.)
+            if let Some(done) = m.done {
+                let _ = done.send(a);
+            }
+        }
+    }
+
+    /// The per-turn counters: peak residency, back-off, copy throughput.
+    fn tick(&mut self) {
+        let s = &mut self.snap;
+        s.max_resident_bytes = s.max_resident_bytes.max(self.residency.total());
+        if let Some(bo) = self.backoff.as_mut() {
+            bo.tick(s.fault_blocks, Instant::now());
+        }
+        let copy_ns = self.copy.ns();
+        s.user_to_gpu_copy_s = copy_ns as f64 / 1e9;
+        s.user_to_gpu_gbps = if copy_ns > 0 {
+            s.user_to_gpu_bytes as f64 / copy_ns as f64
+        } else {
+            0.0
+        };
+    }
+
+    /// Refreshes the snapshot and hands it to the service and the file.
+    fn publish(&mut self, tracker: &Tracker) {
+        let now = Instant::now();
+        let counters = &self.migrator.counters;
+        fill(
+            &mut self.snap,
+            &self.residency,
+            &self.engine,
+            counters,
+            tracker,
+            self.start,
+        );
+        self.snap.backoff = self.backoff.as_ref().map(|b| b.stats(now));
+        self.snap.gate = self.gate.as_ref().map(|g| g.gate.stats(now));
+        write_stats(
+            self.cfg.publish.as_ref(),
+            self.cfg.stats_json.as_ref(),
+            &self.snap,
+        );
+    }
+
+    /// Waits for the workers, reads the last events, publishes once more.
+    fn finish(mut self, tracker: Tracker) -> Snapshot {
+        self.migrator.finish();
+        self.log.flush();
+        tracker.flush();
+        tracker.drain(usize::MAX, |_| {});
+        self.publish(&tracker);
+        self.snap
+    }
+}
+
+/// Counts one applied mark.
+fn count_mark(s: &mut Snapshot, dead: bool, a: &Applied) {
+    s.mark_requests += 1;
+    if dead {
+        s.marked_dead_blocks += a.blocks;
+    } else {
+        s.marked_alive_blocks += a.blocks;
+    }
+    s.refetched_blocks += a.refetched;
+}

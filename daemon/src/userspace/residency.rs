@@ -1,0 +1,288 @@
+//! GPU residency per 2 MB block as the per-process loop sees it, from
+//! migration events, GPU faults and our own commands; the engine is told
+//! about every block that enters or leaves.
+
+use super::mode::PolicyMode;
+use crate::uvm;
+use prescient_core::{Engine, BLOCK_BYTES, BLOCK_SHIFT};
+use std::collections::{HashMap, VecDeque};
+
+/// Resident bytes per block, their total, and the blocks in arrival order
+/// (the driver-like policy evicts the oldest first).
+#[derive(Default)]
+pub(super) struct Residency {
+    bytes: HashMap<u64, u64>,
+    total: u64,
+    fifo: VecDeque<u64>,
+}
+
+impl Residency {
+    /// Counts `b` more bytes of `block`; true when the block became resident.
+    pub(super) fn add(&mut self, block: u64, b: u64) -> bool {
+        let e = self.bytes.entry(block).or_insert(0);
+        let was = *e;
+        *e = (*e + b).min(BLOCK_BYTES);
+        self.total += *e - was;
+        if was == 0 && *e > 0 {
+            self.fifo.push_back(block);
+            return true;
+        }
+        false
+    }
+
+    /// Counts `b` bytes of `block` gone; true when it stopped being resident.
+    pub(super) fn sub(&mut self, block: u64, b: u64) -> bool {
+        let Some(e) = self.bytes.get_mut(&block) else {
+            return false;
+        };
+        let was = *e;
+        *e = e.saturating_sub(b);
+        self.total -= was - *e;
+        if *e == 0 {
+            self.bytes.remove(&block);
+            return was > 0;
+        }
+        false
+    }
+
+    /// Resident bytes of `block`.
+    pub(super) fn get(&self, block: u64) -> u64 {
+        self.bytes.get(&block).copied().unwrap_or(0)
+    }
+
+    /// Blocks with any resident bytes.
+    pub(super) fn blocks(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    /// Resident bytes in all.
+    pub(super) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The block that became resident longest ago (maybe gone since: the
+    /// caller checks `get`).
+    pub(super) fn pop_oldest(&mut self) -> Option<u64> {
+        self.fifo.pop_front()
+    }
+
+    /// Forgets everything; returns the blocks that were resident.
+    pub(super) fn clear(&mut self) -> impl Iterator<Item = u64> {
+        std::mem::take(self).bytes.into_keys()
+    }
+}
+
+/// Applies one migration event to the residency ledger and tells the engine
+/// about blocks that entered or left the GPU. Returns true for a block the
+/// driver evicted on its fault path.
+///
+/// Our own migrations (cause "user"; we issue only those) entered or left
+/// the ledger when we issued them, so their events are not applied again.
+/// They come late: the driver records them on copy completion, through a
+/// queue. By then we may have pre-evicted a block we prefetched, or the GPU
+/// may have faulted back a block we evicted. Applying them then made the
+/// ledger drift from the truth, in both directions (daemon/README.md,
+/// "Measured history", has the runs):
+/// - adding a late prefetch made it count blocks that were gone; the budget
+///   looked full and prefetching starved;
+/// - subtracting a late eviction lost real residency, and the budget stopped
+///   being kept.
+///
+/// In observe mode we issue nothing, so "user" migrations are the process's
+/// own and are applied. In driver-like mode we only evict, so only the
+/// evictions are skipped. A process's own cudaMemPrefetchAsync has the same
+/// cause: in prescient mode it is not counted.
+pub(super) fn apply_migration(
+    ledger: &mut Residency,
+    engine: &mut Engine<Vec<u64>>,
+    mode: PolicyMode,
+    m: &uvm::MigrationV2,
+) -> bool {
+    let b = m.address >> BLOCK_SHIFT;
+    let user = m.migration_cause == uvm::CAUSE_USER;
+    if m.dst_index != uvm::CPU_INDEX {
+        let ours = user && mode.prefetches();
+        if !ours && ledger.add(b, m.migrated_bytes) {
+            engine.migrated_in(b);
+        }
+        false
+    } else if m.src_index != uvm::CPU_INDEX {
+        let ours = user && mode.evicts();
+        if ours || !ledger.sub(b, m.migrated_bytes) {
+            return false;
+        }
+        if m.migration_cause == uvm::CAUSE_EVICTION {
+            engine.demand_evicted(b);
+            true
+        } else {
+            engine.evicted(b);
+            false
+        }
+    } else {
+        false
+    }
+}
+
+/// A GPU fault on `block`: the driver is about to make it resident, by a
+/// migration or, for memory first touched by the GPU (a PyTorch job's
+/// weights and activations) or discarded, by populating it on the GPU with
+/// no migration at all and so no migration event. Counting it here is what
+/// lets a residency budget see that memory (counted from migration events
+/// alone, a PyTorch loop's budget was never enforced: daemon/README.md,
+/// "Measured history"). The block's later migration event adds nothing
+/// more (a block counts at most 2 MB).
+pub(super) fn fault_in(ledger: &mut Residency, engine: &mut Engine<Vec<u64>>, block: u64) {
+    if ledger.add(block, BLOCK_BYTES) {
+        engine.migrated_in(block);
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use prescient_core::{Mode, Params, Victim};
+
+    pub(in crate::userspace) const GPU: u16 = 1;
+    pub(in crate::userspace) const B: u64 = 7; // a 2 MB block number
+
+    pub(in crate::userspace) fn engine() -> Engine<Vec<u64>> {
+        let p = Params {
+            mode: Mode::Transparent,
+            ..Params::for_gpu(64)
+        };
+        Engine::new(p, vec![0u64; p.storage_words()]).unwrap()
+    }
+
+    fn mig(cause: u8, to_gpu: bool, bytes: u64) -> uvm::MigrationV2 {
+        let (src, dst) = if to_gpu {
+            (uvm::CPU_INDEX, GPU)
+        } else {
+            (GPU, uvm::CPU_INDEX)
+        };
+        uvm::MigrationV2 {
+            event_type: uvm::EVENT_MIGRATION,
+            migration_cause: cause,
+            src_index: src,
+            dst_index: dst,
+            address: B << BLOCK_SHIFT,
+            migrated_bytes: bytes,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_late_event_of_our_own_prefetch_does_not_bring_back_a_block_we_evicted() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        // Prefetch issued (the ledger counts it), then pre-evicted again
+        // before the prefetch's own event arrived.
+        l.add(B, BLOCK_BYTES);
+        l.sub(B, BLOCK_BYTES);
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::Prescient,
+            &mig(uvm::CAUSE_USER, true, BLOCK_BYTES),
+        );
+        assert_eq!(l.get(B), 0, "the late prefetch event re-entered the ledger");
+        assert_eq!(l.blocks(), 0);
+        // The eviction's own late event changes nothing either.
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::Prescient,
+            &mig(uvm::CAUSE_USER, false, BLOCK_BYTES),
+        );
+        assert_eq!(l.blocks(), 0);
+    }
+
+    #[test]
+    fn a_late_event_of_our_own_eviction_does_not_remove_what_the_gpu_faulted_back() {
+        for mode in [PolicyMode::Prescient, PolicyMode::DriverLike] {
+            let (mut l, mut e) = (Residency::default(), engine());
+            l.add(B, BLOCK_BYTES);
+            l.sub(B, BLOCK_BYTES); // eviction issued
+                                   // The GPU faults part of the block back before the eviction's event.
+            apply_migration(
+                &mut l,
+                &mut e,
+                mode,
+                &mig(uvm::CAUSE_COHERENCE, true, 64 << 10),
+            );
+            apply_migration(
+                &mut l,
+                &mut e,
+                mode,
+                &mig(uvm::CAUSE_USER, false, BLOCK_BYTES),
+            );
+            assert_eq!(
+                l.get(B),
+                64 << 10,
+                "{mode:?}: residency lost to a late event"
+            );
+        }
+    }
+
+    #[test]
+    fn the_drivers_own_migrations_are_applied_and_its_evictions_reported() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        let m = PolicyMode::Prescient;
+        assert!(!apply_migration(
+            &mut l,
+            &mut e,
+            m,
+            &mig(uvm::CAUSE_PREFETCH, true, BLOCK_BYTES)
+        ));
+        assert_eq!(l.get(B), BLOCK_BYTES);
+        assert!(apply_migration(
+            &mut l,
+            &mut e,
+            m,
+            &mig(uvm::CAUSE_EVICTION, false, BLOCK_BYTES)
+        ));
+        assert_eq!(l.blocks(), 0);
+        assert_eq!(e.stats().demand_evictions, 1);
+    }
+
+    #[test]
+    fn observing_counts_the_processs_own_user_migrations() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        let m = PolicyMode::Observe;
+        apply_migration(&mut l, &mut e, m, &mig(uvm::CAUSE_USER, true, BLOCK_BYTES));
+        assert_eq!(l.get(B), BLOCK_BYTES);
+        apply_migration(&mut l, &mut e, m, &mig(uvm::CAUSE_USER, false, BLOCK_BYTES));
+        assert_eq!(l.blocks(), 0);
+    }
+
+    #[test]
+    fn driver_like_counts_the_processs_own_prefetches_to_the_gpu() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::DriverLike,
+            &mig(uvm::CAUSE_USER, true, BLOCK_BYTES),
+        );
+        assert_eq!(l.get(B), BLOCK_BYTES);
+    }
+
+    #[test]
+    fn a_gpu_fault_counts_against_the_budget_once() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        // First touch by the GPU: a fault, no migration event.
+        fault_in(&mut l, &mut e, B);
+        assert_eq!((l.blocks(), l.get(B)), (1, BLOCK_BYTES));
+        // A migration event for the same block (a CPU-first block) adds nothing.
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::DriverLike,
+            &mig(uvm::CAUSE_COHERENCE, true, BLOCK_BYTES),
+        );
+        fault_in(&mut l, &mut e, B);
+        assert_eq!((l.blocks(), l.total), (1, BLOCK_BYTES));
+        // It is a victim like any resident block.
+        let mut vic = vec![Victim::default(); 2];
+        assert_eq!(e.victims(&mut vic), 1);
+        assert_eq!(vic[0].block, B);
+    }
+}

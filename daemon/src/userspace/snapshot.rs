@@ -1,0 +1,195 @@
+//! The counters of one process's loop (`Snapshot`): printed at the end by
+//! `prescientd --pid`, written to `--stats-json`, and published to the
+//! service, which reads them for its statistics.
+
+use super::migrator::Counters;
+use super::mode::{FaultSource, PolicyMode};
+use super::residency::Residency;
+use super::{backoff, gate};
+use crate::attach::Tracker;
+use prescient_core::Engine;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One process's counters at one moment.
+#[derive(Serialize, Default, Clone)]
+pub struct Snapshot {
+    pub pid: i32,
+    pub mode: Option<PolicyMode>,
+    pub fault_source: Option<FaultSource>,
+    pub driver_version: String,
+    pub gpu_uuid: String,
+    pub budget_bytes: Option<u64>,
+    pub elapsed_s: f64,
+    /// Wall-clock time of this snapshot (Unix seconds), to line samples up
+    /// with a workload's own timestamps.
+    pub unix_s: f64,
+    pub events: u64,
+    pub fault_events: u64,
+    pub fault_blocks: u64,
+    pub migration_events: u64,
+    pub other_events: u64,
+    pub migrated_to_gpu_bytes: u64,
+    pub migrated_to_cpu_bytes: u64,
+    pub driver_evictions: u64,
+    pub migrations_by_cause: [u64; 8],
+    pub dropped_events: u64,
+    pub resident_bytes: u64,
+    pub resident_blocks: u64,
+    pub max_resident_bytes: u64,
+    pub prefetch_ops: u64,
+    pub prefetch_bytes: u64,
+    pub prefetch_errors: u64,
+    /// Prefetched bytes / wall time with at least one prefetch ioctl in flight.
+    pub prefetch_gbps: f64,
+    pub evict_ops: u64,
+    pub evict_bytes: u64,
+    pub evict_errors: u64,
+    pub evict_gbps: f64,
+    /// Bytes of user-requested (our UVM_MIGRATE) migrations to the GPU, and
+    /// their throughput over the union of their GPU copy intervals
+    /// (beginTimeStampGpu..endTimeStampGpu of the migration events).
+    pub user_to_gpu_bytes: u64,
+    pub user_to_gpu_copy_s: f64,
+    pub user_to_gpu_gbps: f64,
+    pub dropped_jobs: u64,
+    /// Predicted blocks not prefetched because the ledger has them resident.
+    pub prefetch_resident: u64,
+    /// Prefetch rounds stopped under the budget because every resident block
+    /// was predicted.
+    pub prefetch_no_room: u64,
+    pub engine_faults: u64,
+    pub engine_prefetches: u64,
+    pub engine_windows: u64,
+    pub engine_refaults: u64,
+    pub engine_victims: u64,
+    pub engine_free_target: u32,
+    /// Transparent mode's history: faults it predicted, faults it did not,
+    /// and moves of its window elsewhere.
+    pub engine_history_hits: u64,
+    pub engine_history_misses: u64,
+    pub engine_history_jumps: u64,
+    /// Victim requests the engine could not fill.
+    pub engine_victim_shortfall: u64,
+    /// Blocks offered by sequential sweeps (`--sweep`).
+    pub engine_sweep_prefetches: u64,
+    /// Pre-evicted blocks faulted again soon, and offered again soon
+    /// (core `Stats::regrets`, `Stats::regret_offers`).
+    pub engine_regrets: u64,
+    pub engine_regret_offers: u64,
+    /// The history window's depth now, in blocks.
+    pub engine_window_blocks: u64,
+    /// Blocks the engine has as resident, and blocks it could not track
+    /// (its ledger was full: they would be invisible to pre-eviction).
+    pub engine_resident_blocks: u32,
+    pub engine_ledger_overflow: u64,
+    /// Mark requests applied, and the blocks they covered.
+    pub mark_requests: u64,
+    pub marked_dead_blocks: u64,
+    pub marked_alive_blocks: u64,
+    /// Dead blocks discarded (UVM_DISCARD, no copy) instead of evicted, the
+    /// ioctls that did it, failures (those blocks were evicted instead), and
+    /// the backend thread's time in them.
+    pub discarded_blocks: u64,
+    pub discard_ops: u64,
+    pub discard_errors: u64,
+    pub discard_s: f64,
+    /// Of `discarded_blocks`, those discarded where they were when their dead
+    /// mark came (not on the GPU), rather than as victims.
+    pub host_discarded_blocks: u64,
+    /// Discarded blocks marked alive again, migrated back to the GPU (the
+    /// driver copies nothing for discarded pages).
+    pub refetched_blocks: u64,
+    /// Discarded blocks the GPU faulted on before they were marked alive
+    /// or prefetched.
+    pub discarded_faulted: u64,
+    /// Self back-off counters (absent when disabled).
+    pub backoff: Option<backoff::Stats>,
+    /// Tracker gate counters (absent when not used). While the gate is
+    /// closed no event is seen: the fault counts above then miss the faults
+    /// of those periods.
+    pub gate: Option<gate::Stats>,
+}
+
+/// Bytes per nanosecond (= GB/s) over `busy_ns`, 0 when nothing was timed.
+fn gbps(bytes: u64, busy_ns: u64) -> f64 {
+    if busy_ns > 0 {
+        bytes as f64 / busy_ns as f64
+    } else {
+        0.0
+    }
+}
+
+/// Refreshes `s` from the loop's residency, engine, workers and tracker.
+pub(super) fn fill(
+    s: &mut Snapshot,
+    l: &Residency,
+    e: &Engine<Vec<u64>>,
+    c: &Counters,
+    t: &Tracker,
+    start: Instant,
+) {
+    s.elapsed_s = start.elapsed().as_secs_f64();
+    s.unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    s.dropped_events = t.dropped();
+    s.resident_bytes = l.total();
+    s.resident_blocks = l.blocks();
+    s.prefetch_ops = c.prefetch_ops.load(Relaxed);
+    s.prefetch_bytes = c.prefetch_bytes.load(Relaxed);
+    s.prefetch_errors = c.prefetch_errors.load(Relaxed);
+    s.prefetch_gbps = gbps(s.prefetch_bytes, c.prefetch_busy_ns.load(Relaxed));
+    s.evict_ops = c.evict_ops.load(Relaxed);
+    s.evict_bytes = c.evict_bytes.load(Relaxed);
+    s.evict_errors = c.evict_errors.load(Relaxed);
+    s.evict_gbps = gbps(s.evict_bytes, c.evict_busy_ns.load(Relaxed));
+    s.dropped_jobs = c.dropped_jobs.load(Relaxed);
+    let st = e.stats();
+    s.engine_faults = st.faults;
+    s.engine_prefetches = st.prefetches;
+    s.engine_windows = st.windows;
+    s.engine_refaults = st.refaults;
+    s.engine_victims = st.victims_evict + st.victims_discard;
+    s.engine_free_target = e.free_target();
+    s.engine_history_hits = st.history_hits;
+    s.engine_history_misses = st.history_misses;
+    s.engine_history_jumps = st.history_jumps;
+    s.engine_victim_shortfall = st.victim_shortfall;
+    s.engine_sweep_prefetches = st.sweep_prefetches;
+    s.engine_regrets = st.regrets;
+    s.engine_regret_offers = st.regret_offers;
+    s.engine_window_blocks = e.window_depth() as u64;
+    s.engine_resident_blocks = e.resident_blocks();
+    s.engine_ledger_overflow = st.ledger_overflow;
+}
+
+/// Publishes `s` to the service (`publish`) and writes it to `stats_json`
+/// (through a temporary file, so a reader never sees half of it).
+pub(super) fn write_stats(
+    publish: Option<&Arc<Mutex<Snapshot>>>,
+    stats_json: Option<&PathBuf>,
+    s: &Snapshot,
+) {
+    if let Some(p) = publish {
+        if let Ok(mut g) = p.lock() {
+            *g = s.clone();
+        }
+    }
+    let Some(path) = stats_json else { return };
+    let tmp = path.with_extension("tmp");
+    match serde_json::to_vec_pretty(s) {
+        Ok(v) => {
+            if std::fs::write(&tmp, v)
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .is_err()
+            {
+                tracing::warn!(path = %path.display(), "cannot write stats");
+            }
+        }
+        Err(e) => tracing::warn!("stats: {e}"),
+    }
+}

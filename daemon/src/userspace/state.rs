@@ -1,0 +1,207 @@
+//! What one process's loop carries from turn to turn (`Process`), and how
+//! it is set up: the engine, the workers, the block log, the self back-off
+//! and the tracker gate.
+
+use super::backoff::Backoff;
+use super::blocklog::BlockLog;
+use super::config::{engine_params, Config};
+use super::discard::Leaving;
+use super::gate::{self, Gate, MajorFaults};
+use super::migrator::Migrator;
+use super::mode::FaultSource;
+use super::residency::Residency;
+use super::snapshot::Snapshot;
+use crate::attach::Target;
+use crate::uvm;
+use prescient_core::Engine;
+use std::collections::HashSet;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often a closed gate reads the process's major-fault counter.
+const GATE_POLL: Duration = Duration::from_micros(100);
+
+/// The tracker gate with what drives it: the process's major-fault counter
+/// and when a closed gate last read it.
+pub(super) struct TrackerGate {
+    pub(super) gate: Gate,
+    majflt: MajorFaults,
+    last_poll: Instant,
+}
+
+impl TrackerGate {
+    /// The gate for `cfg`, when it is wanted and usable; says why not.
+    pub(super) fn open(cfg: &Config, pid: i32) -> Option<TrackerGate> {
+        let usable =
+            cfg.mode.learns() && cfg.fault_source == FaultSource::Faults && cfg.budget.is_none();
+        if cfg.gate.is_some() && !usable {
+            tracing::info!(
+                pid,
+                "tracker gate not used: it needs prefetching with fault events and no residency budget"
+            );
+        }
+        let p = cfg.gate.filter(|_| usable)?;
+        match MajorFaults::open(pid) {
+            Ok(majflt) => Some(TrackerGate {
+                gate: Gate::new(p, Instant::now()),
+                majflt,
+                last_poll: Instant::now(),
+            }),
+            Err(e) => {
+                tracing::warn!(pid, "tracker gate not used: /proc/PID/stat: {e}");
+                None
+            }
+        }
+    }
+
+    /// What the gate wants done after a drain.
+    pub(super) fn action(&mut self, now: Instant) -> gate::Action {
+        let g = &mut self.gate;
+        match g.state() {
+            gate::State::Open => g.after_events(|| self.majflt.read().unwrap_or(0), now),
+            gate::State::Closed if now.duration_since(self.last_poll) >= GATE_POLL => {
+                self.last_poll = now;
+                match self.majflt.read() {
+                    Ok(v) => g.poll_closed(v, now),
+                    // The process is gone (or /proc unreadable): open,
+                    // the alive check ends the loop.
+                    Err(_) => g.open_now(now),
+                }
+            }
+            gate::State::Closed => gate::Action::None,
+        }
+    }
+}
+
+/// The union of the GPU copy intervals of our own migrations to the GPU.
+#[derive(Default)]
+pub(super) struct CopyClock {
+    start: u64,
+    end: u64,
+    total: u64,
+}
+
+impl CopyClock {
+    /// Adds the interval `b0..b1` (GPU timestamps, in ns, in order).
+    pub(super) fn add(&mut self, b0: u64, b1: u64) {
+        if b0 > self.end {
+            self.total += self.end - self.start;
+            (self.start, self.end) = (b0, b1);
+        } else {
+            self.end = self.end.max(b1);
+        }
+    }
+
+    /// Nanoseconds covered.
+    pub(super) fn ns(&self) -> u64 {
+        self.total + (self.end - self.start)
+    }
+}
+
+/// Everything one process's loop carries from turn to turn.
+pub(super) struct Process {
+    pub(super) cfg: Config,
+    pub(super) fd: Arc<OwnedFd>,
+    pub(super) engine: Engine<Vec<u64>>,
+    pub(super) residency: Residency,
+    /// Blocks the ledger had as resident when the gate last opened: maybe
+    /// still resident, maybe not. Prefetched when predicted (a resident one
+    /// copies nothing), but never held out by the back-off: a hold-out on a
+    /// block that is in fact resident would never fault, and count as a
+    /// wrong prediction (daemon/README.md, "Measured history").
+    pub(super) uncertain: HashSet<u64>,
+    /// Blocks we discarded (dead, off the GPU with no copy) and that have
+    /// not come back since: an alive mark migrates them back at once, since
+    /// a GPU touching a discarded block faults page by page
+    /// (notes/uvm-facts.md).
+    pub(super) discarded: HashSet<u64>,
+    /// Discarded blocks marked alive, to migrate back after making room.
+    pub(super) refetch: Vec<u64>,
+    /// Dead blocks off the GPU, to discard where they are.
+    pub(super) host_dead: Vec<u64>,
+    pub(super) leaving: Leaving,
+    /// Dead victims may be discarded (the driver can, and we learn marks).
+    pub(super) discard_ok: bool,
+    pub(super) last_fault_block: u64,
+    pub(super) log: BlockLog,
+    pub(super) backoff: Option<Backoff>,
+    pub(super) gate: Option<TrackerGate>,
+    pub(super) copy: CopyClock,
+    pub(super) snap: Snapshot,
+    pub(super) migrator: Migrator,
+    pub(super) start: Instant,
+}
+
+impl Process {
+    /// Sets up the engine, the workers, the block log, back-off and gate.
+    pub(super) fn new(
+        target: &Target,
+        gpu: (u16, [u8; 16]),
+        version: String,
+        cfg: Config,
+    ) -> anyhow::Result<Process> {
+        let params = engine_params(&cfg)?;
+        let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
+            .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
+        engine.set_victim_order(cfg.victim_order);
+        engine.set_sweep(cfg.sweep);
+        engine.set_regret_window(cfg.regret_window);
+        let log = match &cfg.block_log {
+            Some(p) => BlockLog::create(p)
+                .map_err(|e| anyhow::anyhow!("block log {}: {e}", p.display()))?,
+            None => BlockLog::off(),
+        };
+        let fd = Arc::new(target.va_fd.try_clone()?);
+        let flags = if cfg.async_migrate {
+            uvm::MIGRATE_FLAG_ASYNC
+        } else {
+            0
+        };
+        let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
+        let migrator = Migrator::start(fd.clone(), gpu.1, flags, workers);
+        let snap = Snapshot {
+            pid: target.pid,
+            mode: Some(cfg.mode),
+            fault_source: Some(cfg.fault_source),
+            driver_version: version,
+            gpu_uuid: uvm::uuid_string(&gpu.1),
+            budget_bytes: cfg.budget,
+            ..Default::default()
+        };
+        Ok(Process {
+            backoff: open_backoff(&cfg, target.pid),
+            gate: TrackerGate::open(&cfg, target.pid),
+            discard_ok: cfg.discard && cfg.mode.learns(),
+            cfg,
+            fd,
+            engine,
+            residency: Residency::default(),
+            uncertain: HashSet::new(),
+            discarded: HashSet::new(),
+            refetch: Vec::new(),
+            host_dead: Vec::new(),
+            leaving: Leaving::default(),
+            last_fault_block: u64::MAX,
+            log,
+            copy: CopyClock::default(),
+            snap,
+            migrator,
+            start: Instant::now(),
+        })
+    }
+}
+
+/// Self back-off for `cfg`, when it is wanted and usable. Not under a
+/// residency budget: there, prefetching is how the working set comes back
+/// at all, and stopping it costs more than a wrong prediction
+/// (daemon/README.md, "Measured history"). It exists for the no-pressure
+/// case, whose tracker cost the gate removes.
+fn open_backoff(cfg: &Config, pid: i32) -> Option<Backoff> {
+    if cfg.backoff.is_some() && cfg.mode.learns() && cfg.budget.is_some() {
+        tracing::info!(pid, "self back-off not used under a residency budget");
+    }
+    cfg.backoff
+        .filter(|_| cfg.mode.learns() && cfg.budget.is_none())
+        .map(|p| Backoff::new(p, Instant::now()))
+}
