@@ -24,7 +24,7 @@ pub use engine::{
 };
 pub use exec_table::NO_EXEC;
 pub use params::{Mode, Param, ParamError, Params};
-pub use pump::{Admit, Host, Limit, Pump, Pumped, Why};
+pub use pump::{Admit, Host, Limit, Pump, Pumped, Why, DEFAULT_WATERMARK_PCT};
 
 /// A 2 MB UM block number: a virtual address shifted right by [`BLOCK_SHIFT`].
 pub type Block = u64;

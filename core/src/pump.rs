@@ -30,6 +30,10 @@ use crate::engine::{ChainState, Engine, Prefetch, Victim};
 use crate::Block;
 use core::ops::DerefMut;
 
+/// The watermark every host uses unless configured otherwise: 100, so the
+/// engine's adaptive free target alone decides what stays free (a fixed 90%
+/// was slower on the transformer traces in the simulator: BENCHMARKS.md).
+pub const DEFAULT_WATERMARK_PCT: u32 = 100;
 /// Candidates queued between rounds at most (one engine call fills it).
 pub const PUMP_QUEUE: usize = 32;
 /// Victims asked of the engine per call at most while making room.
@@ -201,7 +205,7 @@ impl Pump {
                 continue;
             }
             let cap = limit.blocks(engine.free_target());
-            if !make_room(engine, cap, host, &mut done) {
+            if !room_for_one(engine, cap, host, &mut done) {
                 // Everything resident is predicted: keep the candidate.
                 self.push_front(p);
                 done.no_room = true;
@@ -270,9 +274,21 @@ where
     )
 }
 
+/// Makes room under `limit` for one block the host brings in outside a
+/// round (prescientd: a discarded block marked alive again). False if the
+/// engine ran out of victims first.
+pub fn make_room<S, H>(engine: &mut Engine<S>, limit: Limit, host: &mut H) -> bool
+where
+    S: DerefMut<Target = [u64]>,
+    H: Host + ?Sized,
+{
+    let cap = limit.blocks(engine.free_target());
+    room_for_one(engine, cap, host, &mut Pumped::default())
+}
+
 /// Evicts until fewer than `cap` blocks are resident: room for one more.
 /// False if the engine ran out of victims first.
-fn make_room<S, H>(engine: &mut Engine<S>, cap: u64, host: &mut H, done: &mut Pumped) -> bool
+fn room_for_one<S, H>(engine: &mut Engine<S>, cap: u64, host: &mut H, done: &mut Pumped) -> bool
 where
     S: DerefMut<Target = [u64]>,
     H: Host + ?Sized,

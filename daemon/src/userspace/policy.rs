@@ -6,9 +6,12 @@
 use super::discard::discard_blocks;
 use super::migrator::Job;
 use super::mode::PolicyMode;
-use super::pump::{pump, Host};
+use super::pump::{turn, Host};
 use super::state::Process;
-use prescient_core::{Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT};
+use prescient_core::{ChainState, Limit, Pump, BLOCK_BYTES, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
+
+/// Prefetches one turn issues at most (the engine is asked again next turn).
+const PREFETCHES_PER_TURN: usize = 256;
 use std::os::fd::AsRawFd;
 
 /// One policy of the per-process loop.
@@ -23,10 +26,7 @@ pub(super) fn for_mode(mode: PolicyMode) -> Box<dyn Policy> {
     match mode {
         PolicyMode::Observe => Box::new(Observe),
         PolicyMode::DriverLike => Box::new(DriverLike),
-        PolicyMode::Prescient => Box::new(Prescient {
-            prefetches: vec![Prefetch::default(); 256],
-            victims: vec![Victim::default(); 64],
-        }),
+        PolicyMode::Prescient => Box::new(Prescient { pump: Pump::new() }),
     }
 }
 
@@ -65,14 +65,26 @@ impl Policy for DriverLike {
 /// Engine-driven prefetch and pre-eviction under the budget, with dead
 /// victims discarded.
 struct Prescient {
-    prefetches: Vec<Prefetch>,
-    victims: Vec<Victim>,
+    /// The shared host loop's candidates, kept between turns.
+    pump: Pump,
 }
 
 impl Policy for Prescient {
     fn step(&mut self, p: &mut Process, faulted: bool) {
-        // Pre-evict down to the budget less the engine's free target.
-        let limit = budget_blocks(p).map(|bb| bb.saturating_sub(p.engine.free_target() as u64));
+        if faulted {
+            // A fault started a new window: what was queued is stale.
+            self.pump.restart();
+        }
+        let limit = Limit {
+            capacity_blocks: budget_blocks(p).unwrap_or(u64::from(p.cfg.gpu_blocks)),
+            watermark_pct: p
+                .cfg
+                .engine
+                .map_or(DEFAULT_WATERMARK_PCT, |e| e.pre_evict_watermark_pct),
+        };
+        let predicting =
+            faulted || self.pump.queued() > 0 || p.engine.chain_state() == ChainState::Running;
+        let max_prefetches = if predicting { PREFETCHES_PER_TURN } else { 0 };
         let max_run = p.cfg.max_coalesce_blocks;
         let mut host = Host {
             residency: &mut p.residency,
@@ -85,15 +97,15 @@ impl Policy for Prescient {
             snap: &mut p.snap,
             migrator: &p.migrator,
             max_run,
+            issued: Vec::new(),
         };
-        pump(
+        turn(
+            &mut self.pump,
             &mut p.engine,
             limit,
-            faulted,
+            max_prefetches,
             &mut p.refetch,
             &mut host,
-            &mut self.victims,
-            &mut self.prefetches,
         );
         // A victim the driver refuses to discard is evicted.
         let refused = discard_blocks(

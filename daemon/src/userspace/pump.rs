@@ -1,9 +1,8 @@
-//! The prescient policy's host loop: pre-evict down to a limit, then bring
-//! in what must come back and what the engine predicts, making room one
-//! victim at a time. `pump` is the whole loop; everything daemon-specific
-//! it needs (the ledger, the back-off's admission, the uncertain and
-//! discarded sets, the block log, the workers) is behind `Host`, so the
-//! loop can be swapped for a shared one without touching the bookkeeping.
+//! The daemon's side of the shared host loop (prescient_core::pump): the
+//! ledger it counts against, the back-off's admission, the uncertain and
+//! discarded sets, the block log and the migration workers. The loop
+//! itself (settle under the limit, then prefetch making room one victim at
+//! a time) is core's, the same as prescient.ko's and the simulator's.
 
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
@@ -11,13 +10,11 @@ use super::discard::Leaving;
 use super::migrator::{runs, sorted_runs, Job, Migrator};
 use super::residency::Residency;
 use super::snapshot::Snapshot;
-use prescient_core::{ChainState, Engine, Prefetch, Victim, BLOCK_BYTES};
+use prescient_core::pump::{self, Admit, Why};
+use prescient_core::{Block, Engine, Limit, Prefetch, Pump, Victim, BLOCK_BYTES};
 use std::collections::HashSet;
 
-/// Pre-eviction rounds per turn, at most.
-const PRE_EVICT_ROUNDS: u32 = 16;
-
-/// The daemon's side of the host loop: what `pump` moves blocks through.
+/// The daemon's bookkeeping, as the shared host loop sees it.
 pub(super) struct Host<'a> {
     pub(super) residency: &'a mut Residency,
     /// Victims of this turn, on their way out.
@@ -32,37 +29,52 @@ pub(super) struct Host<'a> {
     pub(super) migrator: &'a Migrator,
     /// Longest run of blocks in one UVM_MIGRATE.
     pub(super) max_run: u64,
+    /// Prefetches of this turn, submitted in runs at its end.
+    pub(super) issued: Vec<u64>,
+}
+
+impl prescient_core::Host for Host<'_> {
+    fn resident_blocks(&self, _engine_count: u32) -> u64 {
+        self.residency.blocks()
+    }
+
+    fn is_resident(&self, block: Block, _engine_says: bool) -> bool {
+        self.residency.get(block) >= BLOCK_BYTES
+    }
+
+    /// Takes the victim off the ledger and queues it: dead blocks are
+    /// discarded, the others evicted, at the end of the turn.
+    fn evict(&mut self, v: Victim, _why: Why) -> bool {
+        self.residency.sub(v.block, BLOCK_BYTES);
+        if v.discard && self.discard {
+            self.leaving.dead.push(v.block);
+        } else {
+            self.leaving.evict.push(v.block);
+        }
+        true
+    }
+
+    /// Blocks of uncertain residency always come in, the others as the
+    /// back-off says.
+    fn prefetch(&mut self, p: Prefetch) -> Admit {
+        let b = p.block;
+        let was_uncertain = self.uncertain.remove(&b);
+        self.discarded.remove(&b);
+        let admitted = match self.backoff.as_mut() {
+            Some(bo) => was_uncertain || bo.admit(b, self.snap.fault_blocks),
+            None => true,
+        };
+        if !admitted {
+            return Admit::Declined;
+        }
+        self.residency.add(b, BLOCK_BYTES);
+        self.log.prefetch(b);
+        self.issued.push(b);
+        Admit::Issued
+    }
 }
 
 impl Host<'_> {
-    /// Takes one victim the engine chose off the ledger.
-    fn evict(&mut self, engine: &mut Engine<Vec<u64>>, v: &Victim) {
-        take_victim(self.residency, engine, v, self.discard, self.leaving);
-    }
-
-    /// Room under `limit` for one more block; false when there is none.
-    fn make_room(&mut self, engine: &mut Engine<Vec<u64>>, limit: u64) -> bool {
-        make_room(self.residency, engine, limit, self.discard, self.leaving)
-    }
-
-    /// Whether a predicted, non-resident block `b` is prefetched: blocks
-    /// of uncertain residency always are, the others as the back-off says.
-    fn admit(&mut self, b: u64) -> bool {
-        let was_uncertain = self.uncertain.remove(&b);
-        self.discarded.remove(&b);
-        match self.backoff.as_mut() {
-            Some(bo) => was_uncertain || bo.admit(b, self.snap.fault_blocks),
-            None => true,
-        }
-    }
-
-    /// Counts `b` as resident (it is on its way to the GPU).
-    fn bring_in(&mut self, engine: &mut Engine<Vec<u64>>, b: u64) {
-        if self.residency.add(b, BLOCK_BYTES) {
-            engine.migrated_in(b);
-        }
-    }
-
     /// Queues `(start, count)` runs to the GPU.
     fn submit(&self, runs: Vec<(u64, u64)>) {
         for (s, l) in runs {
@@ -71,107 +83,35 @@ impl Host<'_> {
     }
 }
 
-/// One turn of the host loop: pre-evicts down to `limit` (None: no
-/// budget), brings back the discarded blocks in `refetch`, then, when
-/// `predict`, issues the engine's prefetches; each block brought in gets
-/// room made for it first, one victim at a time (faults count at once, so
-/// the ledger sits at the limit), as the simulator's make_room does.
-pub(super) fn pump(
+/// One turn: brings back the discarded blocks in `refetch` (room made for
+/// each, but never refused: they are about to be used), then one round of
+/// the shared loop under `limit`, up to `max_prefetches`; the prefetches go
+/// to the workers in runs of consecutive blocks.
+pub(super) fn turn(
+    pump: &mut Pump,
     engine: &mut Engine<Vec<u64>>,
-    limit: Option<u64>,
-    predict: bool,
+    limit: Limit,
+    max_prefetches: usize,
     refetch: &mut Vec<u64>,
     host: &mut Host,
-    victims: &mut [Victim],
-    prefetches: &mut [Prefetch],
 ) {
-    if let Some(limit) = limit {
-        let mut rounds = 0;
-        while host.residency.blocks() > limit && rounds < PRE_EVICT_ROUNDS {
-            rounds += 1;
-            let want = ((host.residency.blocks() - limit) as usize).min(victims.len());
-            let k = engine.victims(&mut victims[..want]);
-            if k == 0 {
-                break;
-            }
-            for v in &victims[..k] {
-                host.evict(engine, v);
-            }
-        }
-    }
-    // Discarded blocks marked alive: back to the GPU (no copy). Without
-    // room they come back all the same: they are about to be used.
     for (s, l) in sorted_runs(refetch, host.max_run) {
         for b in s..s + l {
-            if let Some(limit) = limit {
-                host.make_room(engine, limit);
+            pump::make_room(engine, limit, host);
+            if host.residency.add(b, BLOCK_BYTES) {
+                engine.migrated_in(b);
             }
-            host.bring_in(engine, b);
         }
         host.submit(vec![(s, l)]);
     }
-    if !(predict || engine.chain_state() == ChainState::Running) {
-        return;
+    let done = pump.round(engine, limit, max_prefetches, host);
+    host.snap.prefetch_resident += u64::from(done.already_resident);
+    if done.no_room {
+        // Everything resident is predicted.
+        host.snap.prefetch_no_room += 1;
     }
-    let k = engine.prefetches(prefetches);
-    let mut issued = Vec::new();
-    for p in &prefetches[..k] {
-        let b = p.block;
-        if host.residency.get(b) >= BLOCK_BYTES {
-            host.snap.prefetch_resident += 1;
-            continue;
-        }
-        if limit.is_some_and(|limit| !host.make_room(engine, limit)) {
-            // Everything resident is predicted.
-            host.snap.prefetch_no_room += 1;
-            break;
-        }
-        if !host.admit(b) {
-            continue;
-        }
-        host.bring_in(engine, b);
-        host.log.prefetch(b);
-        issued.push(b);
-    }
+    let issued = std::mem::take(&mut host.issued);
     host.submit(runs(issued, host.max_run));
-}
-
-/// Takes a victim the engine chose off the ledger and queues it in `out`.
-fn take_victim(
-    ledger: &mut Residency,
-    engine: &mut Engine<Vec<u64>>,
-    v: &Victim,
-    discard: bool,
-    out: &mut Leaving,
-) {
-    ledger.sub(v.block, BLOCK_BYTES);
-    engine.evicted(v.block);
-    if v.discard && discard {
-        out.dead.push(v.block);
-    } else {
-        out.evict.push(v.block);
-    }
-}
-
-/// Room under `limit` for one more block: at the limit, the engine's first
-/// victim is taken. False when there is neither room nor a victim (every
-/// resident block is predicted).
-fn make_room(
-    ledger: &mut Residency,
-    engine: &mut Engine<Vec<u64>>,
-    limit: u64,
-    discard: bool,
-    out: &mut Leaving,
-) -> bool {
-    if ledger.blocks() < limit {
-        return true;
-    }
-    let mut v = [Victim::default()];
-    if engine.victims(&mut v) == 0 {
-        return false;
-    }
-    take_victim(ledger, engine, &v[0], discard, out);
-    true
 }
 
 #[cfg(test)]
@@ -180,6 +120,7 @@ mod tests {
     use crate::userspace::config::base_params;
     use crate::userspace::residency::fault_in;
     use crate::userspace::residency::tests::B;
+    use std::sync::Arc;
 
     /// Faults count their blocks at once, so between two pre-eviction rounds
     /// more blocks than the budget are resident. Every one of them must be
@@ -196,12 +137,40 @@ mod tests {
         }
         assert_eq!((l.blocks(), e.resident_blocks()), (40, 40));
         assert_eq!(e.stats().ledger_overflow, 0);
-        // Pre-eviction brings it back under the budget.
-        let mut out = Leaving::default();
-        while l.blocks() > 8 {
-            assert!(make_room(&mut l, &mut e, 8, false, &mut out));
-        }
-        assert_eq!((l.blocks(), e.resident_blocks()), (8, 8));
-        assert_eq!(out.evict.len(), 32);
+        // One turn of pre-eviction brings both back under the budget.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let migrator = Migrator::start(Arc::new(null.into()), [0; 16], 0, 0);
+        let (mut leaving, mut log, mut snap) =
+            (Leaving::default(), BlockLog::off(), Snapshot::default());
+        let (mut uncertain, mut discarded) = (HashSet::new(), HashSet::new());
+        let mut host = Host {
+            residency: &mut l,
+            leaving: &mut leaving,
+            discard: false,
+            uncertain: &mut uncertain,
+            discarded: &mut discarded,
+            backoff: None,
+            log: &mut log,
+            snap: &mut snap,
+            migrator: &migrator,
+            max_run: 16,
+            issued: Vec::new(),
+        };
+        let limit = Limit {
+            capacity_blocks: 8,
+            watermark_pct: 100,
+        };
+        turn(
+            &mut Pump::new(),
+            &mut e,
+            limit,
+            0,
+            &mut Vec::new(),
+            &mut host,
+        );
+        let left = l.blocks();
+        assert!(left < 8, "{left} blocks resident");
+        assert_eq!(e.resident_blocks() as u64, left);
+        assert_eq!(leaving.evict.len() as u64, 40 - left);
     }
 }

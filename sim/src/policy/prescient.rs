@@ -11,9 +11,7 @@ use prescient_core::{
     Admit, Block, Engine, Host, Limit, Mode, Params, Prefetch, Pump, Pumped, Victim, Why,
 };
 
-/// The watermark unless the caller sets another: 100, so the engine's
-/// adaptive free target alone decides what stays free (BENCHMARKS.md).
-pub const DEFAULT_WATERMARK_PCT: u32 = 100;
+pub use prescient_core::DEFAULT_WATERMARK_PCT;
 
 pub struct Prescient {
     engine: Engine<Vec<u64>>,
