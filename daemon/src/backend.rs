@@ -9,7 +9,7 @@ use crate::gate::{self, Gate, MajorFaults};
 use crate::marks::{self, Mark};
 use crate::uvm;
 use prescient_core::{
-    Engine, Mode, Params, Prefetch, Victim, VictimOrder, BLOCK_BYTES, BLOCK_SHIFT,
+    Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT,
 };
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -54,10 +54,6 @@ pub struct Config {
     pub workers: usize,
     pub async_migrate: bool,
     pub max_coalesce_blocks: u64,
-    /// Which live blocks pre-eviction takes first.
-    pub victim_order: VictimOrder,
-    /// Also prefetch ahead of sequential sweeps of faults (core sweep.rs).
-    pub sweep: bool,
     /// The prediction window's depth follows the rate of regretted victims
     /// (core engine.rs, `set_regret_window`); it matters only under a budget.
     pub regret_window: bool,
@@ -158,8 +154,6 @@ pub struct Snapshot {
     pub engine_history_jumps: u64,
     /// Victim requests the engine could not fill.
     pub engine_victim_shortfall: u64,
-    /// Blocks offered by sequential sweeps (`--sweep`).
-    pub engine_sweep_prefetches: u64,
     /// Pre-evicted blocks faulted again soon, and offered again soon
     /// (core `Stats::regrets`, `Stats::regret_offers`).
     pub engine_regrets: u64,
@@ -374,8 +368,6 @@ pub fn run(
     let params = engine_params(&cfg)?;
     let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
         .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
-    engine.set_victim_order(cfg.victim_order);
-    engine.set_sweep(cfg.sweep);
     engine.set_regret_window(cfg.regret_window);
     let fd = Arc::new(target.va_fd.try_clone()?);
     let counters = Arc::new(Counters::default());
@@ -1107,7 +1099,6 @@ fn fill(
     s.engine_history_misses = st.history_misses;
     s.engine_history_jumps = st.history_jumps;
     s.engine_victim_shortfall = st.victim_shortfall;
-    s.engine_sweep_prefetches = st.sweep_prefetches;
     s.engine_regrets = st.regrets;
     s.engine_regret_offers = st.regret_offers;
     s.engine_window_blocks = e.window_depth() as u64;
@@ -1491,8 +1482,6 @@ mod tests {
             workers: 1,
             async_migrate: true,
             max_coalesce_blocks: 16,
-            victim_order: VictimOrder::Migration,
-            sweep: false,
             regret_window: false,
             window_blocks,
             gpu_blocks: 4096,

@@ -24,7 +24,7 @@ use crate::backend::{self, FaultSource, PolicyMode, Snapshot};
 use crate::device::DevError;
 use crate::marks;
 use crate::uvm;
-use prescient_core::{Params, VictimOrder, BLOCK_SHIFT};
+use prescient_core::{Params, BLOCK_SHIFT};
 use prescient_uapi as uapi;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -313,8 +313,6 @@ impl Userspace {
             workers: self.settings.workers.max(1),
             async_migrate: true,
             max_coalesce_blocks: 16,
-            victim_order: VictimOrder::Migration,
-            sweep: false,
             regret_window: self.settings.regret_window,
             window_blocks: None,
             gpu_blocks: blocks_of(self.settings.gpu_memory_bytes),
