@@ -8,9 +8,7 @@ use crate::blocklog::{self, BlockLog};
 use crate::gate::{self, Gate, MajorFaults};
 use crate::marks::{self, Mark};
 use crate::uvm;
-use prescient_core::{
-    Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT,
-};
+use prescient_core::{Engine, Mode, Params, Prefetch, Victim, BLOCK_BYTES, BLOCK_SHIFT};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -442,7 +442,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         if stops_at_end {
             return None;
         }
-        let s = *tr.successors(&run).get(self.chain.next_successor as usize)?;
+        let s = *tr
+            .successors(&run)
+            .get(self.chain.next_successor as usize)?;
         if s == NONE {
             return None;
         }

@@ -164,9 +164,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// Blocks the history window may have in flight now (adaptive, at most
     /// `Params::history_window`).
     pub(super) fn history_window(&self) -> u64 {
-        self.follower
-            .depth
-            .clamp(1, self.params.history_window()) as u64
+        self.follower.depth.clamp(1, self.params.history_window()) as u64
     }
 
     /// Transparent mode's history: blocks the window may have in flight now.
