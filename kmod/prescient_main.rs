@@ -32,10 +32,13 @@ use kernel::uaccess::UserSlice;
 
 // The engine, shared with user space (no_std, no allocation, no unsafe).
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
+#[path = "../core/src/block.rs"]
+mod block;
+#[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
 #[path = "../core/src/block_table.rs"]
 mod block_table;
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
-#[path = "../core/src/engine.rs"]
+#[path = "../core/src/engine/mod.rs"]
 mod engine;
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
 #[path = "../core/src/exec_table.rs"]
@@ -44,14 +47,20 @@ mod exec_table;
 #[path = "../core/src/history.rs"]
 mod history;
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
+#[path = "../core/src/layout.rs"]
+mod layout;
+#[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
 #[path = "../core/src/ledger.rs"]
 mod ledger;
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
 #[path = "../core/src/params.rs"]
 mod params;
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
-#[path = "../core/src/sweep.rs"]
-mod sweep;
+#[path = "../core/src/recent.rs"]
+mod recent;
+#[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
+#[path = "../core/src/window.rs"]
+mod window;
 // The ioctl ABI, shared with user space.
 #[allow(dead_code, unreachable_pub, missing_docs, clippy::all)]
 #[path = "../uapi/src/abi.rs"]

@@ -16,17 +16,17 @@
 //! is [`NONE`]. Within a row the least recently updated entry is replaced
 //! first; stamps come from the engine's clock and start at 1.
 
-use crate::params::{ENTRY_HEADER, TABLE_HEADER};
-use crate::{Block, NONE};
+use crate::block::{Block, NONE, RUN_SHIFT};
 
 const OWNER: usize = 0;
 const START: usize = 1;
 const END: usize = 2;
 const STAMP: usize = 3;
 
-/// log2 of the longest run: 16 blocks (32 MB).
-pub const RUN_SHIFT: u32 = 4;
-pub const RUN_BLOCKS: u64 = 1 << RUN_SHIFT;
+/// Words per block-table header: owner, start, end, stamp.
+pub const TABLE_HEADER: usize = 4;
+/// Words per block-table way besides its successors: head, stamp, run length.
+pub const ENTRY_HEADER: usize = 3;
 
 /// Geometry shared by every table of one engine.
 #[derive(Clone, Copy, Debug)]

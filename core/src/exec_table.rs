@@ -10,8 +10,17 @@
 //! followed by its records `[h2 << 32 | h1, h0 << 32 | next, stamp]`.
 //! Ways and records are replaced LRU by stamp.
 
-use crate::params::{EXEC_RECORD_WORDS, EXEC_WAYS, EXEC_WAY_HEADER};
-use crate::{ExecId, NONE};
+use crate::block::{ExecId, NONE};
+use crate::params::Params;
+
+/// Ways per set of the execution-id table.
+pub const EXEC_WAYS: usize = 8;
+/// Words per execution-id way header: tag, stamp, table index.
+pub const EXEC_WAY_HEADER: usize = 3;
+/// Words per execution-id record: packed (h2, h1), packed (h0, next), stamp.
+pub const EXEC_RECORD_WORDS: usize = 3;
+// Validation's lower bound on `exec_ids` must give every table one whole set.
+const _: () = assert!(EXEC_WAYS as u32 == Params::MIN_EXEC_IDS);
 
 /// "No execution id" inside packed records and histories.
 pub const NO_EXEC: ExecId = u32::MAX;

@@ -22,8 +22,7 @@
 //! Entry `p` lives in ring slot `p mod ring_entries`; it is valid while
 //! fewer than `ring_entries` entries were appended after it.
 
-use crate::block_table::{RUN_BLOCKS, RUN_SHIFT};
-use crate::{Block, NONE};
+use crate::block::{Block, NONE, RUN_BLOCKS, RUN_SHIFT};
 
 /// Words per history entry.
 pub const HISTORY_ENTRY_WORDS: usize = 3;

@@ -11,15 +11,13 @@
 //! A live block re-used soon after its previous use (`Ledger::use_at`) moves
 //! to the tail of `live` as if migrated again.
 //!
-//! Each slot also remembers when its block is next needed, as the caller
-//! last predicted it (`Ledger::set_next_use`, 0 for not known): victims can
-//! then be chosen by the farthest next use (Belady) rather than by age.
-//!
-//! Slot words: `[block, prev << 32 | next, last use << 1 | dead, next use]`;
-//! index words: slot or NONE.
+//! Slot words: `[block, prev << 32 | next, last use << 1 | dead]`; index
+//! words: slot or NONE.
 
-use crate::params::LEDGER_SLOT_WORDS;
-use crate::{Block, NONE};
+use crate::block::{Block, NONE};
+
+/// Words per ledger slot: block, links, flags.
+pub const LEDGER_SLOT_WORDS: usize = 3;
 
 const NIL: u32 = u32::MAX;
 const FLAG_DEAD: u64 = 1;
@@ -101,7 +99,6 @@ impl<'a> Ledger<'a> {
             self.set_block(s, NONE);
             self.set_links(s, NIL, self.st.free);
             self.slots[s as usize * LEDGER_SLOT_WORDS + 2] = 0;
-            self.slots[s as usize * LEDGER_SLOT_WORDS + 3] = 0;
             self.st.free = s;
         }
     }
@@ -148,10 +145,6 @@ impl<'a> Ledger<'a> {
 
     fn set_flags(&mut self, s: u32, f: u64) {
         self.slots[s as usize * LEDGER_SLOT_WORDS + 2] = f;
-    }
-
-    fn next_use_of(&self, s: u32) -> u64 {
-        self.slots[s as usize * LEDGER_SLOT_WORDS + 3]
     }
 
     fn list_mut(&mut self, dead: bool) -> &mut List {
@@ -295,7 +288,6 @@ impl<'a> Ledger<'a> {
         self.index_remove(i);
         self.set_block(s, NONE);
         self.set_flags(s, 0);
-        self.slots[s as usize * LEDGER_SLOT_WORDS + 3] = 0;
         self.set_links(s, NIL, self.st.free);
         self.st.free = s;
         self.st.len -= 1;
@@ -334,28 +326,6 @@ impl<'a> Ledger<'a> {
             return true;
         }
         false
-    }
-
-    /// Records when a resident block is next needed (0: not known).
-    /// Returns whether it is resident.
-    pub fn set_next_use(&mut self, block: Block, at: u64) -> bool {
-        let Some(s) = self.slot_of(block) else {
-            return false;
-        };
-        self.slots[s as usize * LEDGER_SLOT_WORDS + 3] = at;
-        true
-    }
-
-    /// Live blocks with their last use (`use_at`) and next use, least
-    /// recently migrated first, at most `limit`.
-    pub fn oldest_live_uses(&self, limit: usize) -> impl Iterator<Item = (Block, u64, u64)> + '_ {
-        self.slots_from(self.st.live.head, limit).map(|s| {
-            (
-                self.block(s),
-                self.flags(s) >> USE_SHIFT,
-                self.next_use_of(s),
-            )
-        })
     }
 
     /// Dead blocks, oldest first, at most `limit`.

@@ -1,4 +1,4 @@
-//! Engine parameters, validated in one place, and the storage they need.
+//! Engine parameters, validated in one place.
 //!
 //! Every component sizes its storage from a validated [`Params`], so a value
 //! that passed [`Params::validate`] can never make the engine index out of
@@ -110,6 +110,8 @@ impl Params {
     pub const MAX_LOOKAHEAD: u32 = 64;
     pub const MAX_TABLES: u32 = 1 << 16;
     pub const MAX_EXEC_IDS: u32 = 1 << 20;
+    /// Lower bound of `exec_ids`: one set of the execution-id table's ways.
+    pub const MIN_EXEC_IDS: u32 = 8;
     pub const MAX_EXEC_RECORDS: u32 = 16;
     pub const MAX_RESIDENT_BLOCKS: u32 = 1 << 22;
     pub const MAX_WINDOW_BLOCKS: u32 = 1 << 20;
@@ -132,7 +134,7 @@ impl Params {
         check_range(
             Param::ExecIds,
             self.exec_ids,
-            EXEC_WAYS as u32,
+            Self::MIN_EXEC_IDS,
             Self::MAX_EXEC_IDS,
         )?;
         check_pow2(Param::ExecIds, self.exec_ids)?;
@@ -164,12 +166,12 @@ impl Params {
         Ok(())
     }
 
-    /// Block tables actually allocated: the pool in execution-id mode, the
-    /// single global table in transparent mode.
+    /// Block tables actually allocated: the pool in execution-id mode, none
+    /// in transparent mode (its predictor is the history).
     pub fn tables(&self) -> u32 {
         match self.mode {
             Mode::ExecId => self.max_tables,
-            Mode::Transparent => 1,
+            Mode::Transparent => 0,
         }
     }
 
@@ -194,23 +196,6 @@ impl Params {
                 .next_power_of_two()
                 .clamp(MIN_HISTORY, MAX_HISTORY) as u32,
         }
-    }
-
-    /// The storage layout these parameters need. Only meaningful for
-    /// validated parameters.
-    pub fn layout(&self) -> Layout {
-        Layout::new(self)
-    }
-
-    /// Storage words (u64) the engine needs: allocate this many and hand them
-    /// to [`crate::Engine::new`].
-    pub fn storage_words(&self) -> usize {
-        self.layout().total
-    }
-
-    /// Bytes of table storage (the engine's whole memory footprint).
-    pub fn storage_bytes(&self) -> usize {
-        self.storage_words() * 8
     }
 }
 
@@ -315,117 +300,17 @@ impl fmt::Display for ParamError {
     }
 }
 
-/// Ways per set of the execution-id table.
-pub const EXEC_WAYS: usize = 8;
-/// Words per execution-id way header: tag, stamp, table index.
-pub const EXEC_WAY_HEADER: usize = 3;
-/// Words per execution-id record: packed (h2, h1), packed (h0, next), stamp.
-pub const EXEC_RECORD_WORDS: usize = 3;
-/// Words per block-table header: owner, start, end, stamp.
-pub const TABLE_HEADER: usize = 4;
-/// Words per block-table way besides its successors: head, stamp, run length.
-pub const ENTRY_HEADER: usize = 3;
-/// Words per window-set slot: block, generation, kernel sequence (in
-/// transparent mode: the block's offset in the history), history position.
-pub const WINDOW_SLOT_WORDS: usize = 4;
-/// Words per ledger slot: block, links, flags.
-pub const LEDGER_SLOT_WORDS: usize = 4;
 /// History entries per GPU block (transparent mode).
 pub const HISTORY_PER_BLOCK: u64 = 8;
+/// Fewest history entries (transparent mode).
 pub const MIN_HISTORY: u64 = 1 << 12;
+/// Most history entries (transparent mode).
+pub const MAX_HISTORY: u64 = 1 << 23;
 /// Transparent mode: the window reads the history at most this many
 /// windows ahead of the cursor (resident blocks are claimed, not counted).
 pub const HISTORY_AHEAD: u64 = 2;
 /// The history window holds at most this part of the memory.
 pub const HISTORY_WINDOW_PART: u32 = 8;
-/// Words per slot of the recent-victims table: the block, and the engine's
-/// victim count when it was chosen.
-pub const RECENT_VICTIM_WORDS: usize = 2;
-pub const MAX_HISTORY: u64 = 1 << 23;
-
-/// Where each region lives inside the engine's one storage slice.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Layout {
-    pub exec_way_words: usize,
-    pub exec_sets: usize,
-    pub exec: core::ops::Range<usize>,
-    pub entry_words: usize,
-    pub table_words: usize,
-    pub tables: core::ops::Range<usize>,
-    pub window_slots: usize,
-    pub window: core::ops::Range<usize>,
-    pub frontier: core::ops::Range<usize>,
-    pub ledger_index_slots: usize,
-    pub ledger_slots: core::ops::Range<usize>,
-    pub ledger_index: core::ops::Range<usize>,
-    /// Recently pre-evicted blocks, direct-mapped, to notice re-faults.
-    pub victims: core::ops::Range<usize>,
-    /// Transparent mode's history: entries, then its index (one word per
-    /// entry). Empty in execution-id mode.
-    pub history: core::ops::Range<usize>,
-    pub history_index: core::ops::Range<usize>,
-    pub total: usize,
-}
-
-impl Layout {
-    fn new(p: &Params) -> Layout {
-        let exec_way_words = EXEC_WAY_HEADER + EXEC_RECORD_WORDS * p.exec_records as usize;
-        let exec_sets = (p.exec_ids as usize) / EXEC_WAYS;
-        let exec_len = exec_sets * EXEC_WAYS * exec_way_words;
-        let entry_words = ENTRY_HEADER + p.succs as usize;
-        let table_words = TABLE_HEADER + p.rows as usize * p.assoc as usize * entry_words;
-        let tables_len = p.tables() as usize * table_words;
-        // Twice the window, rounded to a power of two, keeps linear probing
-        // short. Transparent mode's history window also claims the resident
-        // blocks it passes, up to `HISTORY_AHEAD` windows ahead: four times
-        // that, so that a new generation (which claims those again) is rare.
-        let window_slots = match p.mode {
-            Mode::ExecId => 2 * p.window_blocks as usize,
-            Mode::Transparent => 4 * HISTORY_AHEAD as usize * p.history_window() as usize,
-        }
-        .next_power_of_two();
-        let window_len = window_slots * WINDOW_SLOT_WORDS;
-        let frontier_len = p.window_blocks as usize;
-        let ledger_slots_len = p.max_resident_blocks as usize * LEDGER_SLOT_WORDS;
-        let ledger_index_slots = (2 * p.max_resident_blocks as usize).next_power_of_two();
-
-        let mut at = 0;
-        let mut take = |len: usize| {
-            let r = at..at + len;
-            at += len;
-            r
-        };
-        let exec = take(exec_len);
-        let tables = take(tables_len);
-        let window = take(window_len);
-        let frontier = take(frontier_len);
-        let ledger_slots = take(ledger_slots_len);
-        let ledger_index = take(ledger_index_slots);
-        // Recent victims: (block, victim count when it was chosen) per slot.
-        let victims = take(RECENT_VICTIM_WORDS * window_slots);
-        let history_entries = p.history_entries() as usize;
-        let history = take(history_entries * crate::history::HISTORY_ENTRY_WORDS);
-        let history_index = take(history_entries);
-        Layout {
-            exec_way_words,
-            exec_sets,
-            exec,
-            entry_words,
-            table_words,
-            tables,
-            window_slots,
-            window,
-            frontier,
-            ledger_index_slots,
-            ledger_slots,
-            ledger_index,
-            victims,
-            history,
-            history_index,
-            total: at,
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -593,27 +478,5 @@ mod tests {
         write!(w, "{e}").unwrap();
         let n = w.1;
         core::str::from_utf8(&buf[..n]).unwrap()
-    }
-
-    #[test]
-    fn layout_regions_are_disjoint_and_cover_total() {
-        let l = Params::DEEPUM.layout();
-        let regions = [
-            &l.exec,
-            &l.tables,
-            &l.window,
-            &l.frontier,
-            &l.ledger_slots,
-            &l.ledger_index,
-            &l.victims,
-            &l.history,
-            &l.history_index,
-        ];
-        let mut at = 0;
-        for r in regions {
-            assert_eq!(r.start, at);
-            at = r.end;
-        }
-        assert_eq!(at, l.total);
     }
 }

@@ -1,9 +1,7 @@
 //! Behaviour of the whole engine on small, hand-made access patterns, and
 //! property tests of its invariants on random event streams.
 
-use prescient_core::{
-    ChainState, Engine, Mode, Params, Prefetch, TransparentPredictor, Victim, VictimOrder, NONE,
-};
+use prescient_core::{ChainState, Engine, Mode, Params, Prefetch, Victim, NONE};
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -129,7 +127,6 @@ fn misprediction_restarts_from_the_actual_kernel() {
 #[test]
 fn transparent_history_replays_the_fault_order_from_two_faults() {
     let mut e = engine(small(Mode::Transparent));
-    assert_eq!(e.transparent_predictor(), TransparentPredictor::History);
     // Learn: scattered blocks, so that no run joins them.
     let order: Vec<u64> = (0..60).map(|i| 1000 + 37 * i).collect();
     for &b in &order {
@@ -195,23 +192,6 @@ fn transparent_history_records_prefetched_blocks_again() {
             assert_eq!(s.history_misses, before.history_misses, "pass {pass}");
         }
     }
-}
-
-#[test]
-fn transparent_table_follows_the_global_fault_order() {
-    let mut e = engine(small(Mode::Transparent));
-    e.set_transparent_predictor(TransparentPredictor::Table);
-    for _ in 0..2 {
-        for b in 0..40 {
-            e.fault(b);
-            drain(&mut e);
-        }
-    }
-    e.fault(10);
-    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
-    assert_eq!(got[..29], (11..40).collect::<Vec<_>>()[..]);
-    e.kernel_start(7); // ignored in transparent mode
-    assert_eq!(e.stats().kernel_starts, 0);
 }
 
 #[test]
@@ -351,15 +331,12 @@ proptest! {
     /// never an unprotected one); every prefetches() call
     /// returns at most what it was given room for; victims are distinct,
     /// resident and never predicted; the ledger never exceeds its capacity.
-    /// With sweeps on or off.
     #[test]
     fn invariants_hold_on_random_streams(
         p in params(),
-        sweep in any::<bool>(),
         ops in prop::collection::vec(op(), 1..400),
     ) {
         let mut e = engine(p);
-        e.set_sweep(sweep);
         let mut resident: HashSet<u64> = HashSet::new();
         let mut window = e.stats().windows;
         // Block -> the kernel sequence number it was last emitted for.
@@ -453,105 +430,6 @@ proptest! {
             prop_assert!(calls <= 4 * (p.window_blocks as usize + p.lookahead as usize + 2) * (p.succs as usize + 1));
         }
     }
-}
-
-/// With `VictimOrder::NextUse`, transparent mode's history says when each
-/// resident block is needed next, and victims are the blocks needed
-/// farthest from now (Belady). On a loop larger than the memory, least
-/// recently migrated is the worst order (the oldest block is the one needed
-/// soonest): there the next-use order faults far less.
-#[test]
-fn transparent_victims_by_next_use_fault_less_on_a_loop_larger_than_memory() {
-    // 60 scattered blocks in a loop, memory for 40 of them; no prefetching,
-    // so that the faults count the victim order's misses alone.
-    let order: Vec<u64> = (0..60).map(|i| 3000 + 43 * i).collect();
-    let faults = |o: VictimOrder| {
-        // A ledger of 48 blocks: the window protects 6 at a time.
-        let p = Params {
-            max_resident_blocks: 48,
-            free_max: 24,
-            ..small(Mode::Transparent)
-        };
-        let mut e = engine(p);
-        e.set_victim_order(o);
-        let mut steady = 0;
-        for pass in 0..6 {
-            for &b in &order {
-                if !e.is_resident(b) {
-                    e.fault(b);
-                    if pass >= 2 {
-                        steady += 1;
-                    }
-                    e.migrated_in(b);
-                }
-                drain(&mut e); // keeps the window following; nothing fetched
-                               // Over the memory: one victim, unless every resident
-                               // block is predicted (then none, as a backend would wait).
-                let mut v = [Victim::default()];
-                while e.resident_blocks() > 40 && e.victims(&mut v) == 1 {
-                    assert_ne!(v[0].block, b, "never the block in use");
-                    e.evicted(v[0].block);
-                }
-            }
-        }
-        steady
-    };
-    let (by_age, by_next_use) = (faults(VictimOrder::Migration), faults(VictimOrder::NextUse));
-    assert_eq!(by_age, 4 * 60, "least recently migrated misses every block");
-    // Measured: 149 against 240 (Belady itself would miss about 80).
-    assert!(
-        by_next_use * 4 < by_age * 3,
-        "next use: {by_next_use} faults, age: {by_age}"
-    );
-}
-
-/// With sweeps on (`Engine::set_sweep`), a kernel whose footprint exceeds
-/// the memory and that sweeps its blocks twice (a grid in two waves), with
-/// warps reaching them a little out of order (a different order every
-/// time). Prefetches land at once here, so the history alone already
-/// predicts most of it (on the GPU, with real latencies, it does not: H100
-/// runs 22-24); sweeps must still cut faults further, never add to them.
-#[test]
-fn transparent_sweeps_prefetch_ahead_of_a_kernel_larger_than_memory() {
-    const CAP: u32 = 400;
-    const BLOCKS: u64 = 1000;
-    let faults = |sweep: bool| {
-        let p = transparent_under_cap();
-        let mut e = engine(p);
-        e.set_sweep(sweep);
-        let mut r = CapReplay::new(CAP);
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut steady = 0;
-        for pass in 0..6 {
-            for _wave in 0..2 {
-                let mut order: Vec<u64> = (7000..7000 + BLOCKS).collect();
-                // Jitter: each group of four in a random order.
-                for g in order.chunks_mut(4) {
-                    for i in (1..g.len()).rev() {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        g.swap(i, (rng % (i as u64 + 1)) as usize);
-                    }
-                }
-                for &b in &order {
-                    if r.access(&mut e, b) && pass >= 2 {
-                        steady += 1;
-                    }
-                }
-            }
-        }
-        (steady, e.stats().sweep_prefetches)
-    };
-    let (history, _) = faults(false);
-    let (sweeps, offered) = faults(true);
-    eprintln!("history alone: {history} faults; with sweeps: {sweeps} ({offered} offered)");
-    assert!(offered > 0);
-    // Measured: 1,061 against 1,301 (8,000 steady accesses).
-    assert!(
-        sweeps * 10 < history * 9,
-        "sweeps: {sweeps}, history: {history}"
-    );
 }
 
 /// Plays accesses against an engine whose memory holds `cap` blocks: a

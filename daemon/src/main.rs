@@ -8,20 +8,12 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use prescient_core::VictimOrder;
 use prescientd::userspace::{self, backoff, gate, Config, FaultSource, PolicyMode};
 use prescientd::{attach, uvm};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `--victim-order` (prescient_core::VictimOrder).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum VictimOrderArg {
-    Migration,
-    NextUse,
-}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -70,15 +62,6 @@ struct Cli {
     /// Largest prefetch in 2 MB blocks (contiguous predicted blocks coalesce).
     #[arg(long, default_value_t = 16)]
     coalesce_blocks: u64,
-    /// Which resident blocks pre-eviction takes first: least recently
-    /// migrated, or (an experiment) the ones the history says are needed
-    /// farthest from now.
-    #[arg(long, value_enum, default_value_t = VictimOrderArg::Migration)]
-    victim_order: VictimOrderArg,
-    /// Also prefetch ahead of sequential sweeps of faults (an experiment
-    /// for budgets smaller than one kernel's footprint).
-    #[arg(long)]
-    sweep: bool,
     /// Under --budget, keep the prediction window at its full depth. By
     /// default the depth shrinks while more than 2% of the blocks
     /// pre-eviction takes are needed again within about a window's depth of
@@ -307,11 +290,6 @@ async fn main() -> Result<()> {
         workers: cli.workers.max(1),
         async_migrate: !cli.sync_migrate,
         max_coalesce_blocks: cli.coalesce_blocks.max(1),
-        victim_order: match cli.victim_order {
-            VictimOrderArg::Migration => VictimOrder::Migration,
-            VictimOrderArg::NextUse => VictimOrder::NextUse,
-        },
-        sweep: cli.sweep,
         regret_window: !cli.no_regret_window,
         window_blocks: cli.window_blocks,
         gpu_blocks: (cli.gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64) as u32,

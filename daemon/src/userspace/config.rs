@@ -6,7 +6,7 @@ use super::marks::Mark;
 use super::mode::{FaultSource, PolicyMode};
 use super::snapshot::Snapshot;
 use super::{backoff, gate};
-use prescient_core::{Mode, Params, VictimOrder, BLOCK_SHIFT};
+use prescient_core::{Mode, Params, BLOCK_SHIFT};
 use std::path::PathBuf;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -23,10 +23,6 @@ pub struct Config {
     pub workers: usize,
     pub async_migrate: bool,
     pub max_coalesce_blocks: u64,
-    /// Which live blocks pre-eviction takes first.
-    pub victim_order: VictimOrder,
-    /// Also prefetch ahead of sequential sweeps of faults (core sweep.rs).
-    pub sweep: bool,
     /// The prediction window's depth follows the rate of regretted victims
     /// (core engine.rs, `set_regret_window`); it matters only under a budget.
     pub regret_window: bool,
@@ -69,8 +65,6 @@ impl Default for Config {
             workers: 4,
             async_migrate: true,
             max_coalesce_blocks: 16,
-            victim_order: VictimOrder::Migration,
-            sweep: false,
             regret_window: true,
             window_blocks: None,
             gpu_blocks: blocks_of(140 << 30),

@@ -74,8 +74,6 @@ pub struct Snapshot {
     pub engine_history_jumps: u64,
     /// Victim requests the engine could not fill.
     pub engine_victim_shortfall: u64,
-    /// Blocks offered by sequential sweeps (`--sweep`).
-    pub engine_sweep_prefetches: u64,
     /// Pre-evicted blocks faulted again soon, and offered again soon
     /// (core `Stats::regrets`, `Stats::regret_offers`).
     pub engine_regrets: u64,
@@ -159,7 +157,6 @@ pub(super) fn fill(
     s.engine_history_misses = st.history_misses;
     s.engine_history_jumps = st.history_jumps;
     s.engine_victim_shortfall = st.victim_shortfall;
-    s.engine_sweep_prefetches = st.sweep_prefetches;
     s.engine_regrets = st.regrets;
     s.engine_regret_offers = st.regret_offers;
     s.engine_window_blocks = e.window_depth() as u64;

@@ -144,8 +144,6 @@ impl Process {
         let params = engine_params(&cfg)?;
         let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
             .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
-        engine.set_victim_order(cfg.victim_order);
-        engine.set_sweep(cfg.sweep);
         engine.set_regret_window(cfg.regret_window);
         let log = match &cfg.block_log {
             Some(p) => BlockLog::create(p)
