@@ -31,7 +31,6 @@
 
 use prescient_core::BLOCK_BYTES;
 use prescient_uapi as uapi;
-use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
@@ -52,18 +51,8 @@ pub struct Mark {
     pub done: Option<SyncSender<Applied>>,
 }
 
-/// What one mark did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Applied {
-    /// Blocks the mark covered.
-    pub blocks: u64,
-    /// Of those, blocks the engine had as resident (they changed list).
-    pub resident: u64,
-    /// Alive marks: blocks we had discarded, now migrated back (no copy).
-    pub refetched: u64,
-    /// The backend does not act on marks (driver-like or observe mode).
-    pub ignored: bool,
-}
+/// What one mark did: a wire type, so it lives with the control protocol.
+pub use prescient_uapi::control::Applied;
 
 pub type Sender = SyncSender<Mark>;
 
