@@ -166,4 +166,3 @@ impl Target {
         self.first_gpu().map(|g| (g.index, g.uuid))
     }
 }
-

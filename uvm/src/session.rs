@@ -97,9 +97,13 @@ impl Session {
         pace: Pace,
         mut turn: impl FnMut(&Tracker) -> Turn,
     ) -> Ended {
-        run_turns(stop, duration, pace, || self.target.alive(), || {
-            turn(&self.tracker)
-        })
+        run_turns(
+            stop,
+            duration,
+            pace,
+            || self.target.alive(),
+            || turn(&self.tracker),
+        )
     }
 
     /// Has the driver push the events it still holds, then reads every
@@ -186,10 +190,16 @@ mod tests {
     fn a_set_stop_flag_ends_the_pump_before_any_turn() {
         let stop = AtomicBool::new(true);
         let mut turns = 0;
-        let end = run_turns(&stop, None, PACE, || true, || {
-            turns += 1;
-            Turn::Busy
-        });
+        let end = run_turns(
+            &stop,
+            None,
+            PACE,
+            || true,
+            || {
+                turns += 1;
+                Turn::Busy
+            },
+        );
         assert_eq!((end, turns), (Ended::Stopped, 0));
     }
 
@@ -197,14 +207,20 @@ mod tests {
     fn the_pump_ends_on_a_turns_stop_the_duration_or_the_targets_exit() {
         let stop = AtomicBool::new(false);
         let mut turns = 0;
-        let end = run_turns(&stop, None, PACE, || true, || {
-            turns += 1;
-            if turns == 3 {
-                Turn::Stop
-            } else {
-                Turn::Idle
-            }
-        });
+        let end = run_turns(
+            &stop,
+            None,
+            PACE,
+            || true,
+            || {
+                turns += 1;
+                if turns == 3 {
+                    Turn::Stop
+                } else {
+                    Turn::Idle
+                }
+            },
+        );
         assert_eq!((end, turns), (Ended::Turn, 3));
 
         let t = Instant::now();
@@ -221,11 +237,17 @@ mod tests {
     fn a_stop_flag_set_by_a_turn_is_seen_before_the_next() {
         let stop = AtomicBool::new(false);
         let mut turns = 0;
-        let end = run_turns(&stop, None, PACE, || true, || {
-            turns += 1;
-            stop.store(true, Ordering::Relaxed);
-            Turn::Busy
-        });
+        let end = run_turns(
+            &stop,
+            None,
+            PACE,
+            || true,
+            || {
+                turns += 1;
+                stop.store(true, Ordering::Relaxed);
+                Turn::Busy
+            },
+        );
         assert_eq!((end, turns), (Ended::Stopped, 1));
     }
 
