@@ -1,7 +1,7 @@
 //! prescientctl against a scripted daemon on a temporary socket: the
 //! requests it sends, its tables and JSON, and its exit statuses.
 
-use prescientd::proto::{
+use prescient_uapi::control::{
     Counters, EngineParams, ErrorReply, Mode, ProcessStats, Reply, Request, Response, Stats,
 };
 use std::io::{BufRead, BufReader, Write};

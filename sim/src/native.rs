@@ -8,6 +8,8 @@
 //! TOUCH and DEAD belong to the KERNEL before them. END is mandatory, so a
 //! truncated file is an error, never a shorter trace.
 
+pub mod recording;
+
 use crate::workload::{Kernel, Range, Touch, Workload};
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, Write};
@@ -125,6 +127,25 @@ impl<R: BufRead> Cursor<R> {
         )
     }
 
+    /// Reads the magic and the version, and returns the workload name.
+    fn header(&mut self) -> Result<String> {
+        let origin = self.origin.clone();
+        let mut magic = [0u8; 8];
+        for m in magic.iter_mut() {
+            *m = self
+                .byte()?
+                .with_context(|| format!("{origin}: too short to be a native trace"))?;
+        }
+        if &magic != MAGIC {
+            bail!("{origin}: not a Prescient native trace (bad magic); for G10's kernels.config use --format g10");
+        }
+        let version = self.varint("version")?;
+        if version != VERSION {
+            bail!("{origin}: native trace format version {version} is not supported (this build reads version {VERSION})");
+        }
+        self.string("workload name")
+    }
+
     fn string(&mut self, what: &str) -> Result<String> {
         let start = self.at;
         let len = self.varint(what)?;
@@ -154,20 +175,7 @@ pub fn read(r: impl BufRead, origin: &str) -> Result<Workload> {
         at: 0,
         origin: origin.to_string(),
     };
-    let mut magic = [0u8; 8];
-    for m in magic.iter_mut() {
-        *m = c
-            .byte()?
-            .with_context(|| format!("{origin}: too short to be a native trace"))?;
-    }
-    if &magic != MAGIC {
-        bail!("{origin}: not a Prescient native trace (bad magic); for G10's kernels.config use --format g10");
-    }
-    let version = c.varint("version")?;
-    if version != VERSION {
-        bail!("{origin}: native trace format version {version} is not supported (this build reads version {VERSION})");
-    }
-    let name = c.string("workload name")?;
+    let name = c.header()?;
     let mut kernels: Vec<Kernel> = Vec::new();
     loop {
         let at = c.at;

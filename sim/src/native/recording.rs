@@ -1,19 +1,14 @@
-//! `prescientctl record PID --out FILE`: a running CUDA process's GPU faults
-//! and migrations, as the simulator's native trace (docs/trace-format.md).
+//! A recorded event stream made into one iteration of a native trace
+//! (docs/trace-format.md, "Recorded traces"); `prescientctl record` does
+//! the live capture and hands the events here.
 //!
-//! Attaching and reading events go through `prescientd::attach` (the same
-//! pidfd_getfd + UVM tools V2 tracker code as prescientd's user-space
-//! backend); the trace is written with `prescient_sim::native` (the
-//! simulator's own writer), so the reader and writer cannot drift apart.
-//!
-//! The event stream knows no kernels, so the trace is reconstructed
-//! (docs/trace-format.md, "Recorded traces"):
+//! The event stream knows no kernels, so the trace is reconstructed:
 //! * iterations are cut where the CPU takes data back from the GPU (a
 //!   migration to the CPU with cause "coherence", i.e. a CPU fault) after
 //!   GPU faults were seen; `auto` writes the last complete iteration when
 //!   at least three were found, else the whole recording as one iteration;
 //! * inside it, GPU faults become pseudo-kernels: a new one starts after a
-//!   gap of `gap_us` between faults, after a CPU interlude, or when the
+//!   gap of `gap_ns` between faults, after a CPU interlude, or when the
 //!   current one holds `max_blocks` distinct 2 MB blocks; a pseudo-kernel's
 //!   duration is the wall time its faults span (stalls included);
 //! * a pseudo-kernel TOUCHes, per block in first-fault order, the 64 KiB
@@ -23,23 +18,14 @@
 //!   touches them, so the simulator re-reads them from the host every
 //!   iteration, as the real program does.
 
-use crate::cli::IterationArg;
-use anyhow::{bail, Context, Result};
-use prescient_sim::workload::{exec_id, Kernel, Range, Touch, Workload};
-use prescientd::attach::{self, Event, Target, Tracker};
-use prescientd::uvm;
+use crate::workload::{exec_id, Kernel, Range, Touch, Workload};
+use anyhow::{bail, Result};
+use prescient_core::BLOCK_SHIFT;
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
-const BLOCK_SHIFT: u32 = 21;
 const GRANULE_SHIFT: u32 = 16;
 const GRANULES: u32 = 1 << (BLOCK_SHIFT - GRANULE_SHIFT);
-/// Most events kept in memory (24 B each): about 1.5 GB. Recording stops
-/// there, and says so in the trace's name.
-const MAX_EVENTS: usize = 64 << 20;
 
 /// One recorded event, reduced to what the trace needs. `t` is the driver's
 /// CPU timestamp in nanoseconds.
@@ -56,30 +42,25 @@ pub enum Ev {
     },
 }
 
-/// The events of `ev` that the trace uses, or None.
-pub fn reduce(ev: &Event) -> Option<Ev> {
-    match ev {
-        Event::Fault(f) => Some(Ev::Fault {
-            addr: f.address,
-            // UvmEventMemoryAccessType: 1 read, 2 write, 3 atomic, 4 prefetch.
-            write: matches!(f.access_type, 2 | 3),
-            t: f.time_stamp,
-        }),
-        Event::Migration(m)
-            if m.dst_index == uvm::CPU_INDEX
-                && m.src_index != uvm::CPU_INDEX
-                && m.migration_cause == uvm::CAUSE_COHERENCE =>
-        {
-            Some(Ev::CpuTookBack { addr: m.address })
-        }
-        _ => None,
-    }
+/// Which iteration of a recording to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Iteration {
+    /// The last complete typical one when three or more were found, else
+    /// the whole recording.
+    Auto,
+    /// The whole recording as one iteration.
+    Whole,
+    /// This one, numbered from 0.
+    Index(usize),
 }
 
+/// How a recording is cut into an iteration and pseudo-kernels.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
-    pub iteration: IterationArg,
+    pub iteration: Iteration,
+    /// A gap between GPU faults longer than this starts a new pseudo-kernel.
     pub gap_ns: u64,
+    /// Most distinct 2 MB blocks in one pseudo-kernel.
     pub max_blocks: u32,
 }
 
@@ -138,6 +119,33 @@ fn typical_last(events: &[Ev], starts: &[usize]) -> usize {
         .unwrap_or(complete - 1)
 }
 
+/// The event range `[lo, hi)` to write and the iteration it is (None: the
+/// whole recording), given the iteration starts.
+fn pick(
+    events: &[Ev],
+    starts: &[usize],
+    which: Iteration,
+) -> Result<(usize, usize, Option<usize>)> {
+    let found = starts.len();
+    Ok(match which {
+        Iteration::Whole => (0, events.len(), None),
+        Iteration::Auto if found < 3 => (0, events.len(), None),
+        Iteration::Auto => {
+            let i = typical_last(events, starts);
+            (starts[i], starts[i + 1], Some(i))
+        }
+        Iteration::Index(i) if i < found => (
+            starts[i],
+            starts.get(i + 1).copied().unwrap_or(events.len()),
+            Some(i),
+        ),
+        Iteration::Index(i) => {
+            bail!("iteration {i} asked for, but the recording has {found} (numbered from 0)")
+        }
+    })
+}
+
+/// One pseudo-kernel: a run of GPU faults.
 struct Seg {
     first_t: u64,
     last_t: u64,
@@ -146,37 +154,37 @@ struct Seg {
     index: HashMap<u64, usize>,
 }
 
-/// Turns a recording into one iteration of a native trace.
-pub fn build(events: &[Ev], name: &str, shape: Shape) -> Result<Built> {
-    let starts = iteration_starts(events);
-    let found = starts.len();
-    let (lo, hi, written) = match shape.iteration {
-        IterationArg::Whole => (0, events.len(), None),
-        IterationArg::Auto if found < 3 => (0, events.len(), None),
-        IterationArg::Auto => {
-            let i = typical_last(events, &starts);
-            (starts[i], starts[i + 1], Some(i))
+impl Seg {
+    fn new(t: u64) -> Seg {
+        Seg {
+            first_t: t,
+            last_t: t,
+            blocks: Vec::new(),
+            index: HashMap::new(),
         }
-        IterationArg::Index(i) if i < found => (
-            starts[i],
-            starts.get(i + 1).copied().unwrap_or(events.len()),
-            Some(i),
-        ),
-        IterationArg::Index(i) => {
-            bail!("iteration {i} asked for, but the recording has {found} (numbered from 0)")
-        }
-    };
-    let host: HashSet<u64> = events
-        .iter()
-        .filter_map(|e| match e {
-            Ev::CpuTookBack { addr } => Some(addr >> BLOCK_SHIFT),
-            Ev::Fault { .. } => None,
-        })
-        .collect();
+    }
 
+    /// Adds one fault on `granule` of `block`.
+    fn add(&mut self, block: u64, granule: u32, write: bool, t: u64) {
+        self.last_t = self.last_t.max(t);
+        match self.index.get(&block) {
+            Some(&i) => {
+                self.blocks[i].1 |= 1 << granule;
+                self.blocks[i].2 |= write;
+            }
+            None => {
+                self.index.insert(block, self.blocks.len());
+                self.blocks.push((block, 1 << granule, write));
+            }
+        }
+    }
+}
+
+/// Cuts the GPU faults of `events` into pseudo-kernels.
+fn segments(events: &[Ev], shape: Shape) -> Vec<Seg> {
     let mut segs: Vec<Seg> = Vec::new();
     let mut cut = true;
-    for e in &events[lo..hi] {
+    for e in events {
         let (addr, write, t) = match *e {
             Ev::Fault { addr, write, t } => (addr, write, t),
             Ev::CpuTookBack { .. } => {
@@ -196,32 +204,19 @@ pub fn build(events: &[Ev], name: &str, shape: Shape) -> Result<Built> {
         };
         cut = false;
         if new_seg {
-            segs.push(Seg {
-                first_t: t,
-                last_t: t,
-                blocks: Vec::new(),
-                index: HashMap::new(),
-            });
+            segs.push(Seg::new(t));
         }
-        let Some(s) = segs.last_mut() else {
-            continue;
-        };
-        s.last_t = s.last_t.max(t);
-        match s.index.get(&block) {
-            Some(&i) => {
-                s.blocks[i].1 |= 1 << granule;
-                s.blocks[i].2 |= write;
-            }
-            None => {
-                s.index.insert(block, s.blocks.len());
-                s.blocks.push((block, 1 << granule, write));
-            }
+        if let Some(s) = segs.last_mut() {
+            s.add(block, granule, write, t);
         }
     }
-    if segs.is_empty() {
-        bail!("no GPU faults in the part of the recording to write: nothing to replay");
-    }
+    segs
+}
 
+/// The kernels of `segs`: host blocks (`host`) die after the last kernel
+/// that touches them. Returns the kernels, the blocks touched and the
+/// number of host blocks given DEAD records.
+fn kernels(segs: &[Seg], host: &HashSet<u64>, gap_ns: u64) -> (Vec<Kernel>, usize, usize) {
     // Last pseudo-kernel touching each host block, and its ranges.
     let mut last_touch: HashMap<u64, usize> = HashMap::new();
     let mut host_ranges: HashMap<u64, BTreeSet<Range>> = HashMap::new();
@@ -243,7 +238,7 @@ pub fn build(events: &[Ev], name: &str, shape: Shape) -> Result<Built> {
         }
         let next_start = segs.get(i + 1).map(|n| n.first_t);
         let end = match next_start {
-            Some(n) if n.saturating_sub(s.last_t) <= shape.gap_ns => n,
+            Some(n) if n.saturating_sub(s.last_t) <= gap_ns => n,
             _ => s.last_t,
         };
         let kname = format!("faults-{i}");
@@ -262,23 +257,42 @@ pub fn build(events: &[Ev], name: &str, shape: Shape) -> Result<Built> {
             kernels[*k].dead_after.extend(rs.iter().copied());
         }
     }
+    (kernels, touched.len(), dead.len())
+}
+
+/// Turns a recording into one iteration of a native trace.
+pub fn build(events: &[Ev], name: &str, shape: Shape) -> Result<Built> {
+    let starts = iteration_starts(events);
+    let (lo, hi, written) = pick(events, &starts, shape.iteration)?;
+    let host: HashSet<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Ev::CpuTookBack { addr } => Some(addr >> BLOCK_SHIFT),
+            Ev::Fault { .. } => None,
+        })
+        .collect();
+    let segs = segments(&events[lo..hi], shape);
+    if segs.is_empty() {
+        bail!("no GPU faults in the part of the recording to write: nothing to replay");
+    }
+    let (kernels, touched_blocks, host_blocks) = kernels(&segs, &host, shape.gap_ns);
     let mut workload = Workload {
         name: name.to_string(),
         kernels,
     };
     compact(&mut workload);
     Ok(Built {
-        iterations_found: found,
+        iterations_found: starts.len(),
         iteration_written: written,
         kernels: workload.kernels.len(),
-        touched_blocks: touched.len(),
-        host_blocks: dead.len(),
+        touched_blocks,
+        host_blocks,
         workload,
     })
 }
 
 /// Gaps between used blocks longer than this many blocks are shortened to it.
-const MAX_GAP_BLOCKS: u64 = 16;
+pub const MAX_GAP_BLOCKS: u64 = 16;
 
 /// Renumbers the 2 MB blocks a workload uses from 0, keeping their order,
 /// adjacency and every offset inside a block, and shortening gaps over
@@ -347,237 +361,15 @@ fn granule_runs(block: u64, mask: u32) -> Vec<Range> {
     out
 }
 
-/// Why recording stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stop {
-    TargetExited,
-    Duration,
-    Signal,
-    EventLimit,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Summary {
-    pub out: String,
-    pub pid: i32,
-    pub command: String,
-    pub driver_version: String,
-    pub stopped_by: Stop,
-    pub elapsed_s: f64,
-    pub events: u64,
-    pub fault_events: u64,
-    /// Changes of faulted 2 MB block in the stream (prescientd's "fault blocks").
-    pub fault_blocks: u64,
-    pub migration_events: u64,
-    pub cpu_took_back_events: u64,
-    pub dropped_events: u64,
-    #[serde(flatten)]
-    pub built: Built,
-}
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe);
-        // sigaction is given a zeroed, then filled, struct of the right type.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
-
-pub struct Request<'a> {
-    pub pid: i32,
-    pub out: &'a Path,
-    pub duration: Option<Duration>,
-    pub shape: Shape,
-    pub queue_entries: u32,
-    pub attach_wait: Duration,
-    pub ready_file: Option<&'a Path>,
-}
-
-fn attach_with_wait(pid: i32, wait: Duration) -> Result<(Target, (u16, [u8; 16]))> {
-    let deadline = Instant::now() + wait;
-    loop {
-        let r = Target::attach(pid).and_then(|t| {
-            let g = t.gpu()?;
-            Ok((t, g))
-        });
-        match r {
-            Ok(x) => return Ok(x),
-            Err(e) if Instant::now() < deadline && !is_permission(&e) => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// Whether an error comes from a refused permission (exit status 77).
-pub fn is_permission(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
-    })
-}
-
-/// Records until the target exits, the duration passes or a signal comes,
-/// then writes the trace (always a complete, valid file).
-pub fn record(req: &Request) -> Result<Summary> {
-    let (target, _gpu) = attach_with_wait(req.pid, req.attach_wait)?;
-    let version = attach::driver_version()?;
-    let command = std::fs::read_to_string(format!("/proc/{}/cmdline", req.pid))
-        .map(|c| c.replace('\0', " ").trim().to_string())
-        .unwrap_or_default();
-    let tracker = Tracker::new(
-        &target,
-        req.queue_entries,
-        (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
-    )
-    .context("creating the tools event tracker")?;
-    catch_signals();
-    if let Some(f) = req.ready_file {
-        std::fs::write(f, b"recording\n").with_context(|| format!("writing {}", f.display()))?;
-    }
-    let start = Instant::now();
-    let mut events: Vec<Ev> = Vec::new();
-    let (mut n_events, mut n_faults, mut n_blocks, mut n_mig, mut n_back) = (0u64, 0, 0, 0, 0);
-    let mut last_block = u64::MAX;
-    let mut alive_check = Instant::now();
-    let mut take = |ev: Event, events: &mut Vec<Ev>| {
-        n_events += 1;
-        match ev {
-            Event::Fault(f) => {
-                n_faults += 1;
-                if f.address >> BLOCK_SHIFT != last_block {
-                    last_block = f.address >> BLOCK_SHIFT;
-                    n_blocks += 1;
-                }
-            }
-            Event::Migration(_) => n_mig += 1,
-            Event::Other => {}
-        }
-        if let Some(e) = reduce(&ev) {
-            if matches!(e, Ev::CpuTookBack { .. }) {
-                n_back += 1;
-            }
-            if events.len() < MAX_EVENTS {
-                events.push(e);
-            }
-        }
-    };
-    let stop = loop {
-        if STOP.load(Ordering::Relaxed) {
-            break Stop::Signal;
-        }
-        if req.duration.is_some_and(|d| start.elapsed() >= d) {
-            break Stop::Duration;
-        }
-        if events.len() >= MAX_EVENTS {
-            break Stop::EventLimit;
-        }
-        if alive_check.elapsed() > Duration::from_millis(50) {
-            alive_check = Instant::now();
-            if !target.alive() {
-                break Stop::TargetExited;
-            }
-        }
-        let n = tracker.drain(1 << 16, |ev| take(ev, &mut events));
-        if n == 0 {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    };
-    tracker.flush();
-    tracker.drain(usize::MAX, |ev| take(ev, &mut events));
-    let dropped = tracker.dropped();
-    let elapsed = start.elapsed().as_secs_f64();
-    // Let the target's VA space go as soon as possible.
-    drop(tracker);
-    drop(target);
-
-    let how = match stop {
-        Stop::TargetExited => "until the target exited",
-        Stop::Duration => "for the requested duration",
-        Stop::Signal => "until stopped by a signal",
-        Stop::EventLimit => "until the in-memory event limit (the trace is cut short)",
-    };
-    let shown = if command.len() > 512 {
-        &command[..command.floor_char_boundary(512)]
-    } else {
-        &command
-    };
-    let name = format!(
-        "prescientctl record of pid {} ({shown}): recorded {elapsed:.1} s {how}; {n_events} events ({n_faults} GPU faults, {n_mig} migrations, {dropped} dropped); nvidia_uvm {version}; addresses compacted",
-        req.pid
-    );
-    let mut built = build(&events, &name, req.shape).with_context(|| {
-        format!(
-            "pid {}: recorded {elapsed:.1} s {how}, {n_faults} GPU faults; no trace written",
-            req.pid
-        )
-    })?;
-    let which = match built.iteration_written {
-        Some(i) => format!("; iteration {i} of {} found", built.iterations_found),
-        None => format!(
-            "; whole recording as one iteration ({} found)",
-            built.iterations_found
-        ),
-    };
-    built.workload.name.push_str(&which);
-    write_atomically(req.out, &built.workload)?;
-    Ok(Summary {
-        out: req.out.display().to_string(),
-        pid: req.pid,
-        command,
-        driver_version: version,
-        stopped_by: stop,
-        elapsed_s: elapsed,
-        events: n_events,
-        fault_events: n_faults,
-        fault_blocks: n_blocks,
-        migration_events: n_mig,
-        cpu_took_back_events: n_back,
-        dropped_events: dropped,
-        built,
-    })
-}
-
-/// Writes next to `out` and renames, so `out` is never a partial file.
-fn write_atomically(out: &Path, w: &Workload) -> Result<()> {
-    let mut tmp = out.as_os_str().to_owned();
-    tmp.push(".partial");
-    // Keep the ".gz" decision of the final name.
-    let tmp = if out.extension().is_some_and(|e| e == "gz") {
-        let mut t = out.as_os_str().to_owned();
-        t.push(".partial.gz");
-        std::path::PathBuf::from(t)
-    } else {
-        std::path::PathBuf::from(tmp)
-    };
-    prescient_sim::native::write_file(&tmp, w)?;
-    std::fs::rename(&tmp, out)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), out.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prescient_sim::native;
-    use prescient_sim::plan::Plan;
+    use crate::native;
+    use crate::plan::Plan;
 
     const MB2: u64 = 2 << 20;
     const SHAPE: Shape = Shape {
-        iteration: IterationArg::Auto,
+        iteration: Iteration::Auto,
         gap_ns: 200_000,
         max_blocks: 32,
     };
@@ -678,7 +470,7 @@ mod tests {
         let mut v: Vec<Ev> = (0..10).map(|b| f(b, 0, false, b * 10)).collect();
         v.insert(5, Ev::CpuTookBack { addr: 99 * MB2 });
         let shape = Shape {
-            iteration: IterationArg::Whole,
+            iteration: Iteration::Whole,
             max_blocks: 3,
             ..SHAPE
         };
@@ -700,14 +492,14 @@ mod tests {
                 },
             )
         };
-        assert_eq!(pick(IterationArg::Auto).unwrap().iteration_written, Some(1));
-        assert_eq!(pick(IterationArg::Whole).unwrap().iteration_written, None);
-        assert_eq!(pick(IterationArg::Whole).unwrap().kernels, 6);
+        assert_eq!(pick(Iteration::Auto).unwrap().iteration_written, Some(1));
+        assert_eq!(pick(Iteration::Whole).unwrap().iteration_written, None);
+        assert_eq!(pick(Iteration::Whole).unwrap().kernels, 6);
         assert_eq!(
-            pick(IterationArg::Index(2)).unwrap().iteration_written,
+            pick(Iteration::Index(2)).unwrap().iteration_written,
             Some(2)
         );
-        let e = pick(IterationArg::Index(3)).unwrap_err().to_string();
+        let e = pick(Iteration::Index(3)).unwrap_err().to_string();
         assert!(e.contains("has 3"), "{e}");
         // Fewer than three iterations: everything.
         let b = build(&dnn(2), "x", SHAPE).unwrap();
@@ -743,18 +535,6 @@ mod tests {
     }
 
     #[test]
-    fn written_files_are_valid_and_gz_aware() {
-        let dir = tempfile::tempdir().unwrap();
-        let w = build(&dnn(4), "dnn", SHAPE).unwrap().workload;
-        for name in ["t.trace", "t.trace.gz"] {
-            let p = dir.path().join(name);
-            write_atomically(&p, &w).unwrap();
-            assert_eq!(native::read_file(&p).unwrap(), w);
-            assert!(!dir.path().join(format!("{name}.partial")).exists());
-        }
-    }
-
-    #[test]
     fn compaction_keeps_order_adjacency_and_offsets() {
         let hi = 0x7f1c_0000_0000u64 >> BLOCK_SHIFT;
         let ev = vec![
@@ -764,7 +544,7 @@ mod tests {
             f(hi + 1001, 31 << 16, true, 30),
         ];
         let shape = Shape {
-            iteration: IterationArg::Whole,
+            iteration: Iteration::Whole,
             ..SHAPE
         };
         let w = build(&ev, "x", shape).unwrap().workload;
@@ -783,47 +563,5 @@ mod tests {
         let mut again = w.clone();
         compact(&mut again);
         assert_eq!(again, w);
-    }
-
-    #[test]
-    fn reduce_keeps_faults_and_cpu_take_backs_only() {
-        let mut fault = uvm::GpuFaultV2 {
-            event_type: uvm::EVENT_GPU_FAULT,
-            address: 0x1234_5000,
-            time_stamp: 77,
-            access_type: 3,
-            ..Default::default()
-        };
-        assert_eq!(
-            reduce(&Event::Fault(fault)),
-            Some(Ev::Fault {
-                addr: 0x1234_5000,
-                write: true,
-                t: 77
-            })
-        );
-        fault.access_type = 1;
-        assert!(matches!(
-            reduce(&Event::Fault(fault)),
-            Some(Ev::Fault { write: false, .. })
-        ));
-        let mut m = uvm::MigrationV2 {
-            event_type: uvm::EVENT_MIGRATION,
-            migration_cause: uvm::CAUSE_COHERENCE,
-            src_index: 1,
-            dst_index: uvm::CPU_INDEX,
-            address: MB2,
-            ..Default::default()
-        };
-        assert_eq!(
-            reduce(&Event::Migration(m)),
-            Some(Ev::CpuTookBack { addr: MB2 })
-        );
-        m.migration_cause = uvm::CAUSE_EVICTION;
-        assert_eq!(reduce(&Event::Migration(m)), None);
-        m.migration_cause = uvm::CAUSE_COHERENCE;
-        (m.src_index, m.dst_index) = (uvm::CPU_INDEX, 1);
-        assert_eq!(reduce(&Event::Migration(m)), None);
-        assert_eq!(reduce(&Event::Other), None);
     }
 }

@@ -1,0 +1,78 @@
+//! `prescientctl stats [--watch SECS]`: the counters, once or repeated with
+//! per-second rates.
+
+use crate::client::{fail, json, Client, Res, EXIT_REFUSED};
+use crate::render::{bytes, counter_rows};
+use prescient_uapi::control::{Reply, Request, Stats};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+pub fn run(socket: &Path, as_json: bool, watch: Option<f64>) -> Res<()> {
+    let mut c = Client::connect(socket)?;
+    let mut prev: Option<Stats> = None;
+    loop {
+        let Reply::Stats(s) = c.call(&Request::Stats)? else {
+            return Err(fail(EXIT_REFUSED, "unexpected reply to stats"));
+        };
+        if as_json {
+            if watch.is_some() {
+                // One object per line, for pipes.
+                println!(
+                    "{}",
+                    serde_json::to_string(&s).map_err(|e| fail(1, e.to_string()))?
+                );
+            } else {
+                json(&s)?;
+            }
+        } else {
+            if watch.is_some() {
+                println!("--- at {:.1} s", s.at_s);
+            }
+            print(&s, prev.as_ref());
+        }
+        let _ = std::io::stdout().flush();
+        match watch {
+            Some(secs) => std::thread::sleep(Duration::from_secs_f64(secs)),
+            None => return Ok(()),
+        }
+        prev = Some(s);
+    }
+}
+
+fn print(s: &Stats, prev: Option<&Stats>) {
+    let dt = prev.map(|p| s.at_s - p.at_s).filter(|d| *d > 0.0);
+    if !s.backend_up {
+        println!("prescient.ko is not loaded");
+    }
+    let cur = counter_rows(&s.totals);
+    let old = prev.map(|p| counter_rows(&p.totals));
+    for (i, (name, v)) in cur.iter().enumerate() {
+        match (dt, &old) {
+            (Some(dt), Some(o)) if !matches!(*name, "in flight" | "table bytes") => {
+                let rate = v.saturating_sub(o[i].1) as f64 / dt;
+                println!("{name:<20} {v:>14} {rate:>12.1}/s");
+            }
+            _ => println!("{name:<20} {v:>14}"),
+        }
+    }
+    if !s.processes.is_empty() {
+        println!();
+        println!(
+            "{:>8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>8}",
+            "PID", "FAULTS", "PREFETCHED", "RESIDENT", "PRE-EVICTED", "DISCARDED", "ERRORS"
+        );
+        for p in &s.processes {
+            println!(
+                "{:>8} {:>12} {:>12} {:>12} {:>12} {:>10} {:>8}",
+                p.pid,
+                p.faults,
+                p.prefetched_blocks,
+                bytes(p.resident_bytes),
+                p.pre_evictions,
+                p.discards,
+                p.migrate_errors
+            );
+        }
+    }
+}

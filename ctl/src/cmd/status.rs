@@ -1,0 +1,52 @@
+//! `prescientctl status`: the daemon, the module, the parameters in force
+//! and the attached processes.
+
+use crate::cli::JsonFlag;
+use crate::client::{fail, json, Client, Res, EXIT_REFUSED};
+use crate::render::param_line;
+use prescient_uapi::control::{Reply, Request, Status};
+use std::path::Path;
+
+pub fn run(socket: &Path, f: &JsonFlag) -> Res<()> {
+    let Reply::Status(s) = Client::connect(socket)?.call(&Request::Status)? else {
+        return Err(fail(EXIT_REFUSED, "unexpected reply to status"));
+    };
+    if f.json {
+        return json(&s);
+    }
+    print(&s);
+    Ok(())
+}
+
+fn print(s: &Status) {
+    println!(
+        "prescientd {} ({} backend, up {:.0} s), config {}",
+        s.daemon_version, s.backend, s.uptime_s, s.config_path
+    );
+    match &s.module {
+        Some(m) => println!(
+            "prescient.ko: ABI {}, bound to nvidia-uvm {}, prefetch {}, up to {} processes",
+            m.abi_version,
+            m.driver_version,
+            if m.enabled { "on" } else { "off" },
+            m.max_processes
+        ),
+        None => println!("prescient.ko: not loaded (the daemon waits for it)"),
+    }
+    println!("parameters: {}", param_line(&s.params));
+    if let Some(mp) = &s.module_params {
+        if *mp != s.params {
+            println!(
+                "  but the module has: {} (changed outside prescientd)",
+                param_line(mp)
+            );
+        }
+    }
+    println!("attached: {}", s.attached.len());
+    if !s.attached.is_empty() {
+        println!("{:>8}  {:<16} REASON", "PID", "COMMAND");
+        for a in &s.attached {
+            println!("{:>8}  {:<16} {}", a.pid, a.comm, a.reason);
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The V2 tools event tracker on /dev/nvidia-uvm-tools: a ring of
+//! `UvmEventEntry_V2` that the driver fills and we drain.
+
+use crate::attach::Target;
+use crate::ioctl as uvm;
+use anyhow::{anyhow, bail, Context, Result};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+
+/// An anonymous, populated mapping that the driver writes into.
+struct Mapping {
+    ptr: NonNull<libc::c_void>,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> Result<Mapping> {
+        // SAFETY: anonymous private mapping, no address hint.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            bail!("mmap {len} bytes: {}", std::io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: NonNull::new(p).ok_or_else(|| anyhow!("mmap returned null"))?,
+            len,
+        })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: we mapped exactly this range and nothing references it any more.
+        unsafe { libc::munmap(self.ptr.as_ptr(), self.len) };
+    }
+}
+
+/// One event read from the ring.
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    Fault(uvm::GpuFaultV2),
+    Migration(uvm::MigrationV2),
+    Other,
+}
+
+/// A V2 tools event tracker over the target's VA space.
+pub struct Tracker {
+    // Field order matters: the tools fd is closed (tracker torn down by the
+    // driver) before the buffers it pinned are unmapped.
+    tools: File,
+    entries: u32,
+    /// The events enabled at creation (and by [`Tracker::enable`]).
+    flags: u64,
+    queue: Mapping,
+    control: Mapping,
+}
+
+// SAFETY: the mappings are owned exclusively by the Tracker; only the thread
+// that owns it reads them.
+unsafe impl Send for Tracker {}
+
+impl Tracker {
+    /// Creates a tracker of `entries` (a power of two) over the target's
+    /// VA space, with the events of `flags` (bit `1 << EVENT_*`) enabled.
+    pub fn new(target: &Target, entries: u32, flags: u64) -> Result<Tracker> {
+        if !entries.is_power_of_two() {
+            bail!("queue entries must be a power of two, got {entries}");
+        }
+        let tools = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/nvidia-uvm-tools")
+            .context("opening /dev/nvidia-uvm-tools")?;
+        let page = 4096usize;
+        let qlen = (entries as usize * uvm::ENTRY_V2_BYTES).div_ceil(page) * page;
+        let queue = Mapping::new(qlen)?;
+        let control = Mapping::new(page)?;
+        let mut p = uvm::InitEventTrackerParams {
+            queue_buffer: queue.ptr.as_ptr() as u64,
+            queue_buffer_size: entries as u64,
+            control_buffer: control.ptr.as_ptr() as u64,
+            processor: [0; 16],
+            all_processors: 1,
+            uvm_fd: target.va_fd.as_raw_fd() as u32,
+            rm_status: 0,
+        };
+        // SAFETY: both buffers are page-aligned mappings of the right sizes,
+        // owned by the returned Tracker, whose fd is closed before they are unmapped.
+        unsafe { uvm::init_event_tracker_v2(tools.as_raw_fd(), &mut p) }
+            .context("UVM_TOOLS_INIT_EVENT_TRACKER_V2")?;
+        uvm::enable_events(tools.as_raw_fd(), flags)
+            .context("UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS")?;
+        Ok(Tracker {
+            tools,
+            entries,
+            flags,
+            queue,
+            control,
+        })
+    }
+
+    fn ctl(&self) -> *mut uvm::ControlData {
+        self.control.ptr.as_ptr().cast()
+    }
+
+    /// Turns every event of this tracker off: while no tools event is
+    /// enabled on the VA space, the driver's CPU fault path skips its tools
+    /// flush (see gate.rs).
+    pub fn disable(&self) -> Result<(), uvm::IoctlError> {
+        uvm::disable_events(self.tools.as_raw_fd(), self.flags)
+    }
+
+    /// Turns the tracker's events back on.
+    pub fn enable(&self) -> Result<(), uvm::IoctlError> {
+        uvm::enable_events(self.tools.as_raw_fd(), self.flags)
+    }
+
+    /// Asks the driver to push events it still holds into the ring.
+    pub fn flush(&self) {
+        let _ = uvm::flush_events(self.tools.as_raw_fd());
+    }
+
+    /// Dropped-event counters (all types summed).
+    pub fn dropped(&self) -> u64 {
+        let c = self.ctl();
+        let mut sum = 0;
+        for i in 0..uvm::EVENT_NUM_TYPES_ALL {
+            // SAFETY: `c` points into our live control mapping; the driver
+            // updates the counters concurrently, hence volatile reads.
+            sum += unsafe { std::ptr::addr_of!((*c).dropped[i]).read_volatile() };
+        }
+        sum
+    }
+
+    /// Reads every available event, up to `max`.
+    pub fn drain(&self, max: usize, mut f: impl FnMut(Event)) -> usize {
+        let c = self.ctl();
+        let mask = self.entries - 1;
+        // SAFETY: `c` points into our live control mapping; the counters
+        // are shared with the driver, hence volatile.
+        let mut get = unsafe { std::ptr::addr_of!((*c).get_behind).read_volatile() } & mask;
+        // SAFETY: as above.
+        let put = unsafe { std::ptr::addr_of!((*c).put_behind).read_volatile() } & mask;
+        fence(Ordering::Acquire);
+        let mut n = 0;
+        while get != put && n < max {
+            let off = get as usize * uvm::ENTRY_V2_BYTES;
+            // SAFETY: `off + 72` lies inside the queue mapping (get < entries).
+            let base = unsafe { self.queue.ptr.as_ptr().cast::<u8>().add(off) };
+            // SAFETY: as above; the byte is inside the mapping.
+            let ty = unsafe { base.read_volatile() };
+            let ev = match ty {
+                uvm::EVENT_GPU_FAULT => {
+                    // SAFETY: a whole 72-byte entry inside the mapping; read unaligned.
+                    let f = unsafe { base.cast::<uvm::GpuFaultV2>().read_unaligned() };
+                    Event::Fault(f)
+                }
+                uvm::EVENT_MIGRATION => {
+                    // SAFETY: as above.
+                    let m = unsafe { base.cast::<uvm::MigrationV2>().read_unaligned() };
+                    Event::Migration(m)
+                }
+                _ => Event::Other,
+            };
+            f(ev);
+            get = (get + 1) & mask;
+            n += 1;
+        }
+        fence(Ordering::Release);
+        // SAFETY: as above; we are the only consumer.
+        unsafe {
+            std::ptr::addr_of_mut!((*c).get_ahead).write_volatile(get);
+            std::ptr::addr_of_mut!((*c).get_behind).write_volatile(get);
+        }
+        n
+    }
+}
