@@ -208,9 +208,9 @@ fn print_stats(s: &Stats, prev: Option<&Stats>) {
 
 fn changes(a: &SetArgs) -> Res<ParamChanges> {
     let budget = match &a.budget {
-        Some(b) => Some(
-            prescientd::config::parse_bytes(b).map_err(|e| fail(2, format!("--budget: {e}")))?,
-        ),
+        Some(b) => {
+            Some(prescient_units::parse_size(b).map_err(|e| fail(2, format!("--budget: {e}")))?)
+        }
         None => None,
     };
     Ok(ParamChanges {
