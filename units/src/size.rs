@@ -114,7 +114,7 @@ impl fmt::Display for ByteSize {
         let b = self.0;
         match UNITS
             .iter()
-            .find(|(shift, _)| b != 0 && b % (1u64 << shift) == 0)
+            .find(|(shift, _)| b != 0 && b.is_multiple_of(1u64 << shift))
         {
             Some((shift, unit)) => write!(f, "{}{unit}", b >> shift),
             None => write!(f, "{b}"),
