@@ -283,28 +283,7 @@ impl Config {
         if !self.device.is_absolute() {
             return Err(err("device", "must be an absolute path"));
         }
-        let u = &self.userspace;
-        if !(1u64 << 30..=1u64 << 44).contains(&u.gpu_memory.0) {
-            return Err(err(
-                "userspace.gpu_memory",
-                format!("{} is out of range 1GiB..=16TiB", u.gpu_memory),
-            ));
-        }
-        if !(1..=64).contains(&u.workers) {
-            return Err(err(
-                "userspace.workers",
-                format!("{} is out of range 1..=64", u.workers),
-            ));
-        }
-        if !u.queue_entries.is_power_of_two() || !(1 << 10..=1 << 20).contains(&u.queue_entries) {
-            return Err(err(
-                "userspace.queue_entries",
-                format!(
-                    "{} must be a power of two in 1024..=1048576",
-                    u.queue_entries
-                ),
-            ));
-        }
+        self.userspace.validate()?;
         if self.backend == BackendKind::Userspace && self.engine.mode != Mode::Transparent {
             return Err(err(
                 "engine.mode",
@@ -336,7 +315,56 @@ impl Config {
             .params()
             .check()
             .map_err(|(k, m)| err(&format!("engine.{k}"), m))?;
-        for (i, p) in self.attach.pids.iter().enumerate() {
+        self.attach.validate()
+    }
+
+    pub fn metrics_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.metrics.listen.parse().map_err(|_| {
+            err(
+                "metrics.listen",
+                format!(
+                    "{:?} is not an address:port (e.g. \"127.0.0.1:9464\")",
+                    self.metrics.listen
+                ),
+            )
+        })
+    }
+}
+
+impl UserspaceConfig {
+    /// Range checks of `[userspace]`.
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !(1u64 << 30..=1u64 << 44).contains(&self.gpu_memory.0) {
+            return Err(err(
+                "userspace.gpu_memory",
+                format!("{} is out of range 1GiB..=16TiB", self.gpu_memory),
+            ));
+        }
+        if !(1..=64).contains(&self.workers) {
+            return Err(err(
+                "userspace.workers",
+                format!("{} is out of range 1..=64", self.workers),
+            ));
+        }
+        if !self.queue_entries.is_power_of_two()
+            || !(1 << 10..=1 << 20).contains(&self.queue_entries)
+        {
+            return Err(err(
+                "userspace.queue_entries",
+                format!(
+                    "{} must be a power of two in 1024..=1048576",
+                    self.queue_entries
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl AttachConfig {
+    /// Range checks of `[attach]`.
+    fn validate(&self) -> Result<(), ConfigError> {
+        for (i, p) in self.pids.iter().enumerate() {
             if *p <= 0 {
                 return Err(err(
                     &format!("attach.pids[{i}]"),
@@ -344,7 +372,7 @@ impl Config {
                 ));
             }
         }
-        for (i, p) in self.attach.cmdline_patterns.iter().enumerate() {
+        for (i, p) in self.cmdline_patterns.iter().enumerate() {
             if let Err(e) = regex::Regex::new(p) {
                 let first = e
                     .to_string()
@@ -359,28 +387,13 @@ impl Config {
                 ));
             }
         }
-        if !(100..=60_000).contains(&self.attach.scan_interval_ms) {
+        if !(100..=60_000).contains(&self.scan_interval_ms) {
             return Err(err(
                 "attach.scan_interval_ms",
-                format!(
-                    "{} is out of range 100..=60000",
-                    self.attach.scan_interval_ms
-                ),
+                format!("{} is out of range 100..=60000", self.scan_interval_ms),
             ));
         }
         Ok(())
-    }
-
-    pub fn metrics_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.metrics.listen.parse().map_err(|_| {
-            err(
-                "metrics.listen",
-                format!(
-                    "{:?} is not an address:port (e.g. \"127.0.0.1:9464\")",
-                    self.metrics.listen
-                ),
-            )
-        })
     }
 }
 
