@@ -1,5 +1,5 @@
 """Where the migrated bytes go: follows every 2 MB block through each
-iteration of a `prescientd --block-log` file (blocklog.rs gives the format).
+iteration of a `prescientd attach --block-log` file (blocklog.rs gives the format).
 
 Per steady iteration (the first two are left out), in blocks:
 - moves to the GPU, by cause (user = our prefetches, else the driver's);

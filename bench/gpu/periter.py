@@ -2,7 +2,7 @@
 boundaries a workload printed ("w0"/"w1" wall-clock seconds in its iter lines).
 Counts between the first sample at or after w0 of iteration i and the first
 at or after w0 of iteration i+1 (the last iteration ends at its w1). Samples
-come every --stats-interval-ms; the cut is as coarse as that.
+come every --stats-interval; the cut is as coarse as that.
 Usage: python3 periter.py BENCH_JSONL SAMPLES_TSV  -> one JSON line"""
 import bisect
 import json

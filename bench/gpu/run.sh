@@ -35,7 +35,8 @@ torch_allocator() {
 # case (another build, other options), C_EXTRA a "prescientC" case (this
 # build, other options).
 # RUNNER: the workload command (default umbench); PD_CASE: another prescientd
-# for this case (an A/B comparison in one run); STATS_MS: the daemon's stats
+# for this case (an A/B comparison in one run; it must have the `attach`
+# subcommand, so builds before issue 14 need a wrapper); STATS_MS: the daemon's stats
 # interval; below 1000 a sampler keeps the time series and periter.py cuts
 # it into faults per iteration.
 case_() {
@@ -58,8 +59,8 @@ case_() {
     local ba=(); [ "$budget" != - ] && ba=(--budget "$budget")
     # BLOCK_LOG=1: every block decision and movement (blocklog.py reads it).
     [ -n "${BLOCK_LOG:-}" ] && ba+=(--block-log "$OUT/$name.blocks.tsv")
-    timeout 110 "${PD_CASE:-$PD}" --pid $bp --mode "$mode" "${ba[@]}" --stats-json "$OUT/$name.stats.json" \
-      --ready-file "$go" --stats-interval-ms ${STATS_MS:-1000} ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
+    timeout 110 "${PD_CASE:-$PD}" attach --pid $bp --mode "$mode" "${ba[@]}" --stats-json "$OUT/$name.stats.json" \
+      --ready-file "$go" --stats-interval ${STATS_MS:-1000}ms ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
     dp=$!
     [ "${STATS_MS:-1000}" -lt 1000 ] && python3 "$HERE/sampler.py" "$OUT/$name.stats.json" $bp "$OUT/$name.samples.tsv" &
   fi

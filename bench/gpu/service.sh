@@ -38,7 +38,7 @@ gpu_memory = "140G"
 cmdline_patterns = ["umbench dnn"]
 scan_interval_ms = 100
 CFG
-  "$PD" --config "$OUT/$tag.toml" > "$OUT/$tag.daemon.log" 2>&1 &
+  "$PD" service --config "$OUT/$tag.toml" > "$OUT/$tag.daemon.log" 2>&1 &
   DP=$!
   i=0; while [ ! -S "$S" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
   go=$OUT/go.$tag; rm -f "$go"

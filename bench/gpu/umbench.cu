@@ -1,5 +1,5 @@
 // Unified-memory workloads for Prescient, unmodified CUDA programs over
-// cudaMallocManaged. Prescient attaches from outside (prescientd --pid).
+// cudaMallocManaged. Prescient attaches from outside (prescientd attach --pid).
 //
 //   umbench bw MB                      pinned cudaMemcpy H2D/D2H bandwidth
 //   umbench dnn ITERS IN_MB LAYERS LAYER_MB

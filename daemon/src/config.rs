@@ -10,6 +10,10 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+/// Size keys (`engine.residency_budget`, `userspace.gpu_memory`) take an
+/// integer (bytes) or a string in prescient-units' grammar ("4G", "1.5G").
+pub use prescient_units::ByteSize;
+
 /// Where the service looks when no `--config` is given.
 pub const DEFAULT_PATH: &str = "/etc/prescient/prescientd.toml";
 
@@ -20,7 +24,7 @@ pub enum BackendKind {
     /// prescient.ko through /dev/prescient (the main path).
     Module,
     /// No module: prescientd itself attaches to each process (pidfd_getfd),
-    /// reads the UVM tools event queue and issues UVM_MIGRATE (userspace/).
+    /// reads the UVM tools event queue and issues UVM_MIGRATE (userspace.rs).
     Userspace,
 }
 
@@ -64,7 +68,7 @@ pub struct UserspaceConfig {
     /// Entries of each process's tools event queue (power of two).
     pub queue_entries: u32,
     /// Turn the tools events off while a process's CPU is the one faulting
-    /// (the tracker gate, daemon/src/userspace/gate.rs). Not used under a budget.
+    /// (the tracker gate, daemon/src/gate.rs). Not used under a budget.
     pub gate: bool,
     /// Under a residency budget, the prediction window's depth follows the
     /// rate at which pre-evicted blocks are needed again soon
@@ -111,7 +115,8 @@ pub struct EngineConfig {
     pub lookahead: u32,
     pub inflight_limit: u32,
     pub pre_evict_watermark_pct: u32,
-    /// Bytes (integer) or a string with a K/M/G/T suffix; "0" = the GPU's size.
+    /// Bytes (integer) or a string such as "4G" or "1.5G" (binary units,
+    /// prescient-units' grammar); 0 = the GPU's size.
     pub residency_budget: ByteSize,
     pub enabled: bool,
     pub mode: Mode,
@@ -129,58 +134,6 @@ pub struct AttachConfig {
     pub all_uvm_processes: bool,
     /// How often /proc is scanned for new processes (milliseconds).
     pub scan_interval_ms: u64,
-}
-
-/// A byte count: `4294967296`, `"4G"`, `"512M"`, `"0"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(try_from = "ByteSizeRepr", into = "ByteSizeRepr")]
-pub struct ByteSize(pub u64);
-
-#[derive(Serialize, Deserialize)]
-#[serde(untagged)]
-enum ByteSizeRepr {
-    Int(u64),
-    Str(String),
-}
-
-impl TryFrom<ByteSizeRepr> for ByteSize {
-    type Error = String;
-    fn try_from(r: ByteSizeRepr) -> Result<Self, String> {
-        match r {
-            ByteSizeRepr::Int(v) => Ok(ByteSize(v)),
-            ByteSizeRepr::Str(s) => parse_bytes(&s).map(ByteSize),
-        }
-    }
-}
-
-impl From<ByteSize> for ByteSizeRepr {
-    fn from(b: ByteSize) -> Self {
-        ByteSizeRepr::Int(b.0)
-    }
-}
-
-/// Parses `123`, `4K`, `512M`, `4G`, `1T` (binary multiples; `KiB` etc. and a
-/// trailing `B` are accepted too). Whole numbers only, no overflow.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits_end);
-    if num.is_empty() {
-        return Err(format!(
-            "{s:?} is not a byte count (e.g. 4294967296, \"4G\", \"512M\")"
-        ));
-    }
-    let shift = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        "T" | "TB" | "TIB" => 40,
-        u => return Err(format!("{s:?}: unknown unit {u:?} (use K, M, G or T)")),
-    };
-    let v: u64 = num.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    v.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s:?} does not fit in 64 bits"))
 }
 
 impl Default for Config {
@@ -330,7 +283,13 @@ impl Config {
         if !self.device.is_absolute() {
             return Err(err("device", "must be an absolute path"));
         }
-        self.validate_userspace()?;
+        self.userspace.validate()?;
+        if self.backend == BackendKind::Userspace && self.engine.mode != Mode::Transparent {
+            return Err(err(
+                "engine.mode",
+                "backend = \"userspace\" runs transparent mode only (an unmodified process reports no execution ids)",
+            ));
+        }
         if !(100..=60_000).contains(&self.poll_interval_ms) {
             return Err(err(
                 "poll_interval_ms",
@@ -356,45 +315,56 @@ impl Config {
             .params()
             .check()
             .map_err(|(k, m)| err(&format!("engine.{k}"), m))?;
-        self.validate_attach()
+        self.attach.validate()
     }
 
-    /// Range checks of `[userspace]`, and the mode that backend can run.
-    fn validate_userspace(&self) -> Result<(), ConfigError> {
-        let u = &self.userspace;
-        if !(1u64 << 30..=1u64 << 44).contains(&u.gpu_memory.0) {
+    pub fn metrics_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.metrics.listen.parse().map_err(|_| {
+            err(
+                "metrics.listen",
+                format!(
+                    "{:?} is not an address:port (e.g. \"127.0.0.1:9464\")",
+                    self.metrics.listen
+                ),
+            )
+        })
+    }
+}
+
+impl UserspaceConfig {
+    /// Range checks of `[userspace]`.
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !(1u64 << 30..=1u64 << 44).contains(&self.gpu_memory.0) {
             return Err(err(
                 "userspace.gpu_memory",
-                format!("{} is out of range 1G..=16T", u.gpu_memory.0),
+                format!("{} is out of range 1GiB..=16TiB", self.gpu_memory),
             ));
         }
-        if !(1..=64).contains(&u.workers) {
+        if !(1..=64).contains(&self.workers) {
             return Err(err(
                 "userspace.workers",
-                format!("{} is out of range 1..=64", u.workers),
+                format!("{} is out of range 1..=64", self.workers),
             ));
         }
-        if !u.queue_entries.is_power_of_two() || !(1 << 10..=1 << 20).contains(&u.queue_entries) {
+        if !self.queue_entries.is_power_of_two()
+            || !(1 << 10..=1 << 20).contains(&self.queue_entries)
+        {
             return Err(err(
                 "userspace.queue_entries",
                 format!(
                     "{} must be a power of two in 1024..=1048576",
-                    u.queue_entries
+                    self.queue_entries
                 ),
-            ));
-        }
-        if self.backend == BackendKind::Userspace && self.engine.mode != Mode::Transparent {
-            return Err(err(
-                "engine.mode",
-                "backend = \"userspace\" runs transparent mode only (an unmodified process reports no execution ids)",
             ));
         }
         Ok(())
     }
+}
 
+impl AttachConfig {
     /// Range checks of `[attach]`.
-    fn validate_attach(&self) -> Result<(), ConfigError> {
-        for (i, p) in self.attach.pids.iter().enumerate() {
+    fn validate(&self) -> Result<(), ConfigError> {
+        for (i, p) in self.pids.iter().enumerate() {
             if *p <= 0 {
                 return Err(err(
                     &format!("attach.pids[{i}]"),
@@ -402,7 +372,7 @@ impl Config {
                 ));
             }
         }
-        for (i, p) in self.attach.cmdline_patterns.iter().enumerate() {
+        for (i, p) in self.cmdline_patterns.iter().enumerate() {
             if let Err(e) = regex::Regex::new(p) {
                 let first = e
                     .to_string()
@@ -417,28 +387,13 @@ impl Config {
                 ));
             }
         }
-        if !(100..=60_000).contains(&self.attach.scan_interval_ms) {
+        if !(100..=60_000).contains(&self.scan_interval_ms) {
             return Err(err(
                 "attach.scan_interval_ms",
-                format!(
-                    "{} is out of range 100..=60000",
-                    self.attach.scan_interval_ms
-                ),
+                format!("{} is out of range 100..=60000", self.scan_interval_ms),
             ));
         }
         Ok(())
-    }
-
-    pub fn metrics_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.metrics.listen.parse().map_err(|_| {
-            err(
-                "metrics.listen",
-                format!(
-                    "{:?} is not an address:port (e.g. \"127.0.0.1:9464\")",
-                    self.metrics.listen
-                ),
-            )
-        })
     }
 }
 
@@ -590,14 +545,40 @@ mod tests {
         assert_eq!(c.engine.mode, Mode::ExecId);
     }
 
+    /// Size keys take the shared grammar; a refusal names the key and the forms.
     #[test]
-    fn byte_counts() {
-        assert_eq!(parse_bytes("4G"), Ok(4 << 30));
-        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_bytes("1000"), Ok(1000));
-        assert!(parse_bytes("x").is_err());
-        assert!(parse_bytes("-1").is_err());
-        assert!(parse_bytes("1.5G").is_err());
-        assert!(parse_bytes("99999999999T").is_err());
+    fn sizes_use_the_shared_grammar() {
+        let budget = |v: &str| Config::parse(&format!("[engine]\nresidency_budget = {v}"));
+        assert_eq!(budget("\"4G\"").unwrap().engine.residency_budget.0, 4 << 30);
+        assert_eq!(
+            budget("\"512MiB\"").unwrap().engine.residency_budget.0,
+            512 << 20
+        );
+        assert_eq!(
+            budget("\"1.5G\"").unwrap().engine.residency_budget.0,
+            1536 << 20
+        );
+        assert_eq!(
+            budget("\"1536M\"").unwrap().engine.residency_budget.0,
+            1536 << 20
+        );
+        assert_eq!(
+            budget("4294967296").unwrap().engine.residency_budget.0,
+            4 << 30
+        );
+        for bad in ["\"x\"", "-1", "\"1.5\"", "\"99999999999T\"", "1.5"] {
+            let e = budget(bad).expect_err(bad);
+            assert_eq!(e.key, "engine.residency_budget", "{bad}: {e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+        let e = budget("\"4X\"").unwrap_err().to_string();
+        assert!(
+            e.contains("use bytes, or a number with K, M, G or T"),
+            "{e}"
+        );
+        let c = Config::parse("[userspace]\ngpu_memory = \"140G\"").unwrap();
+        assert_eq!(c.userspace.gpu_memory.0, 140 << 30);
+        let e = Config::parse("[userspace]\ngpu_memory = \"140Q\"").unwrap_err();
+        assert_eq!(e.key, "userspace.gpu_memory", "{e}");
     }
 }

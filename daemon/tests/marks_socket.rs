@@ -1,4 +1,4 @@
-//! The marks socket of `prescientd --pid PID --marks-socket PATH`, end to
+//! The marks socket of `prescientd attach --pid PID --marks-socket PATH`, end to
 //! end over a real Unix socket: this test process is the "target", a thread
 //! stands in for its backend loop.
 

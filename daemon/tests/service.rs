@@ -55,7 +55,7 @@ fn free_port() -> u16 {
 
 fn run_to_end(cfg: &Path) -> Output {
     let mut c = Command::new(BIN)
-        .arg("--config")
+        .args(["service", "--config"])
         .arg(cfg)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -84,7 +84,7 @@ struct Daemon {
 impl Daemon {
     fn start(dir: &Dir, cfg: &Path) -> Daemon {
         let child = Command::new(BIN)
-            .arg("--config")
+            .args(["service", "--config"])
             .arg(cfg)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path("daemon.log")).unwrap())
@@ -201,7 +201,7 @@ fn bad_configs_exit_78_naming_the_key_and_touch_nothing() {
     // --check-config says the same without starting.
     let cfg = d.config("", "[engine]\nsuccs = 0");
     let o = Command::new(BIN)
-        .args(["--check-config", "--config"])
+        .args(["service", "--check-config", "--config"])
         .arg(&cfg)
         .output()
         .unwrap();

@@ -46,17 +46,19 @@ struct TraceArgs {
 
 #[derive(Args, Clone)]
 struct ModelArgs {
-    /// GPU memory (e.g. 40GiB, 80GB, 512MiB).
-    #[arg(long, default_value = "40GiB", value_parser = parse_bytes)]
+    /// GPU memory: bytes, or e.g. 40G, 40GiB, 1.5G, 512MiB (binary units:
+    /// 40GB is 40 GiB here as everywhere in Prescient).
+    #[arg(long, value_name = "SIZE", default_value = "40GiB", value_parser = parse_gpu_mem)]
     gpu_mem: u64,
-    /// Host-to-device bandwidth (e.g. 15.754GB/s).
+    /// Host-to-device bandwidth, a rate in decimal units unlike sizes
+    /// (e.g. 15.754GB/s = 15.754e9 bytes/s; also B/s, KB/s, MB/s, MiB/s, GiB/s).
     #[arg(long, default_value = "15.754GB/s", value_parser = parse_bandwidth)]
     h2d: f64,
     /// Device-to-host bandwidth.
     #[arg(long, default_value = "15.754GB/s", value_parser = parse_bandwidth)]
     d2h: f64,
-    /// Far-fault latency per fault batch (e.g. 45us).
-    #[arg(long, default_value = "45us", value_parser = parse_duration)]
+    /// Far-fault latency per fault batch: a duration such as 45us or 1.5ms.
+    #[arg(long, value_name = "DURATION", default_value = "45us", value_parser = parse_latency)]
     fault_latency: f64,
     /// Faults serviced per batch.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -358,31 +360,17 @@ fn split_unit(s: &str) -> Result<(f64, String), String> {
     Ok((v, unit.trim().to_string()))
 }
 
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let (v, unit) = split_unit(s)?;
-    let mult: f64 = match unit.as_str() {
-        "" | "B" => 1.0,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "TiB" => 1024f64.powi(4),
-        "KB" | "kB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "TB" => 1e12,
-        u => {
-            return Err(format!(
-                "unknown size unit {u:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-            ))
-        }
-    };
-    let bytes = v * mult;
-    if bytes < (2u64 << 20) as f64 {
+/// `--gpu-mem`: a size in prescient-units' grammar, at least one 2 MiB block.
+fn parse_gpu_mem(s: &str) -> Result<u64, String> {
+    let bytes = prescient_units::parse_size(s).map_err(|e| e.to_string())?;
+    if bytes < 2 << 20 {
         return Err(format!("{s:?} is smaller than one 2 MiB block"));
     }
-    Ok(bytes as u64)
+    Ok(bytes)
 }
 
+/// Reads a bandwidth: a rate in decimal units (GB/s = 10^9 bytes/s, as
+/// link speeds are quoted), a grammar of its own, not a memory size.
 fn parse_bandwidth(s: &str) -> Result<f64, String> {
     let (v, unit) = split_unit(s)?;
     let mult = match unit.as_str() {
@@ -401,14 +389,11 @@ fn parse_bandwidth(s: &str) -> Result<f64, String> {
     Ok(v * mult)
 }
 
-fn parse_duration(s: &str) -> Result<f64, String> {
-    let (v, unit) = split_unit(s)?;
-    let mult = match unit.as_str() {
-        "ns" => 1e-9,
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        u => return Err(format!("unknown time unit {u:?} (use ns, us, ms, s)")),
-    };
-    Ok(v * mult)
+/// `--fault-latency`: a duration in prescient-units' grammar, in seconds, positive.
+fn parse_latency(s: &str) -> Result<f64, String> {
+    let d = prescient_units::parse_duration(s).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err(format!("{s:?} must be a positive duration"));
+    }
+    Ok(d.as_secs_f64())
 }

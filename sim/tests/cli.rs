@@ -69,6 +69,54 @@ fn nonsense_parameters_are_refused_by_name() {
     );
 }
 
+/// Sizes and durations take prescient-units' grammar: the refusal is exit 2
+/// and one line naming the flag and the accepted forms; "40G", "40GiB" and
+/// "40GB" are one size (the simulator read "40GB" as 10^9 bytes before).
+#[test]
+fn sizes_and_durations_use_the_shared_grammar() {
+    let t = bert();
+    let t = t.as_str();
+    for (flag, v, forms) in [
+        (
+            "--gpu-mem",
+            "40X",
+            "is not a size: use bytes, or a number with K, M, G or T",
+        ),
+        ("--gpu-mem", "1.5", "is not a size: use bytes"),
+        (
+            "--fault-latency",
+            "45",
+            "is not a duration: use a number with a unit",
+        ),
+    ] {
+        let (code, _, err) = sim(&["run", "--trace", t, flag, v]);
+        assert_eq!(code, 2, "{flag} {v}: {err}");
+        assert!(
+            err.lines().any(|l| l.contains(flag) && l.contains(forms)),
+            "{flag} {v}: {err}"
+        );
+    }
+    let json = |mem: &str| {
+        let args = [
+            "run",
+            "--trace",
+            t,
+            "--policy",
+            "driver",
+            "--iterations",
+            "1",
+            "--json",
+        ];
+        let (code, out, err) = sim(&[&args[..], &["--gpu-mem", mem]].concat());
+        assert_eq!(code, 0, "{mem}: {err}");
+        out
+    };
+    let g40 = json("40GiB");
+    for mem in ["40G", "40GB", "40960M", "42949672960"] {
+        assert_eq!(json(mem), g40, "{mem}");
+    }
+}
+
 #[test]
 fn broken_traces_are_refused_with_file_and_place() {
     assert_fails(

@@ -41,7 +41,7 @@ succs = 4
 cmdline_patterns = ["vmtest replay-wait"]
 scan_interval_ms = 100
 CFG
-prescientd --config /etc/prescient/prescientd.toml > /tmp/d.log 2>&1 &
+prescientd service --config /etc/prescient/prescientd.toml > /tmp/d.log 2>&1 &
 DPID=$!
 i=0; while [ ! -S /run/prescient/control.sock ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 
@@ -122,9 +122,25 @@ socket = "/tmp/nobody.sock"
 enabled = false
 CFG
 chmod 644 /tmp/nobody.toml
-out=$(vmtest as-nobody /bin/prescientd --config /tmp/nobody.toml 2>&1); rc=$?
+out=$(vmtest as-nobody /bin/prescientd service --config /tmp/nobody.toml 2>&1); rc=$?
 case "$rc:$out" in 77:*"permission denied"*) mark device-permissions PASS "rc 77: $(echo "$out" | tail -1 | cut -c1-200)";;
   *) mark device-permissions FAIL "rc=$rc $out";; esac
+
+# 7b. sizes: the config takes "1.5G" like the flags; a size the grammar
+# refuses is one line naming the key (exit 78), or the flag (exit 2)
+printf '[engine]\nresidency_budget = "1.5G"\n' > /tmp/size-ok.toml
+printf '[engine]\nresidency_budget = "4X"\n' > /tmp/size-bad.toml
+ok=$(prescientd service --check-config --config /tmp/size-ok.toml 2>&1); rc1=$?
+bad=$(prescientd service --check-config --config /tmp/size-bad.toml 2>&1); rc2=$?
+flag=$(prescientd attach --pid 1 --budget 4X 2>&1); rc3=$?
+flag=$(echo "$flag" | grep -m1 "^error")
+case "$rc1:$rc2:$rc3:$bad" in
+  0:78:2:*'engine.residency_budget: "4X" is not a size: use bytes'*)
+    case "$flag" in *"'--budget <SIZE>'"*"is not a size: use bytes"*)
+      mark size-grammar PASS "1.5G ok; $(echo "$bad" | cut -c1-80); $(echo "$flag" | cut -c1-60)";;
+    *) mark size-grammar FAIL "flag: $flag";; esac;;
+  *) mark size-grammar FAIL "rc=$rc1/$rc2/$rc3 ok=$ok bad=$bad";;
+esac
 
 # 8. nothing went wrong in the kernel
 if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|general protection|Call Trace|kernel panic' >/tmp/splat; then

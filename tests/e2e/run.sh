@@ -122,7 +122,7 @@ wait $QEMU || true
 trap - EXIT; cleanup
 step "guest done"
 grep -a -E '^(E2E|E2E-BOOT|E2E-NOTE)' "$LOG" | tr -d '\r' || true
-EXPECT=(ctl-status pattern-attach exit-while-attached ctl-set-during-replay ctl-not-root ctl-read-not-root ctl-bad-value ctl-bad-pid module-unloaded module-reloaded sigterm device-permissions no-splat)
+EXPECT=(ctl-status pattern-attach exit-while-attached ctl-set-during-replay ctl-not-root ctl-read-not-root ctl-bad-value ctl-bad-pid module-unloaded module-reloaded sigterm device-permissions size-grammar no-splat)
 for s in "${EXPECT[@]}"; do
   if grep -a -q "^E2E: $s PASS" "$LOG"; then pass=$((pass+1)); else fail=$((fail+1)); echo "e2e: $s FAILED or missing"; fi
 done

@@ -52,28 +52,10 @@ fn changes(a: &SetArgs) -> Res<ParamChanges> {
     })
 }
 
-/// A byte count: digits and an optional binary unit (K, M, G, T, with or
-/// without B or iB, any case), as prescientd's `parse_bytes` reads it.
+/// A byte count in the shared size grammar (prescient-units), as prescientd
+/// and its config file read it.
 fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits_end);
-    if num.is_empty() {
-        return Err(format!(
-            "{s:?} is not a byte count (e.g. 4294967296, \"4G\", \"512M\")"
-        ));
-    }
-    let shift = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        "T" | "TB" | "TIB" => 40,
-        u => return Err(format!("{s:?}: unknown unit {u:?} (use K, M, G or T)")),
-    };
-    let v: u64 = num.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    v.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("{s:?} does not fit in 64 bits"))
+    prescient_units::parse_size(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -100,7 +82,7 @@ mod tests {
         assert!(e.message.starts_with("--budget"), "{}", e.message);
     }
 
-    /// The cases of prescientd's own `bytes` test (daemon/src/main.rs).
+    /// The shared grammar's cases (units/src/size.rs): 1.5G is 1536M.
     #[test]
     fn sizes_read_as_the_daemon_reads_them() {
         assert_eq!(parse_size("4G"), Ok(4 << 30));
@@ -109,7 +91,7 @@ mod tests {
         assert_eq!(parse_size(" 2GiB "), Ok(2 << 30));
         assert!(parse_size("x").is_err());
         assert!(parse_size("-1").is_err());
-        assert!(parse_size("1.5G").is_err());
+        assert_eq!(parse_size("1.5G"), Ok(1536 << 20));
         assert!(parse_size("99999999999T").is_err());
     }
 }

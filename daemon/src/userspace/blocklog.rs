@@ -1,4 +1,4 @@
-//! `prescientd --block-log FILE`: every decision and every movement of a
+//! `prescientd attach --block-log FILE`: every decision and every movement of a
 //! 2 MB block, one line each, for finding where migrated bytes go.
 //!
 //! Counters say how many bytes moved; they cannot say which of them were

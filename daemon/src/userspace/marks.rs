@@ -6,7 +6,7 @@
 //!
 //! The marks arrive on a Unix socket, in the control protocol's `mark`
 //! request (proto.rs): on the service's control socket, or on the socket
-//! `prescientd --pid PID --marks-socket PATH` serves. The peer's pid
+//! `prescientd attach --pid PID --marks-socket PATH` serves. The peer's pid
 //! (SO_PEERCRED) names the process whose ranges they are, so a process can
 //! mark only its own memory.
 //!
@@ -135,7 +135,7 @@ pub fn send(tx: &Sender, dead: bool, blocks: Vec<Range<u64>>) -> Result<Applied,
 }
 
 /// The reply to one request on a socket that takes only marks, from
-/// `target` (the process `prescientd --pid` acts for).
+/// `target` (the process `prescientd attach` acts for).
 pub fn handle_on_marks_socket(
     req: crate::proto::Request,
     peer: Peer,

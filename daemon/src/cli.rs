@@ -1,0 +1,383 @@
+//! prescientd's command line: the `service` and `attach` subcommands and their flag groups.
+//!
+//! This module belongs to the binary (main.rs declares it), not to the
+//! library. Each subcommand has only its own flags, so a flag that does not
+//! apply is refused by clap (exit 2) instead of ignored: `--budget` exists
+//! on `attach` only, the service reads its budget from the config file.
+//! Bare `prescientd` prints the help on stderr and exits 2: running the
+//! binary with no subcommand is a mistake (the service is `prescientd
+//! service`), and a supervisor should see it fail. Research knobs (the
+//! back-off and tracker-gate numbers, synchronous migration, coalescing,
+//! the regret window switch) are hidden from `--help` but accepted, and
+//! listed in daemon/README.md. Size and duration flags take negative
+//! numbers as values, so that `--budget -1` is refused by the grammar with
+//! its accepted forms rather than read as an unknown flag.
+
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+use prescient_units::{parse_seconds, ByteSize, HumanDuration};
+use prescientd::userspace::{FaultSource, PolicyMode};
+use prescientd::userspace::{backoff, gate};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// prescientd's arguments: one subcommand, required.
+#[derive(Parser, Debug)]
+#[command(
+    name = "prescientd",
+    version,
+    about = "Prescient's daemon: the service that runs prescient.ko (or the user-space backend), or the user-space backend attached to one CUDA process",
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What prescientd runs.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the service: the control plane of prescient.ko (or of the
+    /// user-space backend, with backend = "userspace"), driven by the config
+    /// file, prescientctl's socket and /metrics.
+    Service(ServiceArgs),
+    /// Act for one CUDA process from user space (no module needed): attach
+    /// to its UVM, prefetch and pre-evict until it exits, print counters as JSON.
+    Attach(Box<AttachArgs>),
+}
+
+/// `prescientd service`.
+#[derive(Args, Debug)]
+pub struct ServiceArgs {
+    /// The config file (every key: packaging/prescientd.toml).
+    #[arg(long, value_name = "FILE", default_value = prescientd::config::DEFAULT_PATH)]
+    pub config: PathBuf,
+    /// Check the config file and exit (0 if valid, 78 otherwise).
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+/// `prescientd attach`: every group of flags the user-space backend takes.
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub marks: MarksArgs,
+    #[command(flatten)]
+    pub backoff: BackoffArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
+}
+
+/// Which process, and how to wait for it.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Target")]
+pub struct TargetArgs {
+    /// The CUDA process to act for.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..))]
+    pub pid: i32,
+    /// Keep retrying attach this long (the target may not have opened its
+    /// UVM fds yet): seconds, or a duration such as 500ms.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub attach_wait: Duration,
+    /// Create this file once the tracker runs (a workload can wait for it).
+    #[arg(long, value_name = "FILE")]
+    pub ready_file: Option<PathBuf>,
+}
+
+/// What the loop does for the process.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Policy")]
+pub struct PolicyArgs {
+    #[arg(long, value_enum, default_value_t = PolicyMode::Prescient)]
+    pub mode: PolicyMode,
+    /// Residency budget (GPU-resident managed memory of the process),
+    /// enforced by pre-eviction: bytes, or e.g. 4G, 1.5G, 512MiB (binary units).
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
+    pub budget: Option<ByteSize>,
+    /// Events the engine learns from: GPU faults, or fault-driven migrations
+    /// only (cheaper for the target: the driver records far fewer events).
+    #[arg(long, value_enum, default_value_t = FaultSource::Faults)]
+    pub fault_source: FaultSource,
+    /// GPU memory that sizes the engine when no budget is given.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "140G",
+        allow_negative_numbers = true
+    )]
+    pub gpu_memory: ByteSize,
+    /// Most predicted blocks in flight ahead of the process (the engine's
+    /// prediction window). Default: 1/8 of the budget, or of the GPU
+    /// without one; never more than 1/8 of the GPU.
+    #[arg(long, value_name = "BLOCKS", value_parser = clap::value_parser!(u32).range(1..=prescient_core::Params::MAX_WINDOW_BLOCKS as i64))]
+    pub window_blocks: Option<u32>,
+    /// Under --budget, keep the prediction window at its full depth (by
+    /// default it shrinks while pre-evicted blocks are soon needed again).
+    #[arg(long, hide = true)]
+    pub no_regret_window: bool,
+}
+
+/// How long to run and where counters go.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Stop after this long (default: when the target exits): seconds, or a
+    /// duration such as 10m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_seconds, allow_negative_numbers = true)]
+    pub duration: Option<Duration>,
+    /// Write counters as JSON to this file, periodically and at exit.
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+    /// How often --stats-json is written (at least 10ms).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "500ms",
+        allow_negative_numbers = true
+    )]
+    pub stats_interval: HumanDuration,
+    /// Write every block decision and movement to this file (tab-separated,
+    /// for bench/gpu/blocklog.py; large: about 30 bytes per migrated block).
+    #[arg(long, value_name = "FILE")]
+    pub block_log: Option<PathBuf>,
+}
+
+/// The process's own dead and alive marks.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Marks")]
+pub struct MarksArgs {
+    /// Serve a Unix socket at PATH on which the process sends its own dead
+    /// and alive marks (the control protocol's "mark" request; see
+    /// bench/gpu/torch/managed_alloc.cu). Dead blocks are discarded, not
+    /// copied, when pre-evicted.
+    #[arg(long, value_name = "PATH")]
+    pub marks_socket: Option<PathBuf>,
+    /// Permission bits of --marks-socket, octal (only the target's own pid
+    /// is accepted on it, whoever connects).
+    #[arg(long, value_name = "MODE", default_value = "666", value_parser = parse_mode)]
+    pub marks_socket_mode: u32,
+    /// Evict dead blocks like live ones (no UVM_DISCARD).
+    #[arg(long)]
+    pub no_discard: bool,
+}
+
+/// Self back-off: stop prefetching while predictions miss (daemon/src/backoff.rs).
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Back-off")]
+pub struct BackoffArgs {
+    /// Never back off: prefetch whatever the engine predicts (back-off is
+    /// never used under --budget).
+    #[arg(long)]
+    pub no_backoff: bool,
+    /// One predicted block in this many is held back and watched.
+    #[arg(long, hide = true, default_value_t = backoff::Params::default().holdout)]
+    pub backoff_holdout: u32,
+    /// A watched prediction counts as used if the process faults on it
+    /// within this many further fault blocks.
+    #[arg(long, hide = true, default_value_t = backoff::Params::default().horizon)]
+    pub backoff_horizon: u64,
+    /// Watched predictions per accuracy decision.
+    #[arg(long, hide = true, default_value_t = backoff::Params::default().window)]
+    pub backoff_window: u64,
+    /// Stop prefetching below this accuracy.
+    #[arg(long, hide = true, default_value_t = backoff::Params::default().stop_below)]
+    pub backoff_stop: f64,
+    /// Resume after a probe at or above this accuracy.
+    #[arg(long, hide = true, default_value_t = backoff::Params::default().resume_at)]
+    pub backoff_resume: f64,
+    /// Time between probes while backed off.
+    #[arg(long, hide = true, value_name = "DURATION", default_value_t = HumanDuration(backoff::Params::default().probe_every))]
+    pub backoff_probe: HumanDuration,
+}
+
+impl BackoffArgs {
+    /// The back-off parameters, checked; None with --no-backoff.
+    pub fn params(&self) -> Result<Option<backoff::Params>> {
+        if self.no_backoff {
+            return Ok(None);
+        }
+        let p = backoff::Params {
+            holdout: self.backoff_holdout,
+            horizon: self.backoff_horizon,
+            window: self.backoff_window,
+            stop_below: self.backoff_stop,
+            resume_at: self.backoff_resume,
+            probe_every: self.backoff_probe.0,
+        };
+        p.validate().map_err(anyhow::Error::msg)?;
+        Ok(Some(p))
+    }
+}
+
+/// The tracker gate: tools events off during the process's CPU phases (daemon/src/gate.rs).
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Tracker gate")]
+pub struct GateArgs {
+    /// Keep the tools events on during the process's CPU phases (the gate is
+    /// on by default when prefetching with no --budget: with events on,
+    /// every CPU fault of the process waits for a driver flush). The gate
+    /// hides the faults of the closed periods from the counters: measure
+    /// faults with --no-gate.
+    #[arg(long)]
+    pub no_gate: bool,
+    /// CPU-fault migrations in a row that close the gate.
+    #[arg(long, hide = true, default_value_t = gate::Params::default().close_after)]
+    pub gate_close_after: u32,
+    /// Open once the process's major faults are still this long.
+    #[arg(long, hide = true, value_name = "DURATION", default_value_t = HumanDuration(gate::Params::default().settle))]
+    pub gate_settle: HumanDuration,
+    /// Open after this long closed in any case.
+    #[arg(long, hide = true, value_name = "DURATION", default_value_t = HumanDuration(gate::Params::default().max_closed))]
+    pub gate_max_closed: HumanDuration,
+}
+
+impl GateArgs {
+    /// The gate's parameters, checked; None with --no-gate.
+    pub fn params(&self) -> Result<Option<gate::Params>> {
+        if self.no_gate {
+            return Ok(None);
+        }
+        const HOUR: Duration = Duration::from_secs(3600);
+        for (flag, d) in [
+            ("--gate-settle", self.gate_settle),
+            ("--gate-max-closed", self.gate_max_closed),
+        ] {
+            if d.0 > HOUR {
+                bail!("{flag} {d} is out of range 0s..=1h");
+            }
+        }
+        let p = gate::Params {
+            close_after: self.gate_close_after,
+            settle: self.gate_settle.0,
+            max_closed: self.gate_max_closed.0,
+        };
+        p.validate().map_err(anyhow::Error::msg)?;
+        Ok(Some(p))
+    }
+}
+
+/// Queue and worker sizes.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Tuning")]
+pub struct TuningArgs {
+    /// Tools queue entries (power of two).
+    #[arg(long, default_value_t = 1 << 16)]
+    pub queue_entries: u32,
+    /// Threads issuing UVM_MIGRATE.
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Issue UVM_MIGRATE synchronously (the default is ASYNC).
+    #[arg(long, hide = true)]
+    pub sync_migrate: bool,
+    /// Largest prefetch in 2 MB blocks (contiguous predicted blocks coalesce).
+    #[arg(long, hide = true, default_value_t = 16)]
+    pub coalesce_blocks: u64,
+}
+
+/// Reads an octal permission mode (`666`, `0o600`).
+fn parse_mode(s: &str) -> Result<u32, String> {
+    match u32::from_str_radix(s.trim_start_matches("0o"), 8) {
+        Ok(m) if m <= 0o777 => Ok(m),
+        _ => Err(format!("{s:?} is not an octal permission mode (000..777)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn modes() {
+        assert_eq!(parse_mode("666"), Ok(0o666));
+        assert_eq!(parse_mode("0o600"), Ok(0o600));
+        assert!(parse_mode("999").is_err());
+        assert!(parse_mode("7777").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn attach(args: &[&str]) -> AttachArgs {
+        let argv = ["prescientd", "attach", "--pid", "7"].iter().chain(args);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Attach(a) => *a,
+            c => panic!("{c:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_old_ones() {
+        let a = attach(&[]);
+        assert_eq!(a.target.attach_wait, Duration::from_secs(30));
+        assert_eq!(a.output.stats_interval.0, Duration::from_millis(500));
+        assert_eq!(a.policy.gpu_memory.0, 140 << 30);
+        // The Params types have no PartialEq: compare their Debug text.
+        let b = format!("{:?}", a.backoff.params().unwrap());
+        assert_eq!(b, format!("{:?}", Some(backoff::Params::default())));
+        let g = format!("{:?}", a.gate.params().unwrap());
+        assert_eq!(g, format!("{:?}", Some(gate::Params::default())));
+    }
+
+    #[test]
+    fn sizes_and_durations_use_the_shared_grammar() {
+        let a = attach(&[
+            "--budget",
+            "1.5G",
+            "--attach-wait",
+            "0.5",
+            "--duration",
+            "1m 30s",
+        ]);
+        assert_eq!(a.policy.budget, Some(ByteSize(1536 << 20)));
+        assert_eq!(a.target.attach_wait, Duration::from_millis(500));
+        assert_eq!(a.output.duration, Some(Duration::from_secs(90)));
+        let a = attach(&[
+            "--budget",
+            "1536M",
+            "--gate-settle",
+            "2ms",
+            "--stats-interval",
+            "1s",
+        ]);
+        assert_eq!(a.policy.budget, Some(ByteSize(1536 << 20)));
+        assert_eq!(
+            a.gate.params().unwrap().unwrap().settle,
+            Duration::from_millis(2)
+        );
+        assert_eq!(a.output.stats_interval.0, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn flags_of_the_other_subcommand_are_refused() {
+        for argv in [
+            &["prescientd", "service", "--budget", "4G"][..],
+            &["prescientd", "service", "--pid", "7"],
+            &["prescientd", "attach", "--pid", "7", "--config", "x.toml"],
+            &[
+                "prescientd",
+                "attach",
+                "--pid",
+                "7",
+                "--victim-order",
+                "next-use",
+            ],
+            &["prescientd", "attach", "--pid", "7", "--sweep"],
+            &["prescientd", "--config", "x.toml"],
+        ] {
+            let e = Cli::try_parse_from(argv).expect_err(&argv.join(" "));
+            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{e}");
+        }
+    }
+}
