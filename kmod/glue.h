@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The C functions glue.c offers to prescient_main.rs (declared there as extern "C"). */
+/*
+ * The boundary between the C side (glue.c, uvm580.c) and the Rust side:
+ * the C functions Rust calls (mirrored, with safe wrappers, in glue.rs) and
+ * the Rust functions C calls (`#[no_mangle]` in ring.rs, state.rs, ioctl.rs).
+ */
 #ifndef PRESCIENT_GLUE_H
 #define PRESCIENT_GLUE_H
 #include <linux/types.h>
+
+/* Implemented in C. */
 int prescient_c_find_driver(char *ver, int len);
 void prescient_c_release_driver(void);
 int prescient_c_start(void);
@@ -19,4 +25,10 @@ void prescient_c_file_put(void *f);
 int prescient_c_file_orphaned(void *f);
 u32 prescient_c_migrate(void *f, u64 base, u64 len, int to_cpu);
 u32 prescient_c_discard(void *f, u64 base, u64 len);
+
+/* Implemented in Rust. */
+void prescient_rs_fault(u64 va_space, u64 events, u64 block_start);
+void prescient_rs_evicted(u64 events, u64 block_start);
+long prescient_rs_ioctl(unsigned int cmd, unsigned long arg);
+int prescient_rs_work(void);
 #endif

@@ -135,7 +135,8 @@ pub struct Pumped {
     pub failed: u32,
     /// The round stopped because no victim was left to make room.
     pub no_room: bool,
-    /// More candidates are queued or the chain still runs: call again.
+    /// Another round would do more now: candidates are queued or the chain
+    /// still runs, and this round found room.
     pub more: bool,
 }
 
@@ -192,7 +193,6 @@ impl Pump {
         if !settle(engine, cap, host, &mut done) {
             // No victim left: a prefetch could not find room either.
             done.no_room = true;
-            done.more = self.len > 0 || engine.chain_state() == ChainState::Running;
             return done;
         }
         while (done.prefetched as usize) < max_prefetches && host.has_capacity() {
@@ -220,7 +220,9 @@ impl Pump {
                 Admit::Failed => done.failed += 1,
             }
         }
-        done.more = self.len > 0 || engine.chain_state() == ChainState::Running;
+        // Without room another round cannot move anything until an event
+        // (a fault, a kernel start, an eviction) changes what is resident.
+        done.more = !done.no_room && (self.len > 0 || engine.chain_state() == ChainState::Running);
         done
     }
 

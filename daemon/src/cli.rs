@@ -16,8 +16,8 @@
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use prescient_units::{parse_seconds, ByteSize, HumanDuration};
-use prescientd::userspace::{FaultSource, PolicyMode};
 use prescientd::userspace::{backoff, gate};
+use prescientd::userspace::{FaultSource, PolicyMode};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -13,8 +13,8 @@ mod cli;
 use anyhow::{Context, Result};
 use clap::Parser;
 use cli::{AttachArgs, Cli, Command, MarksArgs, ServiceArgs};
-use prescientd::userspace::{self, Config, FaultSource};
 use prescientd::userspace::marks::{self, Mark};
+use prescientd::userspace::{self, Config, FaultSource};
 use prescientd::userspace::{backoff, gate};
 use prescientd::{attach, uvm};
 use std::path::PathBuf;
@@ -94,9 +94,10 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         stop2.store(true, Ordering::Relaxed);
     });
-    let snap =
-        tokio::task::spawn_blocking(move || userspace::run(target, tracker, gpu, version, cfg, stop))
-            .await??;
+    let snap = tokio::task::spawn_blocking(move || {
+        userspace::run(target, tracker, gpu, version, cfg, stop)
+    })
+    .await??;
     println!("{}", serde_json::to_string(&snap)?);
     Ok(())
 }

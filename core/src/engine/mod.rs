@@ -35,8 +35,6 @@ use core::ops::DerefMut;
 use follow::Follower;
 use victims::Regret;
 
-pub use victims::VICTIM_SCAN;
-
 /// Chain steps per [`Engine::prefetches`] call, per output slot.
 const STEPS_PER_SLOT: usize = 4;
 

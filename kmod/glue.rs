@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The C side (glue.c, uvm580.c) behind safe wrappers: every `extern "C"`
+//! prototype of the module and every `unsafe` block of its Rust code is in
+//! this file.
+//!
+//! The prototypes mirror kmod/glue.h; the C functions take no lock of ours
+//! and may be called from any thread unless a wrapper says otherwise.
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::prelude::*;
+
+extern "C" {
+    fn prescient_c_find_driver(ver: *mut c_char, len: c_int) -> c_int;
+    fn prescient_c_release_driver();
+    fn prescient_c_start() -> c_int;
+    fn prescient_c_stop();
+    fn prescient_c_kick();
+    fn prescient_c_gpu_blocks() -> c_uint;
+    fn prescient_c_enable() -> c_uint;
+    fn prescient_c_capable_admin() -> c_int;
+    fn prescient_c_tgid() -> c_int;
+    fn prescient_c_log_bad(cmd: c_uint, err: c_int);
+    fn prescient_c_file_from_fd(fd: c_int, va_space: *mut u64, err: *mut c_int) -> *mut c_void;
+    fn prescient_c_file_from_pid(pid: c_int, va_space: *mut u64, err: *mut c_int) -> *mut c_void;
+    fn prescient_c_file_put(f: *mut c_void);
+    fn prescient_c_file_orphaned(f: *mut c_void) -> c_int;
+    fn prescient_c_migrate(f: *mut c_void, base: u64, len: u64, to_cpu: c_int) -> u32;
+    fn prescient_c_discard(f: *mut c_void, base: u64, len: u64) -> u32;
+}
+
+/// `-EOPNOTSUPP`, which the 6.12 `kernel` crate has no constant for.
+pub(crate) fn eopnotsupp() -> Error {
+    Error::from_errno(-(kernel::bindings::EOPNOTSUPP as c_int))
+}
+
+/// The driver answered a migration or discard with an NV_STATUS other than
+/// NV_OK (or the glue could not make the call: NV_ERR_NO_MEMORY,
+/// NV_ERR_INVALID_STATE). Only counted, so the code itself is not kept.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NvError;
+
+/// Turns an NV_STATUS into a `Result` (NV_OK is 0).
+fn nv_result(status: u32) -> Result<(), NvError> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(NvError)
+    }
+}
+
+/// Where a migration sends a block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Destination {
+    /// The GPU (a prefetch).
+    Gpu,
+    /// The CPU (a pre-eviction).
+    Cpu,
+}
+
+/// nvidia-uvm, found through /dev/nvidia-uvm and pinned (a module
+/// reference) until this is dropped.
+pub(crate) struct Driver {
+    version: [u8; 64],
+    len: usize,
+}
+
+impl Driver {
+    /// Finds and pins nvidia-uvm; an error if it is not loaded or not the
+    /// module that owns /dev/nvidia-uvm (glue.c logs why).
+    pub(crate) fn find() -> Result<Self> {
+        let mut version = [0u8; 64];
+        // SAFETY: `version` is a writable buffer of exactly the length passed;
+        // the C side writes at most that many bytes, NUL included.
+        let r = unsafe {
+            prescient_c_find_driver(
+                version.as_mut_ptr().cast::<c_char>(),
+                version.len() as c_int,
+            )
+        };
+        if r != 0 {
+            return Err(Error::from_errno(r));
+        }
+        let len = version
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(version.len());
+        Ok(Driver { version, len })
+    }
+
+    /// The driver's MODULE_VERSION string, as bytes.
+    pub(crate) fn version(&self) -> &[u8] {
+        &self.version[..self.len]
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // SAFETY: `Driver::find` succeeded, so the C side holds exactly one
+        // module reference on nvidia-uvm, which this drops; a later
+        // `Driver::find` takes a new one.
+        unsafe { prescient_c_release_driver() };
+    }
+}
+
+/// A global pointer that the C side's callbacks (ioctl, worker) follow to a
+/// value owned by a [`Running`]: null while the module is not running.
+pub(crate) struct Global<T>(AtomicPtr<T>);
+
+impl<T> Global<T> {
+    /// An unpublished pointer.
+    pub(crate) const fn new() -> Self {
+        Global(AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// Calls `f` on the published value; `None` while none is published.
+    ///
+    /// Only code that runs inside a C callback (the ioctl, the worker) may
+    /// call this: those are the callers [`Running::stop`] waits for.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let p = self.0.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null pointer was stored by `Running::start` and
+        // points into the pinned box that `Running` owns. `Running::stop`
+        // stores null only after prescient_c_stop has waited for every
+        // ioctl and stopped the worker (this function's only callers), and
+        // the box is freed after that, so the value outlives this borrow.
+        let v = unsafe { &*p };
+        Some(f(v))
+    }
+}
+
+/// The module running: `value` published in a [`Global`], the worker,
+/// /dev/prescient and the driver hook started. Dropping it stops them all,
+/// then frees `value`.
+pub(crate) struct Running<T: 'static> {
+    global: &'static Global<T>,
+    value: Pin<KBox<T>>,
+    stopped: bool,
+}
+
+impl<T: 'static> Running<T> {
+    /// Publishes `value`, then resolves the driver's symbols and starts the
+    /// worker, the misc device and the kprobe (prescient_c_start). The
+    /// driver must be bound ([`Driver::find`]) and stay so while this lives.
+    pub(crate) fn start(global: &'static Global<T>, value: Pin<KBox<T>>) -> Result<Self> {
+        global
+            .0
+            .store((&*value as *const T).cast_mut(), Ordering::Release);
+        // SAFETY: the value the callbacks will reach is published above, and
+        // the caller holds the driver binding that prescient_c_start needs
+        // (the symbols it resolves lie inside the pinned nvidia-uvm).
+        let r = unsafe { prescient_c_start() };
+        if r != 0 {
+            global.0.store(core::ptr::null_mut(), Ordering::Release);
+            return Err(Error::from_errno(r));
+        }
+        Ok(Running {
+            global,
+            value,
+            stopped: false,
+        })
+    }
+
+    /// The published value (for the module's own teardown).
+    pub(crate) fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// Stops the hook, the misc device and the worker, waits for them, and
+    /// unpublishes the value. Idempotent.
+    pub(crate) fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        // SAFETY: prescient_c_start succeeded and has not been undone (the
+        // `stopped` flag); after this returns no kprobe handler, ioctl or
+        // worker step runs or can start.
+        unsafe { prescient_c_stop() };
+        self.global
+            .0
+            .store(core::ptr::null_mut(), Ordering::Release);
+        self.stopped = true;
+    }
+}
+
+impl<T: 'static> Drop for Running<T> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Wakes the worker. Safe in any context, the kprobe handler included: it
+/// only queues an irq_work.
+pub(crate) fn kick() {
+    // SAFETY: prescient_c_kick only does an atomic exchange and
+    // irq_work_queue, both NMI-safe; the irq_work exists from load to unload.
+    unsafe { prescient_c_kick() };
+}
+
+/// The `gpu_blocks` module parameter: GPU memory in 2 MB blocks.
+pub(crate) fn gpu_blocks_param() -> u32 {
+    // SAFETY: reads a module parameter, fixed (0444) since load.
+    unsafe { prescient_c_gpu_blocks() }
+}
+
+/// The `enable` module parameter: prefetch and pre-evict from the start.
+pub(crate) fn enable_param() -> bool {
+    // SAFETY: reads a module parameter, fixed (0444) since load.
+    (unsafe { prescient_c_enable() }) != 0
+}
+
+/// True if the calling task has CAP_SYS_ADMIN.
+pub(crate) fn capable_admin() -> bool {
+    // SAFETY: capable() checks `current`'s credentials; it may be called in
+    // any process context, and every caller here is one (an ioctl).
+    (unsafe { prescient_c_capable_admin() }) != 0
+}
+
+/// The calling task's process id (tgid).
+pub(crate) fn current_tgid() -> u64 {
+    // SAFETY: task_tgid_nr(current) reads the running task, always valid.
+    let tgid = unsafe { prescient_c_tgid() };
+    tgid as u64
+}
+
+/// Logs (rate-limited) an ioctl that was refused with `err`.
+#[cold]
+pub(crate) fn log_rejected(cmd: u32, err: Error) {
+    // SAFETY: pr_warn_ratelimited with integer arguments only; callable from
+    // process context (the ioctl).
+    unsafe { prescient_c_log_bad(cmd, err.to_errno()) };
+}
+
+/// A counted reference on a /dev/nvidia-uvm VA-space `struct file`, and that
+/// space's `uvm_va_space_t *`; dropped with fput.
+pub(crate) struct FileRef {
+    file: NonNull<c_void>,
+    va_space: u64,
+}
+
+// SAFETY: a `struct file` reference may be used and dropped (fput) from any
+// thread; `va_space` is a plain number.
+unsafe impl Send for FileRef {}
+
+/// Turns the C side's `(file or NULL, err)` answer into a [`FileRef`].
+fn file_ref(f: *mut c_void, va_space: u64, err: c_int) -> Result<FileRef> {
+    match NonNull::new(f) {
+        Some(file) => Ok(FileRef { file, va_space }),
+        None => Err(Error::from_errno(err)),
+    }
+}
+
+impl FileRef {
+    /// The VA-space file behind the caller's descriptor `fd`: EBADF if it is
+    /// not open, EINVAL if it is not a /dev/nvidia-uvm VA space.
+    pub(crate) fn from_fd(fd: i32) -> Result<Self> {
+        let mut va = 0u64;
+        let mut err: c_int = 0;
+        // SAFETY: both out-pointers are valid, writable locals; the C side
+        // writes `va` only on success and `err` only on failure.
+        let f = unsafe { prescient_c_file_from_fd(fd, &mut va, &mut err) };
+        file_ref(f, va, err)
+    }
+
+    /// A /dev/nvidia-uvm VA-space file open in process `pid`: ESRCH if there
+    /// is no such process, ENOENT if it has none open.
+    pub(crate) fn from_pid(pid: i32) -> Result<Self> {
+        let mut va = 0u64;
+        let mut err: c_int = 0;
+        // SAFETY: as in `from_fd`.
+        let f = unsafe { prescient_c_file_from_pid(pid, &mut va, &mut err) };
+        file_ref(f, va, err)
+    }
+
+    /// The driver's `uvm_va_space_t *` of this file (its identity in fault
+    /// events).
+    pub(crate) fn va_space(&self) -> u64 {
+        self.va_space
+    }
+
+    /// True when this is the last reference: the process that opened the
+    /// file has closed it or exited.
+    pub(crate) fn is_orphaned(&self) -> bool {
+        // SAFETY: `self.file` is a live file: we hold a reference on it.
+        (unsafe { prescient_c_file_orphaned(self.file.as_ptr()) }) != 0
+    }
+
+    /// Migrates `[base, base + len)` of this VA space (uvm_api_migrate,
+    /// ASYNC). Takes the driver's locks: the caller must hold no lock the
+    /// driver's fault path takes (see the lock order in prescient_main.rs).
+    pub(crate) fn migrate(&self, base: u64, len: u64, to: Destination) -> Result<(), NvError> {
+        let to_cpu = c_int::from(to == Destination::Cpu);
+        // SAFETY: `self.file` is a live /dev/nvidia-uvm VA-space file (we
+        // hold a reference), which is what uvm_api_migrate expects; the
+        // driver stays loaded while the module runs (`Driver`).
+        nv_result(unsafe { prescient_c_migrate(self.file.as_ptr(), base, len, to_cpu) })
+    }
+
+    /// Discards `[base, base + len)` of this VA space (uvm_api_discard): the
+    /// data is dead, so the driver may drop it without copying.
+    pub(crate) fn discard(&self, base: u64, len: u64) -> Result<(), NvError> {
+        // SAFETY: as in `migrate`.
+        nv_result(unsafe { prescient_c_discard(self.file.as_ptr(), base, len) })
+    }
+}
+
+impl Drop for FileRef {
+    fn drop(&mut self) {
+        // SAFETY: we own exactly one reference, taken by fget/get_file in
+        // the C side, and give it back once.
+        unsafe { prescient_c_file_put(self.file.as_ptr()) };
+    }
+}

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The /dev/prescient ioctls: one function per command, errors through `?`.
+//!
+//! The ABI (numbers, layouts, checks) is prescient-uapi's `abi.rs`; the
+//! kernel only copies bytes in and out and never casts user pointers.
+
+use core::ffi::{c_long, c_uint, c_ulong};
+use kernel::prelude::*;
+use kernel::uaccess::UserSlice;
+
+use crate::abi::{self, Cmd, Error as AbiError, ParamsAbi};
+use crate::glue::{self, FileRef};
+use crate::params::Params;
+use crate::ring::{self, Record};
+use crate::state::with_state;
+use crate::BLOCK_BYTES;
+
+/// The largest argument a command reads (SET_PARAMS' is the largest).
+const MAX_INPUT: usize = 64;
+
+impl From<AbiError> for Error {
+    fn from(e: AbiError) -> Self {
+        Error::from_errno(-e.errno())
+    }
+}
+
+/// ioctl on /dev/prescient (glue.c's unlocked_ioctl). Refusals other than
+/// EFAULT are logged, rate-limited.
+#[no_mangle]
+extern "C" fn prescient_rs_ioctl(cmd: c_uint, arg: c_ulong) -> c_long {
+    match dispatch(cmd, arg as usize) {
+        Ok(r) => r as c_long,
+        Err(e) => {
+            if e != EFAULT {
+                glue::log_rejected(cmd, e);
+            }
+            c_long::from(e.to_errno())
+        }
+    }
+}
+
+/// Decodes `cmd`, checks the caller's rights, copies the argument in and
+/// runs the command.
+pub(crate) fn dispatch(cmd: u32, arg: usize) -> Result<isize> {
+    let c = Cmd::decode(cmd)?;
+    let admin = glue::capable_admin();
+    if c.needs_admin() && !admin {
+        return Err(EPERM);
+    }
+    let mut buf = [0u8; MAX_INPUT];
+    let input = read_input(arg, c.in_size(), &mut buf)?;
+    match c {
+        Cmd::GetVersion => get_version(arg),
+        Cmd::GetParams => get_params(arg),
+        Cmd::GetStats => get_stats(arg),
+        Cmd::SetParams => set_params(input),
+        Cmd::ResetTables => reset_tables(),
+        Cmd::Attach => attach(input, arg),
+        Cmd::Detach => detach(input),
+        Cmd::SetExecId => set_exec_id(input, admin),
+        Cmd::MarkDead => mark(input, admin, true),
+        Cmd::MarkAlive => mark(input, admin, false),
+    }?;
+    Ok(0)
+}
+
+/// Copies the command's `size`-byte argument from user memory into `buf`.
+fn read_input(arg: usize, size: usize, buf: &mut [u8; MAX_INPUT]) -> Result<&[u8]> {
+    let input = buf.get_mut(..size).ok_or(EINVAL)?;
+    if size > 0 {
+        UserSlice::new(arg, size).reader().read_slice(input)?;
+    }
+    Ok(input)
+}
+
+/// Copies `bytes` out to user memory at `arg`; EFAULT if it is not writable.
+fn write_out(arg: usize, bytes: &[u8]) -> Result {
+    UserSlice::new(arg, bytes.len()).writer().write_slice(bytes)
+}
+
+/// GET_VERSION: the ABI version, flags and the bound driver's version.
+fn get_version(arg: usize) -> Result {
+    let v = with_state(|s| s.version()).ok_or(ENODEV)?;
+    write_out(arg, &v.to_bytes())
+}
+
+/// GET_PARAMS: the parameters in force.
+fn get_params(arg: usize) -> Result {
+    let p = with_state(|s| s.params_abi()).ok_or(ENODEV)?;
+    write_out(arg, &p.to_bytes())
+}
+
+/// GET_STATS: the counters, overall and per space.
+fn get_stats(arg: usize) -> Result {
+    let st = with_state(|s| s.stats()).ok_or(ENODEV)?;
+    write_out(arg, &st.to_bytes())
+}
+
+/// SET_PARAMS: validates the parameters, then gives every space new tables.
+fn set_params(input: &[u8]) -> Result {
+    with_state(|s| {
+        let (a, mut p) = ParamsAbi::decode_valid(input, s.params())?;
+        // The ledger must hold every block that can be resident.
+        let budget_blocks = (a.residency_budget_bytes / BLOCK_BYTES) as u32;
+        p.max_resident_blocks = s
+            .gpu_blocks()
+            .max(budget_blocks)
+            .clamp(1, Params::MAX_RESIDENT_BLOCKS);
+        p.validate().map_err(AbiError::Param)?;
+        s.set_params(&a, p)
+    })
+    .unwrap_or(Err(ENODEV))
+}
+
+/// RESET_TABLES: every space's engine forgets what it learnt.
+fn reset_tables() -> Result {
+    with_state(|s| s.reset_tables()).ok_or(ENODEV)
+}
+
+/// ATTACH: by fd (the caller's) or by pid; writes the handle back. A
+/// handle that cannot be written back is detached again.
+fn attach(input: &[u8], arg: usize) -> Result {
+    let mut t = abi::Target::from_bytes(input)?;
+    t.check_attach()?;
+    let handle = with_state(|s| {
+        // check_attach kept fds and pids within i32.
+        let (file, pid) = if t.kind == abi::TARGET_FD {
+            (FileRef::from_fd(t.id as i32)?, glue::current_tgid())
+        } else {
+            (FileRef::from_pid(t.id as i32)?, u64::from(t.id))
+        };
+        s.attach(file, pid)
+    })
+    .unwrap_or(Err(ENODEV))?;
+    t.handle = handle;
+    write_out(arg, &t.to_bytes()).inspect_err(|_| {
+        with_state(|s| s.detach_where(|sp| sp.handle == handle));
+    })
+}
+
+/// DETACH: by handle, by pid or by the caller's fd of the space.
+fn detach(input: &[u8]) -> Result {
+    let t = abi::Target::from_bytes(input)?;
+    t.check_detach()?;
+    with_state(|s| match t.kind {
+        abi::TARGET_HANDLE => s.detach_where(|sp| sp.handle == t.handle),
+        abi::TARGET_PID => s.detach_where(|sp| sp.pid == u64::from(t.id)),
+        _ => {
+            let va = FileRef::from_fd(t.id as i32)?.va_space();
+            s.detach_where(|sp| sp.va_space() == va)
+        }
+    })
+    .unwrap_or(Err(ENODEV))
+}
+
+/// SET_EXEC_ID: the runtime says which kernel starts next in a space.
+fn set_exec_id(input: &[u8], admin: bool) -> Result {
+    let x = abi::ExecIdAbi::from_bytes(input)?;
+    x.check()?;
+    with_state(|s| {
+        let sp = s.owned_space(x.handle, admin)?;
+        // Through the ring, so that the worker sees the kernel start in
+        // order with the faults before and after it.
+        ring::send(Record::KernelStart {
+            va_space: sp.va_space(),
+            exec_id: x.exec_id,
+        });
+        Ok(())
+    })
+    .unwrap_or(Err(ENODEV))
+}
+
+/// MARK_DEAD / MARK_ALIVE: the runtime says a range's data is dead (may be
+/// discarded instead of copied) or live again.
+fn mark(input: &[u8], admin: bool, dead: bool) -> Result {
+    let r = abi::RangeAbi::from_bytes(input)?;
+    r.check()?;
+    with_state(|s| {
+        let sp = s.owned_space(r.handle, admin)?;
+        // Dead rounds inward, alive outward: a block part of which is live
+        // again must not stay dead.
+        if dead {
+            for b in r.whole_blocks() {
+                sp.engine.mark_dead(b);
+            }
+        } else {
+            for b in r.touched_blocks() {
+                sp.engine.mark_alive(b);
+            }
+        }
+        Ok(())
+    })
+    .unwrap_or(Err(ENODEV))
+}

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The event ring: bounded, lock-free, many producers (the driver's fault
+//! path, ioctls), one consumer (the worker). Faults, kernel starts and the
+//! driver's own evictions travel through it in one order, so the worker sees
+//! them as the driver and the runtime produced them.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::glue;
+use crate::{Block, BLOCK_SHIFT};
+
+/// Slots in the ring; a power of two (positions are masked).
+const RING_SIZE: usize = 4096;
+const RING_MASK: u64 = RING_SIZE as u64 - 1;
+
+/// One event, as the worker consumes it.
+#[derive(Clone, Copy)]
+pub(crate) enum Record {
+    /// The driver serviced a fault on `block` of the address space
+    /// `va_space`; `events` is that space's `uvm_perf_va_space_events_t *`
+    /// (the hooked function's first argument).
+    Fault {
+        va_space: u64,
+        events: u64,
+        block: Block,
+    },
+    /// The runtime announced (SET_EXEC_ID) that the kernel `exec_id` starts
+    /// in the address space `va_space`.
+    KernelStart { va_space: u64, exec_id: u32 },
+    /// The driver evicted `block` on its own to make room (MIGRATION event,
+    /// cause EVICTION); only `events` identifies the address space.
+    DriverEvicted { events: u64, block: Block },
+}
+
+/// [`Slot::kind`] values, one per [`Record`] variant.
+const KIND_FAULT: u64 = 0;
+const KIND_KERNEL_START: u64 = 1;
+const KIND_DRIVER_EVICTED: u64 = 2;
+
+impl Record {
+    /// The record as slot words: (kind, va_space, events, block).
+    fn encode(self) -> [u64; 4] {
+        match self {
+            Record::Fault {
+                va_space,
+                events,
+                block,
+            } => [KIND_FAULT, va_space, events, block],
+            Record::KernelStart { va_space, exec_id } => {
+                [KIND_KERNEL_START, va_space, 0, u64::from(exec_id)]
+            }
+            Record::DriverEvicted { events, block } => [KIND_DRIVER_EVICTED, 0, events, block],
+        }
+    }
+
+    /// The inverse of [`Record::encode`].
+    fn decode([kind, va_space, events, block]: [u64; 4]) -> Self {
+        match kind {
+            KIND_KERNEL_START => Record::KernelStart {
+                va_space,
+                exec_id: block as u32,
+            },
+            KIND_DRIVER_EVICTED => Record::DriverEvicted { events, block },
+            // KIND_FAULT, the only other value `encode` writes.
+            _ => Record::Fault {
+                va_space,
+                events,
+                block,
+            },
+        }
+    }
+}
+
+/// One slot (Vyukov's bounded queue): `seq` says whose turn it is; the other
+/// words are a [`Record::encode`]d record.
+struct Slot {
+    seq: AtomicU64,
+    words: [AtomicU64; 4],
+}
+
+#[expect(
+    clippy::declare_interior_mutable_const,
+    reason = "only the initializer of RING's slots, each a distinct copy"
+)]
+const EMPTY_SLOT: Slot = Slot {
+    seq: AtomicU64::new(0),
+    words: [
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+        AtomicU64::new(0),
+    ],
+};
+
+/// The ring: `tail` is where producers claim slots, `head` where the single
+/// consumer takes them; `drops` counts records lost to a full ring.
+pub(crate) struct Ring {
+    slots: [Slot; RING_SIZE],
+    head: AtomicU64,
+    tail: AtomicU64,
+    drops: AtomicU64,
+}
+
+/// The module's one ring.
+pub(crate) static RING: Ring = Ring {
+    slots: [EMPTY_SLOT; RING_SIZE],
+    head: AtomicU64::new(0),
+    tail: AtomicU64::new(0),
+    drops: AtomicU64::new(0),
+};
+
+impl Ring {
+    /// Resets the ring; called before any producer runs.
+    pub(crate) fn init(&self) {
+        for (i, s) in self.slots.iter().enumerate() {
+            s.seq.store(i as u64, Ordering::Relaxed);
+        }
+        self.head.store(0, Ordering::Relaxed);
+        self.tail.store(0, Ordering::Release);
+    }
+
+    /// Queues `r`. Never blocks, never allocates: a full ring drops the
+    /// record (counted) and returns false.
+    pub(crate) fn push(&self, r: Record) -> bool {
+        let mut pos = self.tail.load(Ordering::Relaxed);
+        loop {
+            let slot = &self.slots[(pos & RING_MASK) as usize];
+            let seq = slot.seq.load(Ordering::Acquire);
+            let dif = seq.wrapping_sub(pos) as i64;
+            if dif == 0 {
+                match self.tail.compare_exchange_weak(
+                    pos,
+                    pos.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        for (w, v) in slot.words.iter().zip(r.encode()) {
+                            w.store(v, Ordering::Relaxed);
+                        }
+                        slot.seq.store(pos.wrapping_add(1), Ordering::Release);
+                        return true;
+                    }
+                    Err(p) => pos = p,
+                }
+            } else if dif < 0 {
+                self.drops.fetch_add(1, Ordering::Relaxed);
+                return false;
+            } else {
+                pos = self.tail.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes the oldest record. Single consumer: only the worker, under the
+    /// State mutex.
+    pub(crate) fn pop(&self) -> Option<Record> {
+        let pos = self.head.load(Ordering::Relaxed);
+        let slot = &self.slots[(pos & RING_MASK) as usize];
+        if slot.seq.load(Ordering::Acquire) != pos.wrapping_add(1) {
+            return None;
+        }
+        let words = core::array::from_fn(|i| slot.words[i].load(Ordering::Relaxed));
+        slot.seq
+            .store(pos.wrapping_add(RING_SIZE as u64), Ordering::Release);
+        self.head.store(pos.wrapping_add(1), Ordering::Relaxed);
+        Some(Record::decode(words))
+    }
+
+    /// True if the consumer would find nothing.
+    pub(crate) fn is_empty(&self) -> bool {
+        let pos = self.head.load(Ordering::Relaxed);
+        let slot = &self.slots[(pos & RING_MASK) as usize];
+        slot.seq.load(Ordering::Acquire) != pos.wrapping_add(1)
+    }
+
+    /// Records dropped because the ring was full, since load.
+    pub(crate) fn drops(&self) -> u64 {
+        self.drops.load(Ordering::Relaxed)
+    }
+}
+
+/// Queues `r` and wakes the worker. Safe on the fault path: no lock, no
+/// allocation.
+pub(crate) fn send(r: Record) {
+    RING.push(r);
+    glue::kick();
+}
+
+/// Fault callback (kprobe pre-handler on uvm_perf_event_notify, in the
+/// driver's fault-servicing thread, under its locks): copy and return.
+#[no_mangle]
+extern "C" fn prescient_rs_fault(va_space: u64, events: u64, block_start: u64) {
+    send(Record::Fault {
+        va_space,
+        events,
+        block: block_start >> BLOCK_SHIFT,
+    });
+}
+
+/// Eviction callback (same kprobe, MIGRATION event with cause EVICTION): the
+/// driver took `block_start` off the GPU to make room. Copy and return.
+#[no_mangle]
+extern "C" fn prescient_rs_evicted(events: u64, block_start: u64) {
+    send(Record::DriverEvicted {
+        events,
+        block: block_start >> BLOCK_SHIFT,
+    });
+}

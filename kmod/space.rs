@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0
+//! One attached address space: its /dev/nvidia-uvm file, its engine and its
+//! counters.
+
+use kernel::prelude::*;
+
+use crate::abi::SpaceStats;
+use crate::engine::Engine;
+use crate::glue::FileRef;
+use crate::params::Params;
+use crate::pump::Pump;
+
+/// The engine of one space, over kernel-allocated storage.
+pub(crate) type SpaceEngine = Engine<VVec<u64>>;
+
+/// An address space attached with ATTACH.
+pub(crate) struct Space {
+    /// The handle ATTACH returned (never 0, never reused while loaded).
+    pub(crate) handle: u64,
+    /// The process that owns the space (SET_EXEC_ID / MARK_* check it).
+    pub(crate) pid: u64,
+    /// The driver's perf-events pointer of this space, learnt from its
+    /// first fault (eviction events carry only this).
+    pub(crate) events: u64,
+    /// Our reference on the space's file: migrations go through it, and it
+    /// keeps the driver's `uvm_va_space_t` alive while we are attached.
+    pub(crate) file: FileRef,
+    /// Boxed: an engine is ~1.8 KB, and a stack holding `MAX_SPACES` of
+    /// them (SET_PARAMS builds every new engine before it swaps any) would
+    /// overflow the kernel's 16 KB stack.
+    pub(crate) engine: KBox<SpaceEngine>,
+    /// This space's counters in GET_STATS.
+    pub(crate) st: SpaceStats,
+    /// The shared host loop's candidates, kept between rounds.
+    pub(crate) pump: Pump,
+}
+
+impl Space {
+    /// The driver's `uvm_va_space_t *`, the space's identity in faults.
+    pub(crate) fn va_space(&self) -> u64 {
+        self.file.va_space()
+    }
+}
+
+/// A fresh engine with its tables, sized by `p`; ENOMEM if the storage or
+/// the box cannot be allocated (or `p` does not fit the engine).
+pub(crate) fn new_engine(p: &Params) -> Result<KBox<SpaceEngine>> {
+    let storage = VVec::from_elem(0u64, p.storage_words(), GFP_KERNEL).map_err(|_| ENOMEM)?;
+    let engine = Engine::new(*p, storage).map_err(|_| ENOMEM)?;
+    KBox::new(engine, GFP_KERNEL).map_err(|_| ENOMEM)
+}
