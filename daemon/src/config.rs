@@ -181,7 +181,7 @@ impl Default for EngineConfig {
             succs: 4,
             lookahead: 4,
             inflight_limit: 16,
-            pre_evict_watermark_pct: 90,
+            pre_evict_watermark_pct: prescient_core::DEFAULT_WATERMARK_PCT,
             residency_budget: ByteSize(0),
             enabled: true,
             mode: Mode::Transparent,
