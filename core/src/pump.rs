@@ -41,8 +41,6 @@ const VICTIM_BATCH: usize = 8;
 /// Engine calls per refill at most: a call may only do bookkeeping (blocks
 /// emitted already) while the chain still runs.
 const REFILL_TRIES: usize = 64;
-/// Settling stops this many blocks under the limit.
-const SETTLE_BELOW: u64 = 1;
 
 /// What a host does for the pump: count, evict and migrate blocks.
 pub trait Host {
@@ -267,13 +265,7 @@ where
     S: DerefMut<Target = [u64]>,
     H: Host + ?Sized,
 {
-    evict_down_to(
-        engine,
-        cap.saturating_sub(SETTLE_BELOW),
-        Why::Settle,
-        host,
-        done,
-    )
+    evict_down_to(engine, cap, Why::Settle, host, done)
 }
 
 /// Makes room under `limit` for one block the host brings in outside a

@@ -5,7 +5,7 @@ pluggable allocator in managed_alloc.cu. A zero-copy input pipeline: each
 iteration the CPU writes the next batch straight into the managed input
 tensor (as a loader writing into UM would), so the GPU faults the input back
 every iteration; weights, optimizer state and activations stay on the GPU.
-Prescient attaches from outside (prescientd --pid, or the service).
+Prescient attaches from outside (prescientd attach --pid, or the service).
 
 Usage: python3 train.py ITERS BATCH FEATURES HIDDEN [MODEL]   (prints JSON lines like umbench)
 MODEL "mlp" (default): a 3-layer MLP, FEATURES inputs, HIDDEN units.
