@@ -51,113 +51,175 @@ enum Section {
 
 /// Parses a kernels.config stream. `origin` names the file in errors.
 pub fn parse(reader: impl BufRead, origin: &str) -> Result<G10Trace> {
-    let mut t = G10Trace::default();
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    let mut cur: Option<G10Kernel> = None;
-    let mut section = Section::Header;
+    let mut p = G10Parser::new(origin);
     let mut last_line = 0;
     for (i, line) in reader.lines().enumerate() {
         let lineno = i + 1;
         last_line = lineno;
         let line = line.with_context(|| format!("{origin}:{lineno}: cannot read"))?;
-        let line = line.trim_end();
-        let at = || format!("{origin}:{lineno}");
+        p.line(line.trim_end(), lineno)?;
+    }
+    p.finish(last_line)
+}
+
+/// The parser's state between lines: the trace so far and the open kernel.
+struct G10Parser<'a> {
+    /// The file's name, for errors.
+    origin: &'a str,
+    trace: G10Trace,
+    /// Tensor ids by name: a tensor appears once per kernel that uses it.
+    by_name: HashMap<String, usize>,
+    /// The kernel between its `Kernel ID:` line and its `____` line.
+    cur: Option<G10Kernel>,
+    section: Section,
+}
+
+impl<'a> G10Parser<'a> {
+    fn new(origin: &'a str) -> Self {
+        G10Parser {
+            origin,
+            trace: G10Trace::default(),
+            by_name: HashMap::new(),
+            cur: None,
+            section: Section::Header,
+        }
+    }
+
+    /// The place of line `lineno` in errors, formatted only when one occurs.
+    fn at(&self, lineno: usize) -> String {
+        format!("{}:{lineno}", self.origin)
+    }
+
+    /// Takes one line, trailing blanks already trimmed.
+    fn line(&mut self, line: &str, lineno: usize) -> Result<()> {
         if line.is_empty() {
-            continue;
+            return Ok(());
         }
         if let Some(rest) = line.strip_prefix("Kernel ID:") {
-            if cur.is_some() {
-                bail!(
-                    "{}: kernel starts before the previous one ended (missing ____ line)",
-                    at()
-                );
-            }
-            let name = rest
-                .split_once("Name:")
-                .map(|(_, n)| n.trim().to_string())
-                .with_context(|| format!("{}: kernel line without Name:", at()))?;
-            let id: usize = rest
-                .split(',')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .parse()
-                .with_context(|| format!("{}: bad kernel id", at()))?;
-            if id != t.kernels.len() {
-                bail!(
-                    "{}: kernel id {id} out of order (expected {})",
-                    at(),
-                    t.kernels.len()
-                );
-            }
-            cur = Some(G10Kernel {
-                name,
-                cycles: 0,
-                inputs: vec![],
-                outputs: vec![],
-            });
-            section = Section::Header;
-            continue;
+            return self.kernel_start(rest, lineno);
         }
-        let Some(k) = cur.as_mut() else {
-            bail!(
-                "{}: expected 'Kernel ID:', found {:?}",
-                at(),
-                truncate(line)
-            );
+        let Some(k) = self.cur.as_mut() else {
+            return Err(self.outside_kernel(line, lineno));
         };
         if line.starts_with("____") {
-            t.kernels.push(cur.take().expect("checked above"));
+            self.trace
+                .kernels
+                .push(self.cur.take().expect("checked above"));
         } else if let Some(rest) = line.strip_prefix("Execution Time:") {
-            k.cycles = rest
-                .trim()
-                .parse()
-                .with_context(|| format!("{}: bad execution time {:?}", at(), rest.trim()))?;
+            let origin = self.origin;
+            k.cycles = rest.trim().parse().with_context(|| {
+                format!("{origin}:{lineno}: bad execution time {:?}", rest.trim())
+            })?;
         } else if line.starts_with("Parent ") || line.starts_with('(') {
             // Layer and shape: informational.
         } else if line == "Input Tensors:" {
-            section = Section::Inputs;
+            self.section = Section::Inputs;
         } else if line == "Output Tensors:" {
-            section = Section::Outputs;
+            self.section = Section::Outputs;
         } else if line.starts_with("tensor") {
-            let tensor =
-                parse_tensor(line).with_context(|| format!("{}: bad tensor line", at()))?;
-            let id = match by_name.get(&tensor.name) {
-                Some(&id) => {
-                    let known = &t.tensors[id];
-                    if (known.addr, known.len, known.weight)
-                        != (tensor.addr, tensor.len, tensor.weight)
-                    {
-                        bail!(
-                            "{}: tensor {} redefined with another range",
-                            at(),
-                            tensor.name
-                        );
-                    }
-                    id
-                }
-                None => {
-                    by_name.insert(tensor.name.clone(), t.tensors.len());
-                    t.tensors.push(tensor);
-                    t.tensors.len() - 1
-                }
-            };
-            match section {
-                Section::Inputs => k.inputs.push(id),
-                Section::Outputs => k.outputs.push(id),
-                Section::Header => bail!("{}: tensor before 'Input Tensors:'", at()),
-            }
+            self.tensor_line(line, lineno)?;
         } else {
-            bail!("{}: unexpected line {:?}", at(), truncate(line));
+            bail!("{}: unexpected line {:?}", self.at(lineno), truncate(line));
+        }
+        Ok(())
+    }
+
+    /// Opens a kernel from the rest of its `Kernel ID:` line.
+    fn kernel_start(&mut self, rest: &str, lineno: usize) -> Result<()> {
+        let at = || self.at(lineno);
+        if self.cur.is_some() {
+            bail!(
+                "{}: kernel starts before the previous one ended (missing ____ line)",
+                at()
+            );
+        }
+        let name = rest
+            .split_once("Name:")
+            .map(|(_, n)| n.trim().to_string())
+            .with_context(|| format!("{}: kernel line without Name:", at()))?;
+        let id: usize = rest
+            .split(',')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .parse()
+            .with_context(|| format!("{}: bad kernel id", at()))?;
+        if id != self.trace.kernels.len() {
+            bail!(
+                "{}: kernel id {id} out of order (expected {})",
+                at(),
+                self.trace.kernels.len()
+            );
+        }
+        self.cur = Some(G10Kernel {
+            name,
+            cycles: 0,
+            inputs: vec![],
+            outputs: vec![],
+        });
+        self.section = Section::Header;
+        Ok(())
+    }
+
+    /// The error for a line other than `Kernel ID:` outside any kernel.
+    #[cold]
+    fn outside_kernel(&self, line: &str, lineno: usize) -> anyhow::Error {
+        anyhow::anyhow!(
+            "{}: expected 'Kernel ID:', found {:?}",
+            self.at(lineno),
+            truncate(line)
+        )
+    }
+
+    /// Adds a tensor line to the open kernel's inputs or outputs.
+    fn tensor_line(&mut self, line: &str, lineno: usize) -> Result<()> {
+        let tensor =
+            parse_tensor(line).with_context(|| format!("{}: bad tensor line", self.at(lineno)))?;
+        let id = self.tensor_id(tensor, lineno)?;
+        let k = self.cur.as_mut().expect("only called inside a kernel");
+        match self.section {
+            Section::Inputs => k.inputs.push(id),
+            Section::Outputs => k.outputs.push(id),
+            Section::Header => bail!("{}: tensor before 'Input Tensors:'", self.at(lineno)),
+        }
+        Ok(())
+    }
+
+    /// The id of `tensor`, new or seen before with the same range.
+    fn tensor_id(&mut self, tensor: Tensor, lineno: usize) -> Result<usize> {
+        let t = &mut self.trace;
+        match self.by_name.get(&tensor.name) {
+            Some(&id) => {
+                let known = &t.tensors[id];
+                if (known.addr, known.len, known.weight) != (tensor.addr, tensor.len, tensor.weight)
+                {
+                    bail!(
+                        "{}: tensor {} redefined with another range",
+                        self.at(lineno),
+                        tensor.name
+                    );
+                }
+                Ok(id)
+            }
+            None => {
+                self.by_name.insert(tensor.name.clone(), t.tensors.len());
+                t.tensors.push(tensor);
+                Ok(t.tensors.len() - 1)
+            }
         }
     }
-    if cur.is_some() {
-        bail!("{origin}:{last_line}: truncated: the last kernel has no closing ____ line");
+
+    /// Ends the stream: every kernel closed, at least one kernel.
+    fn finish(self, last_line: usize) -> Result<G10Trace> {
+        let origin = self.origin;
+        if self.cur.is_some() {
+            bail!("{origin}:{last_line}: truncated: the last kernel has no closing ____ line");
+        }
+        if self.trace.kernels.is_empty() {
+            bail!("{origin}: no kernels");
+        }
+        Ok(self.trace)
     }
-    if t.kernels.is_empty() {
-        bail!("{origin}: no kernels");
-    }
-    Ok(t)
 }
 
 fn truncate(s: &str) -> &str {

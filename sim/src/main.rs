@@ -247,28 +247,9 @@ fn run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// Runs Prescient over the parameter grid on every trace, one row per point.
 fn sweep(a: SweepArgs) -> Result<()> {
-    let grid: Vec<(u32, u32, u32)> = if a.grid.is_empty() {
-        TABLE_7_7
-            .iter()
-            .map(|&(assoc, succs, rows)| (rows, assoc, succs))
-            .collect()
-    } else {
-        a.grid
-            .iter()
-            .map(|g| {
-                let v: Vec<u32> = g
-                    .split(':')
-                    .map(|x| x.parse())
-                    .collect::<Result<_, _>>()
-                    .with_context(|| format!("--grid {g:?}: expected rows:assoc:succs"))?;
-                match v[..] {
-                    [r, a, s] => Ok((r, a, s)),
-                    _ => bail!("--grid {g:?}: expected rows:assoc:succs"),
-                }
-            })
-            .collect::<Result<_>>()?
-    };
+    let grid = sweep_grid(&a.grid)?;
     let modes: &[bool] = if a.transparent_too {
         &[false, true]
     } else {
@@ -279,52 +260,8 @@ fn sweep(a: SweepArgs) -> Result<()> {
         let w = load(path, a.format, a.layout)?;
         let plan = Plan::new(&w)?;
         for &transparent in modes {
-            for &(rows, assoc, succs) in &grid {
-                let params = Params {
-                    rows,
-                    assoc,
-                    succs,
-                    lookahead: a.lookahead,
-                    mode: if transparent {
-                        Mode::Transparent
-                    } else {
-                        Mode::ExecId
-                    },
-                    ..Params::for_gpu(a.model.model().gpu_blocks() as u32)
-                };
-                params
-                    .validate()
-                    .map_err(|e| anyhow::anyhow!("grid point {rows}:{assoc}:{succs}: {e}"))?;
-                let r = report::run(
-                    &plan,
-                    a.model.model(),
-                    a.model.iterations as usize,
-                    &[PolicyKind::Prescient],
-                    params,
-                    prescient_sim::policy::prescient::DEFAULT_WATERMARK_PCT,
-                )?;
-                let p = &r.policies[0];
-                let row = serde_json::json!({
-                    "trace": r.trace,
-                    "mode": if transparent { "transparent" } else { "exec-id" },
-                    "rows": rows, "assoc": assoc, "succs": succs,
-                    "steady_ratio_to_ideal": p.steady_ratio(),
-                    "steady_faults": p.steady_faults(),
-                    "table_bytes": p.table_bytes,
-                });
-                if !a.json {
-                    println!(
-                        "{:<18} {:<11} rows {:>5} assoc {} succs {}  x ideal {:.3}  faults/iter {:>9.0}  tables {:>6.1} MiB",
-                        r.trace,
-                        row["mode"].as_str().unwrap_or(""),
-                        rows,
-                        assoc,
-                        succs,
-                        p.steady_ratio(),
-                        p.steady_faults(),
-                        p.table_bytes as f64 / (1 << 20) as f64
-                    );
-                }
+            for &point in &grid {
+                let row = sweep_point(&a, &plan, point, transparent)?;
                 rows_out.push(row);
             }
         }
@@ -333,6 +270,85 @@ fn sweep(a: SweepArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&rows_out)?);
     }
     Ok(())
+}
+
+/// The sweep's (rows, assoc, succs) points: `--grid` as given, else Table 7.7.
+fn sweep_grid(grid: &[String]) -> Result<Vec<(u32, u32, u32)>> {
+    if grid.is_empty() {
+        return Ok(TABLE_7_7
+            .iter()
+            .map(|&(assoc, succs, rows)| (rows, assoc, succs))
+            .collect());
+    }
+    grid.iter()
+        .map(|g| {
+            let v: Vec<u32> = g
+                .split(':')
+                .map(|x| x.parse())
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("--grid {g:?}: expected rows:assoc:succs"))?;
+            match v[..] {
+                [r, a, s] => Ok((r, a, s)),
+                _ => bail!("--grid {g:?}: expected rows:assoc:succs"),
+            }
+        })
+        .collect()
+}
+
+/// Runs Prescient at one grid point; prints its text line unless `--json`
+/// and returns its JSON row.
+fn sweep_point(
+    a: &SweepArgs,
+    plan: &Plan,
+    (rows, assoc, succs): (u32, u32, u32),
+    transparent: bool,
+) -> Result<serde_json::Value> {
+    let params = Params {
+        rows,
+        assoc,
+        succs,
+        lookahead: a.lookahead,
+        mode: if transparent {
+            Mode::Transparent
+        } else {
+            Mode::ExecId
+        },
+        ..Params::for_gpu(a.model.model().gpu_blocks() as u32)
+    };
+    params
+        .validate()
+        .map_err(|e| anyhow::anyhow!("grid point {rows}:{assoc}:{succs}: {e}"))?;
+    let r = report::run(
+        plan,
+        a.model.model(),
+        a.model.iterations as usize,
+        &[PolicyKind::Prescient],
+        params,
+        prescient_sim::policy::prescient::DEFAULT_WATERMARK_PCT,
+    )?;
+    let p = &r.policies[0];
+    let row = serde_json::json!({
+        "trace": r.trace,
+        "mode": if transparent { "transparent" } else { "exec-id" },
+        "rows": rows, "assoc": assoc, "succs": succs,
+        "steady_ratio_to_ideal": p.steady_ratio(),
+        "steady_faults": p.steady_faults(),
+        "table_bytes": p.table_bytes,
+    });
+    if !a.json {
+        println!(
+            "{:<18} {:<11} rows {:>5} assoc {} succs {}  x ideal {:.3}  faults/iter {:>9.0}  tables {:>6.1} MiB",
+            r.trace,
+            row["mode"].as_str().unwrap_or(""),
+            rows,
+            assoc,
+            succs,
+            p.steady_ratio(),
+            p.steady_faults(),
+            p.table_bytes as f64 / (1 << 20) as f64
+        );
+    }
+    Ok(row)
 }
 
 fn convert(a: ConvertArgs) -> Result<()> {

@@ -23,7 +23,7 @@
 //! - Eviction on demand (the GPU is full when a fault needs room) sits on the
 //!   fault path: its write-back delays the kernel.
 
-use crate::plan::Plan;
+use crate::plan::{KernelPlan, Plan};
 use prescient_core::{Block, BLOCK_BYTES};
 use serde::Serialize;
 
@@ -263,117 +263,17 @@ pub fn replay(plan: &Plan, m: CostModel, iterations: usize, policy: &mut dyn Pol
     let mut st = State::new(m, plan);
     let mut iters = Vec::with_capacity(iterations);
     let ideal = plan.ideal_s();
+    // One buffer for every kernel's demand faults: no allocation per kernel.
     let mut demand: Vec<(Block, u32)> = Vec::new();
     for it in 0..iterations {
         let t0 = st.now;
         st.it = IterStats::default();
         if it > 0 {
-            // The CPU writes the next input batch: its blocks go to the host.
-            for &b in &plan.host_inputs {
-                if st.is_on_gpu(b) {
-                    st.dirty[b as usize] = false;
-                    st.evict(b, false, st.now);
-                    policy.evicted(&mut st, b);
-                }
-                st.loc[b as usize] = Loc::Host;
-            }
+            reload_host_inputs(&mut st, plan, policy);
         }
-        for (k, kp) in plan.kernels.iter().enumerate() {
+        for k in 0..plan.kernels.len() {
             let pos = it * plan.kernels.len() + k;
-            let t = st.now;
-            for &b in &kp.born {
-                st.dead[b as usize] = false;
-                policy.alive(&mut st, b);
-            }
-            st.kernel_pos = pos;
-            for bt in &kp.touches {
-                st.pinned_by[bt.block as usize] = pos;
-            }
-            policy.kernel_start(&mut st, plan, k, pos);
-            policy.advance(&mut st, plan, t);
-            // Classify the kernel's blocks.
-            let mut ready = t;
-            let mut faults = 0u64;
-            demand.clear();
-            for bt in &kp.touches {
-                let b = bt.block;
-                let i = b as usize;
-                policy.touched(&mut st, b);
-                if st.loc[i] == Loc::Gpu {
-                    if st.prefetched[i] {
-                        st.prefetched[i] = false;
-                        st.it.prefetches_used += 1;
-                    }
-                    if st.arrival[i] > t {
-                        ready = ready.max(st.arrival[i]);
-                        faults += 1;
-                        st.it.late_prefetches += 1;
-                        policy.fault(&mut st, b);
-                    }
-                } else {
-                    let f = m.faults_for(bt.bytes);
-                    faults += f as u64;
-                    demand.push((b, bt.bytes));
-                    policy.fault(&mut st, b);
-                }
-            }
-            // Service demand faults: batches of latency plus the transfers,
-            // evicting on the fault path when the GPU is full.
-            let mut tc = t;
-            if !demand.is_empty() {
-                let demand_faults: u64 = demand
-                    .iter()
-                    .map(|&(_, bytes)| m.faults_for(bytes) as u64)
-                    .sum();
-                let batches = demand_faults.div_ceil(m.fault_batch as u64);
-                st.it.fault_batches += batches;
-                tc += batches as f64 * m.fault_latency_s;
-                for &(b, bytes) in &demand {
-                    let i = b as usize;
-                    if st.free_blocks() == 0 {
-                        if let Some((v, discard)) = policy.demand_victim(&mut st) {
-                            st.it.evictions_on_demand += 1;
-                            tc = tc.max(st.evict(v, discard, tc));
-                            policy.evicted(&mut st, v);
-                        }
-                    }
-                    if st.loc[i] == Loc::Host {
-                        st.it.demand_copies += 1;
-                        let moved = (bytes as u64).div_ceil(m.fault_granule) * m.fault_granule;
-                        let moved = moved.min(BLOCK_BYTES);
-                        // Demand goes ahead of queued prefetches, behind the
-                        // one block transfer already on the wire.
-                        let start = tc.max(st.h2d_free.min(tc + m.h2d_s(BLOCK_BYTES)));
-                        tc = start + m.h2d_s(moved);
-                        st.h2d_free = st.h2d_free.max(tc);
-                        st.it.bytes_h2d += moved;
-                    } else {
-                        st.it.demand_populates += 1;
-                    }
-                    st.loc[i] = Loc::Gpu;
-                    st.arrival[i] = tc;
-                    st.dirty[i] = false;
-                    st.used += 1;
-                    policy.demand_arrived(&mut st, b);
-                }
-            }
-            for bt in &kp.touches {
-                if bt.write {
-                    st.dirty[bt.block as usize] = true;
-                }
-            }
-            let start = tc.max(ready);
-            let end = start + kp.duration_s;
-            st.it.faults += faults;
-            st.fault_timeline.push((end, faults as u32));
-            // Background work runs while the kernel computes.
-            st.now = start;
-            policy.advance(&mut st, plan, end);
-            st.now = end;
-            for &b in &kp.dead_after {
-                st.dead[b as usize] = true;
-                policy.dead(&mut st, b);
-            }
+            run_kernel(&mut st, plan, k, pos, policy, &mut demand);
         }
         st.it.time_s = st.now - t0;
         st.it.stall_s = st.it.time_s - ideal;
@@ -386,6 +286,154 @@ pub fn replay(plan: &Plan, m: CostModel, iterations: usize, policy: &mut dyn Pol
         fault_timeline: std::mem::take(&mut st.fault_timeline),
         extra: policy.extra(),
     }
+}
+
+/// Puts the next input batch on the host, as the CPU writes it between iterations.
+fn reload_host_inputs(st: &mut State, plan: &Plan, policy: &mut dyn Policy) {
+    for &b in &plan.host_inputs {
+        if st.is_on_gpu(b) {
+            // The GPU copy is stale once the CPU rewrites it: no write-back.
+            st.dirty[b as usize] = false;
+            st.evict(b, false, st.now);
+            policy.evicted(st, b);
+        }
+        st.loc[b as usize] = Loc::Host;
+    }
+}
+
+/// Replays kernel `k` at global position `pos`: faults, transfers, compute.
+fn run_kernel(
+    st: &mut State,
+    plan: &Plan,
+    k: usize,
+    pos: usize,
+    policy: &mut dyn Policy,
+    demand: &mut Vec<(Block, u32)>,
+) {
+    let kp = &plan.kernels[k];
+    let t = st.now;
+    for &b in &kp.born {
+        st.dead[b as usize] = false;
+        policy.alive(st, b);
+    }
+    st.kernel_pos = pos;
+    for bt in &kp.touches {
+        st.pinned_by[bt.block as usize] = pos;
+    }
+    policy.kernel_start(st, plan, k, pos);
+    policy.advance(st, plan, t);
+    demand.clear();
+    let (ready, faults) = classify_touches(st, kp, t, policy, demand);
+    let tc = serve_demand(st, t, demand, policy);
+    for bt in &kp.touches {
+        if bt.write {
+            st.dirty[bt.block as usize] = true;
+        }
+    }
+    let start = tc.max(ready);
+    let end = start + kp.duration_s;
+    st.it.faults += faults;
+    st.fault_timeline.push((end, faults as u32));
+    // Background work runs while the kernel computes.
+    st.now = start;
+    policy.advance(st, plan, end);
+    st.now = end;
+    for &b in &kp.dead_after {
+        st.dead[b as usize] = true;
+        policy.dead(st, b);
+    }
+}
+
+/// Sorts the kernel's blocks into resident, still arriving (late prefetch)
+/// and missing (pushed onto `demand`); returns when the late prefetches have
+/// all arrived and the kernel's fault count.
+fn classify_touches(
+    st: &mut State,
+    kp: &KernelPlan,
+    t: f64,
+    policy: &mut dyn Policy,
+    demand: &mut Vec<(Block, u32)>,
+) -> (f64, u64) {
+    let mut ready = t;
+    let mut faults = 0u64;
+    for bt in &kp.touches {
+        let b = bt.block;
+        let i = b as usize;
+        policy.touched(st, b);
+        if st.loc[i] == Loc::Gpu {
+            if st.prefetched[i] {
+                st.prefetched[i] = false;
+                st.it.prefetches_used += 1;
+            }
+            if st.arrival[i] > t {
+                ready = ready.max(st.arrival[i]);
+                faults += 1;
+                st.it.late_prefetches += 1;
+                policy.fault(st, b);
+            }
+        } else {
+            let f = st.m.faults_for(bt.bytes);
+            faults += f as u64;
+            demand.push((b, bt.bytes));
+            policy.fault(st, b);
+        }
+    }
+    (ready, faults)
+}
+
+/// Services the kernel's demand faults from time `t`: batches of latency plus
+/// the transfers, evicting on the fault path when the GPU is full. Returns
+/// when the last demanded block has arrived.
+fn serve_demand(st: &mut State, t: f64, demand: &[(Block, u32)], policy: &mut dyn Policy) -> f64 {
+    let mut tc = t;
+    if demand.is_empty() {
+        return tc;
+    }
+    let m = st.m;
+    let demand_faults: u64 = demand
+        .iter()
+        .map(|&(_, bytes)| m.faults_for(bytes) as u64)
+        .sum();
+    let batches = demand_faults.div_ceil(m.fault_batch as u64);
+    st.it.fault_batches += batches;
+    tc += batches as f64 * m.fault_latency_s;
+    for &(b, bytes) in demand {
+        if st.free_blocks() == 0 {
+            if let Some((v, discard)) = policy.demand_victim(st) {
+                st.it.evictions_on_demand += 1;
+                tc = tc.max(st.evict(v, discard, tc));
+                policy.evicted(st, v);
+            }
+        }
+        tc = demand_arrive(st, b, bytes, tc);
+        policy.demand_arrived(st, b);
+    }
+    tc
+}
+
+/// Brings demanded block `b` (`bytes` of it touched) onto the GPU from time
+/// `tc`, copying it from the host or populating it; returns its arrival.
+fn demand_arrive(st: &mut State, b: Block, bytes: u32, mut tc: f64) -> f64 {
+    let m = st.m;
+    let i = b as usize;
+    if st.loc[i] == Loc::Host {
+        st.it.demand_copies += 1;
+        let moved = (bytes as u64).div_ceil(m.fault_granule) * m.fault_granule;
+        let moved = moved.min(BLOCK_BYTES);
+        // Demand goes ahead of queued prefetches, behind the
+        // one block transfer already on the wire.
+        let start = tc.max(st.h2d_free.min(tc + m.h2d_s(BLOCK_BYTES)));
+        tc = start + m.h2d_s(moved);
+        st.h2d_free = st.h2d_free.max(tc);
+        st.it.bytes_h2d += moved;
+    } else {
+        st.it.demand_populates += 1;
+    }
+    st.loc[i] = Loc::Gpu;
+    st.arrival[i] = tc;
+    st.dirty[i] = false;
+    st.used += 1;
+    tc
 }
 
 /// One policy's run.

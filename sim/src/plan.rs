@@ -2,7 +2,7 @@
 //! blocks die after it and which come back to life at it. Computed once per
 //! trace; every policy replays the same plan.
 
-use crate::workload::{Range, Workload};
+use crate::workload::{Range, Touch, Workload};
 use prescient_core::{touched_blocks, Block, BLOCK_BYTES, BLOCK_SHIFT};
 use std::collections::{HashMap, HashSet};
 
@@ -48,6 +48,7 @@ pub struct Plan {
 pub const MAX_ADDRESS: u64 = 1 << 44;
 
 impl Plan {
+    /// Turns `w` into blocks, or refuses addresses beyond [`MAX_ADDRESS`].
     pub fn new(w: &Workload) -> anyhow::Result<Plan> {
         let limit = w.address_limit();
         if limit > MAX_ADDRESS {
@@ -57,91 +58,126 @@ impl Plan {
             );
         }
         let blocks = (limit >> BLOCK_SHIFT) as usize + 1;
-        // Live bytes per block, from the ranges currently live.
-        let mut live_bytes = vec![0u64; blocks];
-        let mut live: HashSet<Range> = HashSet::new();
-        let mut seen = vec![false; blocks];
-        let mut first_access_read: Vec<Block> = Vec::new();
-        let mut kernels = Vec::with_capacity(w.kernels.len());
-        for k in &w.kernels {
-            let mut touches: Vec<BlockTouch> = Vec::new();
-            let mut index: HashMap<Block, usize> = HashMap::new();
-            let mut born = Vec::new();
-            for t in &k.touches {
-                let r = t.range;
-                let newly_live = live.insert(r);
-                for b in touched_blocks(r.addr, r.len) {
-                    let overlap = overlap(r, b);
-                    if newly_live {
-                        if live_bytes[b as usize] == 0 {
-                            born.push(b);
-                        }
-                        live_bytes[b as usize] += overlap;
-                    }
-                    if !seen[b as usize] {
-                        seen[b as usize] = true;
-                        if !t.write {
-                            first_access_read.push(b);
-                        }
-                    }
-                    match index.get(&b) {
-                        Some(&i) => {
-                            let x = &mut touches[i];
-                            x.bytes = (x.bytes as u64 + overlap).min(BLOCK_BYTES) as u32;
-                            x.write |= t.write;
-                        }
-                        None => {
-                            index.insert(b, touches.len());
-                            touches.push(BlockTouch {
-                                block: b,
-                                bytes: overlap as u32,
-                                write: t.write,
-                            });
-                        }
-                    }
+        let mut life = BlockLife::new(blocks);
+        let kernels = w
+            .kernels
+            .iter()
+            .map(|k| {
+                let (touches, born) = life.touch(&k.touches);
+                KernelPlan {
+                    name: k.name.clone(),
+                    exec_id: k.exec_id,
+                    duration_s: k.duration_ns as f64 * 1e-9,
+                    touches,
+                    dead_after: life.kill(&k.dead_after),
+                    born,
                 }
-            }
-            let mut dead_after = Vec::new();
-            for r in &k.dead_after {
-                if !live.remove(r) {
-                    continue;
-                }
-                for b in touched_blocks(r.addr, r.len) {
-                    let lb = &mut live_bytes[b as usize];
-                    *lb = lb.saturating_sub(overlap(*r, b));
-                    if *lb == 0 {
-                        dead_after.push(b);
-                    }
-                }
-            }
-            kernels.push(KernelPlan {
-                name: k.name.clone(),
-                exec_id: k.exec_id,
-                duration_s: k.duration_ns as f64 * 1e-9,
-                touches,
-                dead_after,
-                born,
-            });
-        }
+            })
+            .collect();
         // Blocks still live at the end persist into the next iteration.
-        let host_inputs = first_access_read
+        let host_inputs = life
+            .first_access_read
             .iter()
             .copied()
-            .filter(|&b| live_bytes[b as usize] == 0)
+            .filter(|&b| life.live_bytes[b as usize] == 0)
             .collect();
-        let footprint_blocks = seen.iter().filter(|&&s| s).count();
+        let footprint_blocks = life.seen.iter().filter(|&&s| s).count();
         Ok(Plan {
             name: w.name.clone(),
             kernels,
             blocks,
             host_inputs,
-            host_initial: first_access_read,
+            host_initial: life.first_access_read,
             footprint_blocks,
         })
     }
 
     pub fn ideal_s(&self) -> f64 {
         self.kernels.iter().map(|k| k.duration_s).sum()
+    }
+}
+
+/// Which bytes of each block are live while the plan walks the iteration.
+struct BlockLife {
+    /// Live bytes per block, from the ranges currently live.
+    live_bytes: Vec<u64>,
+    live: HashSet<Range>,
+    /// Blocks touched so far.
+    seen: Vec<bool>,
+    /// Blocks whose first access is a read, in first-access order.
+    first_access_read: Vec<Block>,
+}
+
+impl BlockLife {
+    fn new(blocks: usize) -> Self {
+        BlockLife {
+            live_bytes: vec![0u64; blocks],
+            live: HashSet::new(),
+            seen: vec![false; blocks],
+            first_access_read: Vec::new(),
+        }
+    }
+
+    /// Records one kernel's operand touches; returns its block touches in
+    /// access order (each block once) and the blocks that come to life.
+    fn touch(&mut self, operands: &[Touch]) -> (Vec<BlockTouch>, Vec<Block>) {
+        let mut touches: Vec<BlockTouch> = Vec::new();
+        // Where each block already sits in `touches`: operands can share one.
+        let mut index: HashMap<Block, usize> = HashMap::new();
+        let mut born = Vec::new();
+        for t in operands {
+            let r = t.range;
+            let newly_live = self.live.insert(r);
+            for b in touched_blocks(r.addr, r.len) {
+                let overlap = overlap(r, b);
+                if newly_live {
+                    if self.live_bytes[b as usize] == 0 {
+                        born.push(b);
+                    }
+                    self.live_bytes[b as usize] += overlap;
+                }
+                if !self.seen[b as usize] {
+                    self.seen[b as usize] = true;
+                    if !t.write {
+                        self.first_access_read.push(b);
+                    }
+                }
+                match index.get(&b) {
+                    Some(&i) => {
+                        let x = &mut touches[i];
+                        x.bytes = (x.bytes as u64 + overlap).min(BLOCK_BYTES) as u32;
+                        x.write |= t.write;
+                    }
+                    None => {
+                        index.insert(b, touches.len());
+                        touches.push(BlockTouch {
+                            block: b,
+                            bytes: overlap as u32,
+                            write: t.write,
+                        });
+                    }
+                }
+            }
+        }
+        (touches, born)
+    }
+
+    /// Ends the life of `ranges`; returns the blocks left with no live byte.
+    fn kill(&mut self, ranges: &[Range]) -> Vec<Block> {
+        let mut dead_after = Vec::new();
+        for r in ranges {
+            if !self.live.remove(r) {
+                continue;
+            }
+            for b in touched_blocks(r.addr, r.len) {
+                let lb = &mut self.live_bytes[b as usize];
+                *lb = lb.saturating_sub(overlap(*r, b));
+                if *lb == 0 {
+                    dead_after.push(b);
+                }
+            }
+        }
+        dead_after
     }
 }
 

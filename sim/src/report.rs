@@ -230,7 +230,26 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
     let root = SVGBackend::new(path, (1000, 800)).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(380);
-    let colors = [RED, BLUE, GREEN, MAGENTA, CYAN];
+    plot_iteration_ratios(r, &top)?;
+    plot_cumulative_faults(r, &bottom)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The area of the SVG that one chart fills.
+type SvgArea<'a> =
+    plotters::drawing::DrawingArea<plotters::prelude::SVGBackend<'a>, plotters::coord::Shift>;
+
+/// Colors of the policies' lines, in the report's policy order.
+const PLOT_COLORS: [plotters::style::RGBColor; 5] = {
+    use plotters::style::colors::*;
+    [RED, BLUE, GREEN, MAGENTA, CYAN]
+};
+
+/// Draws each policy's iteration time over the ideal, with the ideal as a line.
+fn plot_iteration_ratios(r: &RunReport, area: &SvgArea) -> Result<()> {
+    use plotters::prelude::*;
+    let colors = PLOT_COLORS;
     let iters = r
         .policies
         .iter()
@@ -243,7 +262,7 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
         .flat_map(|p| p.ratio_to_ideal.iter().copied())
         .fold(1.0, f64::max)
         * 1.1;
-    let mut c = ChartBuilder::on(&top)
+    let mut c = ChartBuilder::on(area)
         .caption(
             format!("{}: iteration time / ideal", r.trace),
             ("sans-serif", 22),
@@ -278,8 +297,13 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
         .border_style(BLACK)
         .background_style(WHITE)
         .draw()?;
+    Ok(())
+}
 
-    // Cumulative faults against simulated time, downsampled.
+/// Draws each policy's cumulative faults against simulated time, downsampled.
+fn plot_cumulative_faults(r: &RunReport, area: &SvgArea) -> Result<()> {
+    use plotters::prelude::*;
+    let colors = PLOT_COLORS;
     let tmax = r
         .policies
         .iter()
@@ -292,7 +316,7 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
         .max()
         .unwrap_or(1)
         .max(1) as f64;
-    let mut c = ChartBuilder::on(&bottom)
+    let mut c = ChartBuilder::on(area)
         .caption(
             "cumulative GPU faults over simulated time",
             ("sans-serif", 22),
@@ -307,25 +331,31 @@ pub fn plot(r: &RunReport, path: &std::path::Path) -> Result<()> {
         .draw()?;
     for (i, p) in r.policies.iter().enumerate() {
         let col = colors[i % colors.len()];
-        let step = (p.fault_timeline.len() / 600).max(1);
-        let mut acc = 0u64;
-        let pts: Vec<(f64, f64)> = p
-            .fault_timeline
-            .iter()
-            .enumerate()
-            .filter_map(|(k, &(t, f))| {
-                acc += f as u64;
-                (k % step == 0 || k + 1 == p.fault_timeline.len()).then_some((t, acc as f64))
-            })
-            .collect();
-        c.draw_series(LineSeries::new(pts, col.stroke_width(2)))?
-            .label(p.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        c.draw_series(LineSeries::new(
+            downsampled_cumulative(&p.fault_timeline),
+            col.stroke_width(2),
+        ))?
+        .label(p.name.clone())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
     }
     c.configure_series_labels()
         .border_style(BLACK)
         .background_style(WHITE)
         .draw()?;
-    root.present()?;
     Ok(())
+}
+
+/// Running fault totals over `timeline`, about 600 points and always the
+/// last one, so a long run's SVG stays small.
+fn downsampled_cumulative(timeline: &[(f64, u32)]) -> Vec<(f64, f64)> {
+    let step = (timeline.len() / 600).max(1);
+    let mut acc = 0u64;
+    timeline
+        .iter()
+        .enumerate()
+        .filter_map(|(k, &(t, f))| {
+            acc += f as u64;
+            (k % step == 0 || k + 1 == timeline.len()).then_some((t, acc as f64))
+        })
+        .collect()
 }
