@@ -1,5 +1,5 @@
 //! The line-protocol server of prescientd's Unix sockets (the control
-//! socket, and `prescientd --pid`'s marks socket): one JSON request per
+//! socket, and `prescientd attach`'s marks socket): one JSON request per
 //! line, one JSON response line each, the peer known by SO_PEERCRED.
 
 use anyhow::{anyhow, Context};

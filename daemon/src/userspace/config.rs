@@ -52,7 +52,7 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// `prescientd --pid`'s defaults: prescient mode on GPU_FAULT events,
+    /// `prescientd attach`'s defaults: prescient mode on GPU_FAULT events,
     /// no budget, a 140 GiB GPU, no back-off, gate, marks or discards.
     fn default() -> Config {
         Config {

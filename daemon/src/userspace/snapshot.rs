@@ -1,5 +1,5 @@
 //! The counters of one process's loop (`Snapshot`): printed at the end by
-//! `prescientd --pid`, written to `--stats-json`, and published to the
+//! `prescientd attach`, written to `--stats-json`, and published to the
 //! service, which reads them for its statistics.
 
 use super::migrator::Counters;
