@@ -1,9 +1,11 @@
 //! prescientctl's command line. This file is also compiled by build.rs to
 //! generate the shell completions and the man page, so it depends on clap
-//! alone.
+//! and prescient-units (the duration grammar) alone.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use prescient_units::parse_seconds;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,9 +40,10 @@ pub enum Command {
     Stats {
         #[arg(long)]
         json: bool,
-        /// Repeat every SECS seconds, with per-second rates (Ctrl-C stops).
-        #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-        watch: Option<f64>,
+        /// Repeat every DURATION (seconds, or e.g. 500ms, 2s, 1m; 0.1 s to
+        /// 1 h), with per-second rates (Ctrl-C stops).
+        #[arg(long, value_name = "DURATION", value_parser = parse_watch, allow_negative_numbers = true)]
+        watch: Option<Duration>,
     },
     /// Change table parameters or the budget; prints old and new values.
     Set(SetArgs),
@@ -92,10 +95,11 @@ pub struct RecordArgs {
     /// Output trace (".gz" to compress).
     #[arg(long)]
     pub out: PathBuf,
-    /// Stop after this many seconds (default: when the target exits, or on
-    /// SIGINT/SIGTERM; the file is written in every case).
-    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
-    pub duration: Option<f64>,
+    /// Stop after this long (seconds, or e.g. 90s, 5m; 10 ms to 1 day;
+    /// default: when the target exits, or on SIGINT/SIGTERM; the file is
+    /// written in every case).
+    #[arg(long, value_name = "DURATION", value_parser = parse_record_duration, allow_negative_numbers = true)]
+    pub duration: Option<Duration>,
     /// Which iteration to write: `auto` (the last complete one that faults
     /// on at least 1/8 as many blocks as the largest, when at least three
     /// are found; else everything), `whole` (everything as one iteration) or
@@ -113,10 +117,11 @@ pub struct RecordArgs {
     /// Tools queue entries (power of two).
     #[arg(long, default_value_t = 1 << 16)]
     pub queue_entries: u32,
-    /// Keep retrying the attach for this many seconds (CUDA opens its UVM
-    /// fds only when it initialises). Permission errors are not retried.
-    #[arg(long, default_value_t = 30.0, value_parser = parse_wait)]
-    pub attach_wait: f64,
+    /// Keep retrying the attach for this long (seconds, or e.g. 500ms, 1m;
+    /// at most 1 h; CUDA opens its UVM fds only when it initialises).
+    /// Permission errors are not retried.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_wait, allow_negative_numbers = true)]
+    pub attach_wait: Duration,
     /// Create this file once the tracker runs (a workload can wait for it).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
@@ -140,20 +145,33 @@ fn parse_iteration(s: &str) -> Result<IterationArg, String> {
     }
 }
 
-fn parse_duration(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if !(0.01..=86400.0).contains(&v) {
-        return Err(format!("{v} is out of range 0.01..=86400 seconds"));
-    }
-    Ok(v)
+/// `--duration`: 10 ms to a day.
+fn parse_record_duration(s: &str) -> Result<Duration, String> {
+    seconds_within(s, Duration::from_millis(10), Duration::from_secs(86400))
 }
 
-fn parse_wait(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if !(0.0..=3600.0).contains(&v) {
-        return Err(format!("{v} is out of range 0..=3600 seconds"));
+/// `--attach-wait`: none to an hour.
+fn parse_wait(s: &str) -> Result<Duration, String> {
+    seconds_within(s, Duration::ZERO, Duration::from_secs(3600))
+}
+
+/// `--watch`: 100 ms to an hour.
+fn parse_watch(s: &str) -> Result<Duration, String> {
+    seconds_within(s, Duration::from_millis(100), Duration::from_secs(3600))
+}
+
+/// A duration in the one grammar of prescient-units (plain seconds or
+/// humantime forms, as prescientd's flags), refused outside `lo..=hi`.
+fn seconds_within(s: &str, lo: Duration, hi: Duration) -> Result<Duration, String> {
+    let d = parse_seconds(s).map_err(|e| e.to_string())?;
+    if !(lo..=hi).contains(&d) {
+        return Err(format!(
+            "{s:?} is out of range {}..={} seconds",
+            lo.as_secs_f64(),
+            hi.as_secs_f64()
+        ));
     }
-    Ok(v)
+    Ok(d)
 }
 
 #[derive(Args, Debug)]
@@ -207,12 +225,4 @@ pub enum Shell {
     Bash,
     Zsh,
     Fish,
-}
-
-fn parse_secs(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if !(0.1..=3600.0).contains(&v) {
-        return Err(format!("{v} is out of range 0.1..=3600 seconds"));
-    }
-    Ok(v)
 }

@@ -79,6 +79,28 @@ mod tests {
     }
 
     #[test]
+    fn duration_flags_take_seconds_and_humantime_forms() {
+        use std::time::Duration;
+        let parse = |args: &[&str]| Cli::try_parse_from(args).unwrap().command;
+        let Command::Stats { watch, .. } = parse(&["prescientctl", "stats", "--watch", "500ms"])
+        else {
+            panic!("not stats");
+        };
+        assert_eq!(watch, Some(Duration::from_millis(500)));
+        let rec = ["prescientctl", "record", "7", "--out", "t.trace"];
+        let Command::Record(r) = parse(&rec) else {
+            panic!("not record");
+        };
+        assert_eq!((r.duration, r.attach_wait), (None, Duration::from_secs(30)));
+        let args = [&rec[..], &["--duration", "90", "--attach-wait", "1m 30s"]].concat();
+        let Command::Record(r) = parse(&args) else {
+            panic!("not record");
+        };
+        assert_eq!(r.duration, Some(Duration::from_secs(90)));
+        assert_eq!(r.attach_wait, Duration::from_secs(90));
+    }
+
+    #[test]
     fn generated_completions_and_man_page_are_embedded() {
         let bash = include_str!(concat!(env!("OUT_DIR"), "/prescientctl.bash"));
         assert!(bash.contains("--assoc") && bash.contains("attach"));

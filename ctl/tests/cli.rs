@@ -4,6 +4,7 @@
 use prescient_uapi::control::{
     Counters, EngineParams, ErrorReply, Mode, ProcessStats, Reply, Request, Response, Stats,
 };
+use prescient_units::DURATION_FORMS;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
@@ -193,6 +194,33 @@ fn completions_and_man_page() {
     let o = Command::new(BIN).arg("man").output().unwrap();
     assert!(o.status.success());
     assert!(stdout(&o).starts_with(".ie") || stdout(&o).contains(".TH"));
+}
+
+#[test]
+fn bad_durations_in_flags_exit_2_naming_the_flag() {
+    let record = ["record", "1", "--out", "/tmp/never.trace"];
+    for (before, flag, v) in [
+        (&["stats"][..], "--watch", "soon"),
+        (&["stats"][..], "--watch", "-1"),
+        (&record[..], "--duration", "5x"),
+        (&record[..], "--attach-wait", "2 fortnights"),
+    ] {
+        let o = Command::new(BIN)
+            .args(before)
+            .args([flag, v])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flag} {v}: {o:?}");
+        let err = stderr(&o);
+        assert!(err.contains(flag) && err.contains(DURATION_FORMS), "{err}");
+    }
+    // Out of range in the same grammar: refused by name too.
+    let o = Command::new(BIN)
+        .args(["stats", "--watch", "50ms"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stderr(&o).contains("--watch") && stderr(&o).contains("out of range"));
 }
 
 fn record(args: &[&str]) -> Output {

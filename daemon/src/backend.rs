@@ -3,8 +3,8 @@
 //! (module.rs), or the user-space backend (userspace/) answering the same
 //! calls. The service holds one `Arc<dyn Backend>` and never asks which.
 
-use crate::proto::Applied;
 use prescient_uapi as uapi;
+use prescient_uapi::control::Applied;
 use std::io;
 use std::ops::Range;
 use std::path::Path;

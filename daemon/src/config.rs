@@ -3,8 +3,8 @@
 //! place that checks them. Loading is all-or-nothing: a file with one bad key
 //! is refused whole, with an error naming the key, and nothing is applied.
 
-use crate::proto::{EngineParams, Mode};
 use prescient_core::BLOCK_BYTES;
+use prescient_uapi::control::{EngineParams, Mode};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::SocketAddr;
@@ -431,6 +431,12 @@ pub fn budget_ok(bytes: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_config_files_defaults_pass_the_modules_check() {
+        let good = EngineConfig::default().params();
+        assert_eq!(good.check(), Ok(()));
+    }
 
     #[test]
     fn empty_file_is_all_defaults() {

@@ -13,15 +13,16 @@ mod cli;
 use anyhow::{Context, Result};
 use clap::Parser;
 use cli::{AttachArgs, Cli, Command, MarksArgs, ServiceArgs};
+use prescient_uvm::ioctl as uvm;
+use prescient_uvm::{Claim, Session};
 use prescientd::userspace::marks::{self, Mark};
 use prescientd::userspace::{self, Config, FaultSource};
 use prescientd::userspace::{backoff, gate};
-use prescientd::{attach, uvm};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
@@ -63,21 +64,16 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     }
     let backoff = args.backoff.params()?;
     let gate = args.gate.params()?;
-    let version = attach::driver_version()?;
+    // Unknown drivers are refused before the claim and any ioctl.
+    let version = prescient_uvm::driver_version()?;
     tracing::info!(%version, "nvidia_uvm ABI known");
 
     // One acting backend per process (observe mode acts too little to
     // matter, but it would hide a second daemon's effect: claim it as well).
-    let _claim = attach::Claim::take(pid)?;
-    let (target, gpu) = attach_within(pid, args.target.attach_wait).await?;
-    tracing::info!(pid, fd = target.target_fd_no, gpu_index = gpu.0, gpu = %uvm::uuid_string(&gpu.1), "attached");
-    let events = match args.policy.fault_source {
-        FaultSource::Faults => (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
-        FaultSource::Migrations => 1 << uvm::EVENT_MIGRATION,
-        FaultSource::FaultsOnly => 1 << uvm::EVENT_GPU_FAULT,
-    };
-    let tracker = attach::Tracker::new(&target, args.tuning.queue_entries, events)
-        .context("creating the tools event tracker")?;
+    let _claim = Claim::take(pid)?;
+    let session = open_session(pid, &args).await?;
+    let (target, gpu) = (&session.target, session.gpu);
+    tracing::info!(pid, fd = target.target_fd_no, gpu_index = gpu.index, %gpu, "attached");
 
     let discard = !args.marks.no_discard && uvm::discard_supported(&version);
     if !args.marks.no_discard && !discard {
@@ -94,31 +90,27 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
         let _ = tokio::signal::ctrl_c().await;
         stop2.store(true, Ordering::Relaxed);
     });
-    let snap = tokio::task::spawn_blocking(move || {
-        userspace::run(target, tracker, gpu, version, cfg, stop)
-    })
-    .await??;
+    let snap = tokio::task::spawn_blocking(move || userspace::run(session, cfg, stop)).await??;
     println!("{}", serde_json::to_string(&snap)?);
     Ok(())
 }
 
-/// Attaches to `pid` and finds its GPU, retrying for `wait` (the target may not have opened its UVM fds yet).
-async fn attach_within(pid: i32, wait: Duration) -> Result<(attach::Target, (u16, [u8; 16]))> {
-    let deadline = Instant::now() + wait;
-    loop {
-        let r = attach::Target::attach(pid).and_then(|t| {
-            let g = t.gpu()?;
-            Ok((t, g))
-        });
-        match r {
-            Ok(x) => return Ok(x),
-            Err(e) if Instant::now() < deadline => {
-                tracing::debug!("attach: {e:#}; retrying");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+/// Attaches to `pid` with the tracker the fault source needs, retrying
+/// for --attach-wait (the target may not have opened its UVM fds yet).
+async fn open_session(pid: i32, args: &AttachArgs) -> Result<Session> {
+    let events = match args.policy.fault_source {
+        FaultSource::Faults => (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
+        FaultSource::Migrations => 1 << uvm::EVENT_MIGRATION,
+        FaultSource::FaultsOnly => 1 << uvm::EVENT_GPU_FAULT,
+    };
+    let (wait, entries) = (args.target.attach_wait, args.tuning.queue_entries);
+    // The retries sleep: off the runtime's workers.
+    tokio::task::spawn_blocking(move || {
+        Session::open(pid, wait, entries, events, |e| {
+            tracing::debug!("attach: {e:#}; retrying")
+        })
+    })
+    .await?
 }
 
 /// The marks channel's receiver and its server, when --marks-socket is given.

@@ -6,8 +6,8 @@
 //! absence on its next poll and waits for it (see service/).
 
 use crate::backend::{Backend, DevError};
-use crate::proto::Applied;
 use prescient_uapi as uapi;
+use prescient_uapi::control::Applied;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;

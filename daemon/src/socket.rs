@@ -2,8 +2,8 @@
 //! socket, and `prescientd attach`'s marks socket): one JSON request per
 //! line, one JSON response line each, the peer known by SO_PEERCRED.
 
-use crate::proto::{ErrorReply, Request, Response};
 use anyhow::{anyhow, Context};
+use prescient_uapi::control::{ErrorReply, Request, Response};
 use std::path::Path;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};

@@ -40,7 +40,7 @@ fn marks_reach_the_backend_and_alive_waits_for_it() {
         while let Ok(m) = rx.recv() {
             seen.push((m.dead, m.blocks.clone()));
             if let Some(done) = m.done {
-                done.send(prescientd::proto::Applied {
+                done.send(prescient_uapi::control::Applied {
                     blocks: 1,
                     refetched: 1,
                     ..Default::default()

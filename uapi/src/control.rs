@@ -428,7 +428,7 @@ mod tests {
     }
 
     /// The module's defaults, which are also prescientd's (config.rs
-    /// `EngineConfig::default`; the daemon's proto.rs tests those pass
+    /// `EngineConfig::default`; the daemon's config.rs tests those pass
     /// [`EngineParams::check`] too).
     const DEFAULTS: EngineParams = EngineParams {
         rows: 512,

@@ -159,10 +159,4 @@ impl Target {
         }
         bail!("pid {}: no GPU registered in its VA space yet", self.pid)
     }
-
-    /// The first GPU as `(index, uuid)`, for daemon code not yet switched
-    /// to [`Gpu`]; goes when the daemon's attach.rs and uvm.rs shims go.
-    pub fn gpu(&self) -> Result<(u16, [u8; 16])> {
-        self.first_gpu().map(|g| (g.index, g.uuid))
-    }
 }

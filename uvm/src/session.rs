@@ -1,6 +1,6 @@
 //! One attached process with its event tracker, and the loop that reads it.
 //!
-//! prescientd (`--pid` and the service's user-space backend) and
+//! prescientd (`prescientd attach` and the service's user-space backend) and
 //! `prescientctl record` both attach with a retry while CUDA has not opened
 //! its UVM fds yet, and both read the ring in turns until a stop flag, a
 //! duration or the target's exit; those two loops live here once.

@@ -8,7 +8,7 @@
 // cudaFree, which synchronizes the device.
 //
 // Dead marks (DeepUM 5.3.2), when PRESCIENT_MARKS_SOCKET names the socket
-// of `prescientd --pid PID --marks-socket PATH` (or the service's control
+// of `prescientd attach --pid PID --marks-socket PATH` (or the service's control
 // socket): a cached block holds no live data, so under a residency budget
 // Prescient discards it (no copy) instead of evicting it, and migrates it
 // back with no copy when it is handed out again. The rules (daemon/src/marks.rs):

@@ -5,20 +5,19 @@ use crate::capture;
 use crate::cli::{IterationArg, RecordArgs};
 use crate::client::{fail, json, Res, EXIT_NOPERM, EXIT_REFUSED};
 use prescient_sim::native::recording::{Iteration, Shape};
-use std::time::Duration;
 
 pub fn run(a: &RecordArgs) -> Res<()> {
     let req = capture::Request {
         pid: a.pid,
         out: &a.out,
-        duration: a.duration.map(Duration::from_secs_f64),
+        duration: a.duration,
         shape: Shape {
             iteration: iteration(a.iteration),
             gap_ns: a.gap_us * 1000,
             max_blocks: a.max_blocks,
         },
         queue_entries: a.queue_entries,
-        attach_wait: Duration::from_secs_f64(a.attach_wait),
+        attach_wait: a.attach_wait,
         ready_file: a.ready_file.as_deref(),
     };
     match capture::record(&req) {

@@ -1,4 +1,4 @@
-//! `prescientctl stats [--watch SECS]`: the counters, once or repeated with
+//! `prescientctl stats [--watch DURATION]`: the counters, once or repeated with
 //! per-second rates.
 
 use crate::client::{fail, json, Client, Res, EXIT_REFUSED};
@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-pub fn run(socket: &Path, as_json: bool, watch: Option<f64>) -> Res<()> {
+pub fn run(socket: &Path, as_json: bool, watch: Option<Duration>) -> Res<()> {
     let mut c = Client::connect(socket)?;
     let mut prev: Option<Stats> = None;
     loop {
@@ -33,7 +33,7 @@ pub fn run(socket: &Path, as_json: bool, watch: Option<f64>) -> Res<()> {
         }
         let _ = std::io::stdout().flush();
         match watch {
-            Some(secs) => std::thread::sleep(Duration::from_secs_f64(secs)),
+            Some(every) => std::thread::sleep(every),
             None => return Ok(()),
         }
         prev = Some(s);

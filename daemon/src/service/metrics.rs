@@ -15,8 +15,8 @@
 //! Every series is registered once (`Metrics::new`), from the tables below;
 //! a scrape sets each from the latest reading and encodes the registry.
 
-use crate::proto::{Counters, ProcessStats};
-use crate::proto::{EngineParams, ModuleInfo, ProcessInfo, Stats};
+use prescient_uapi::control::{Counters, ProcessStats};
+use prescient_uapi::control::{EngineParams, ModuleInfo, ProcessInfo, Stats};
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// What the daemon counts itself.
@@ -359,7 +359,7 @@ fn set_counter(c: &IntCounter, v: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{Counters, ProcessStats};
+    use prescient_uapi::control::{Counters, ProcessStats};
 
     fn value(text: &str, series: &str) -> Option<f64> {
         text.lines()
@@ -442,7 +442,7 @@ mod dashboard {
             serde_json::from_str(include_str!("../../../packaging/grafana/prescient.json"))
                 .unwrap();
         let stats = Stats {
-            processes: vec![crate::proto::ProcessStats {
+            processes: vec![prescient_uapi::control::ProcessStats {
                 pid: 1,
                 ..Default::default()
             }],

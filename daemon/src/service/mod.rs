@@ -3,7 +3,7 @@
 //! It applies the configured parameters to /dev/prescient, attaches the
 //! processes it is told to (by pid, by command-line pattern, or every process
 //! that opens /dev/nvidia-uvm), polls the module's statistics, serves them to
-//! Prometheus, and answers prescientctl on a Unix socket (proto.rs).
+//! Prometheus, and answers prescientctl on a Unix socket (the protocol is prescient_uapi::control).
 //!
 //! # Module states, and what the daemon does in each
 //! ```text
@@ -39,10 +39,10 @@ pub use state::Service;
 use crate::backend::{Backend, DevError};
 use crate::config::{BackendKind, Config, OnMissingModule};
 use crate::module::Module;
-use crate::proto::{ProcessInfo, Stats};
 use crate::socket::{self, bind_socket};
 use crate::userspace::{self, Userspace};
 use metrics::{DaemonCounters, Metrics, View};
+use prescient_uapi::control::{ProcessInfo, Stats};
 use procfs::process_exists;
 use reconcile::{apply_at_start, compile};
 use state::{module_info, State, VERSION};

@@ -7,7 +7,7 @@ use super::procfs::{cmdline, comm, process_exists, uvm_processes};
 use super::state::{module_info, Attachment, Reason, Service, State};
 use crate::backend::{attach_error_text, DevError};
 use crate::config::{Config, OnMissingModule};
-use crate::proto::{self, EngineParams, Stats};
+use prescient_uapi::control::{self, EngineParams, Stats};
 
 /// Attach attempts per pid before the daemon stops trying (and says so).
 const MAX_ATTACH_TRIES: u32 = 3;
@@ -63,7 +63,7 @@ impl Service {
             tracing::info!(
                 "{} is back (nvidia-uvm {}); parameters re-applied",
                 self.dev.needs(),
-                proto::driver_version_string(v.driver_version)
+                control::driver_version_string(v.driver_version)
             );
         }
         s.seen = true;

@@ -5,10 +5,10 @@
 use super::procfs::{comm, process_exists};
 use super::state::{module_info, Reason, Service, State, VERSION};
 use crate::backend::DevError;
-use crate::proto::{
+use crate::socket::{error, Peer};
+use prescient_uapi::control::{
     self, EngineParams, ParamChanges, ProcessInfo, Reply, Request, Response, Stats, VersionInfo,
 };
-use crate::socket::{error, Peer};
 
 /// A backend error as the reply class prescientctl acts on.
 fn dev_error(e: &DevError) -> Response {
@@ -55,13 +55,13 @@ impl Service {
     fn version(&self) -> Response {
         Response::Ok(Reply::Version(VersionInfo {
             daemon: VERSION.into(),
-            protocol: proto::PROTOCOL_VERSION,
+            protocol: control::PROTOCOL_VERSION,
             module: self.dev.version().ok().map(|v| module_info(&v)),
         }))
     }
 
     fn status(&self, s: &State) -> Response {
-        Response::Ok(Reply::Status(proto::Status {
+        Response::Ok(Reply::Status(control::Status {
             daemon_version: VERSION.into(),
             backend: self.dev.kind().into(),
             backend_up: s.up,

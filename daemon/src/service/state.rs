@@ -4,7 +4,7 @@
 use super::metrics::{DaemonCounters, Metrics};
 use crate::backend::Backend;
 use crate::config::Config;
-use crate::proto::{self, EngineParams, ModuleInfo, Stats};
+use prescient_uapi::control::{self, EngineParams, ModuleInfo, Stats};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -102,7 +102,7 @@ impl Service {
 pub(super) fn module_info(v: &prescient_uapi::Version) -> ModuleInfo {
     ModuleInfo {
         abi_version: v.abi_version,
-        driver_version: proto::driver_version_string(v.driver_version),
+        driver_version: control::driver_version_string(v.driver_version),
         bound: v.flags & prescient_uapi::VERSION_FLAG_BOUND != 0,
         enabled: v.flags & prescient_uapi::VERSION_FLAG_ENABLED != 0,
         max_processes: v.max_spaces,

@@ -7,9 +7,9 @@ use super::marks::Mark;
 use super::migrator::{sorted_runs, Job, Migrator};
 use super::mode::PolicyMode;
 use super::snapshot::Snapshot;
-use crate::proto::Applied;
-use crate::uvm;
 use prescient_core::{Engine, BLOCK_SHIFT};
+use prescient_uapi::control::Applied;
+use prescient_uvm::ioctl as uvm;
 use std::collections::HashSet;
 use std::time::Instant;
 

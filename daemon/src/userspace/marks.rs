@@ -5,7 +5,7 @@
 //! come back to the GPU with no copy either.
 //!
 //! The marks arrive on a Unix socket, in the control protocol's `mark`
-//! request (proto.rs): on the service's control socket, or on the socket
+//! request (prescient_uapi::control): on the service's control socket, or on the socket
 //! `prescientd attach --pid PID --marks-socket PATH` serves. The peer's pid
 //! (SO_PEERCRED) names the process whose ranges they are, so a process can
 //! mark only its own memory.
@@ -29,10 +29,10 @@
 //! If the backend thread ends (the process exits, or is detached), pending
 //! marks are dropped and their senders get an error: no discard can follow.
 
-use crate::proto::Applied;
 use crate::socket::{self, Peer};
 use prescient_core::BLOCK_BYTES;
 use prescient_uapi as uapi;
+use prescient_uapi::control::Applied;
 use std::ops::Range;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
@@ -137,12 +137,12 @@ pub fn send(tx: &Sender, dead: bool, blocks: Vec<Range<u64>>) -> Result<Applied,
 /// The reply to one request on a socket that takes only marks, from
 /// `target` (the process `prescientd attach` acts for).
 pub fn handle_on_marks_socket(
-    req: crate::proto::Request,
+    req: prescient_uapi::control::Request,
     peer: Peer,
     target: i32,
     tx: &Sender,
-) -> crate::proto::Response {
-    use crate::proto::{Reply, Request, Response};
+) -> prescient_uapi::control::Response {
+    use prescient_uapi::control::{Reply, Request, Response};
     use socket::error as err;
     let Request::Mark { dead, ranges } = req else {
         return err(
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn the_marks_socket_takes_only_marks_from_its_process() {
-        use crate::proto::{Reply, Request, Response};
+        use prescient_uapi::control::{Reply, Request, Response};
         let (tx, rx) = channel();
         let me = Peer {
             uid: Some(1000),

@@ -3,8 +3,8 @@
 //! waits on a copy; their counters and busy time; and `runs()`, which
 //! coalesces blocks into the jobs' runs.
 
-use crate::uvm;
 use prescient_core::BLOCK_SHIFT;
+use prescient_uvm::ioctl as uvm;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};

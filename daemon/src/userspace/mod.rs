@@ -45,22 +45,23 @@ pub use mode::{FaultSource, PolicyMode};
 pub use process::run;
 pub use snapshot::Snapshot;
 
-use crate::attach::{self, Target, Tracker};
 use crate::backend::{Backend, DevError};
-use crate::proto::Applied;
-use crate::uvm;
 use config::blocks_of;
 use prescient_core::{Params, BLOCK_SHIFT};
 use prescient_uapi as uapi;
+use prescient_uapi::control::Applied;
+use prescient_uvm::ioctl as uvm;
+use prescient_uvm::{Claim, Session};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 struct Space {
     /// Held while attached: no second daemon acts for this process.
-    _claim: Option<attach::Claim>,
+    _claim: Option<Claim>,
     handle: u64,
     pid: i32,
     stop: Arc<AtomicBool>,
@@ -146,12 +147,10 @@ fn encode_version(v: &str) -> u64 {
     (a << 32) | ((b & 0xffff) << 16) | (c & 0xffff)
 }
 
-/// A process attached, ready for its loop to start.
+/// A process claimed and attached, ready for its loop to start.
 struct Opened {
-    claim: attach::Claim,
-    target: Target,
-    gpu: (u16, [u8; 16]),
-    tracker: Tracker,
+    claim: Claim,
+    session: Session,
 }
 
 impl Userspace {
@@ -181,7 +180,7 @@ impl Userspace {
                 err: io::Error::new(io::ErrorKind::NotFound, "no /sys/module/nvidia_uvm"),
             });
         }
-        attach::driver_version()
+        prescient_uvm::driver_version()
             .map_err(|e| refused("driver", libc::EPROTONOSUPPORT, format!("{e:#}")))
     }
 
@@ -215,51 +214,36 @@ impl Userspace {
     }
 
     /// Claims `pid`, attaches to its /dev/nvidia-uvm and opens its tracker.
+    /// No waiting: the service attaches processes that run CUDA already.
     fn open(&self, pid: i32) -> Result<Opened, DevError> {
-        let claim = attach::Claim::take(pid)
-            .map_err(|e| refused("ATTACH", libc::EBUSY, format!("{e:#}")))?;
-        let target = Target::attach(pid).map_err(|e| attach_error(pid, e))?;
-        let gpu = target.gpu().map_err(|e| attach_error(pid, e))?;
-        let tracker = Tracker::new(
-            &target,
+        let claim =
+            Claim::take(pid).map_err(|e| refused("ATTACH", libc::EBUSY, format!("{e:#}")))?;
+        let session = Session::open(
+            pid,
+            Duration::ZERO,
             self.settings.queue_entries,
             (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
+            |_| {},
         )
         .map_err(|e| attach_error(pid, e))?;
-        Ok(Opened {
-            claim,
-            target,
-            gpu,
-            tracker,
-        })
+        Ok(Opened { claim, session })
     }
 
     /// Starts the loop of an opened process under the parameters `p`.
-    fn start(
-        &self,
-        pid: i32,
-        o: Opened,
-        p: uapi::ParamsAbi,
-        version: String,
-    ) -> Result<Space, DevError> {
+    fn start(&self, pid: i32, o: Opened, p: uapi::ParamsAbi) -> Result<Space, DevError> {
         let snap = Arc::new(Mutex::new(Snapshot {
             pid,
             ..Default::default()
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let (marks_tx, marks_rx) = marks::channel();
-        let discard = uvm::discard_supported(&version);
+        let Opened { claim, session } = o;
+        let discard = uvm::discard_supported(&session.driver_version);
         let cfg = Config::for_service(&self.settings, p, snap.clone(), marks_rx, discard);
         let stop2 = stop.clone();
-        let Opened {
-            claim,
-            target,
-            gpu,
-            tracker,
-        } = o;
         let thread = std::thread::Builder::new()
             .name(format!("prescient-{pid}"))
-            .spawn(move || run(target, tracker, gpu, version, cfg, stop2))
+            .spawn(move || run(session, cfg, stop2))
             .map_err(|e| DevError::Refused {
                 op: "ATTACH",
                 err: e,
@@ -371,12 +355,13 @@ impl Backend for Userspace {
     }
 
     fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
-        let version = self.driver()?;
+        // Unknown drivers are refused here, before the claim and any ioctl.
+        self.driver()?;
         let mut inner = self.lock();
         Self::reap(&mut inner);
         Self::check_free(&inner, pid)?;
         let opened = self.open(pid)?;
-        let mut space = self.start(pid, opened, inner.params, version)?;
+        let mut space = self.start(pid, opened, inner.params)?;
         let handle = inner.next_handle;
         inner.next_handle += 1;
         space.handle = handle;

@@ -2,9 +2,10 @@
 //! middle, UVM_MIGRATE out (prefetch to the GPU, pre-evict to the CPU),
 //! UVM_DISCARD for blocks the process marked dead (marks.rs).
 //!
-//! Each turn: drain the events (`on_event`), drive the tracker gate, apply
-//! the marks, let the policy (policy.rs) decide what moves, and now and
-//! then publish the counters (snapshot.rs).
+//! The turns are prescient-uvm's `Session::pump` (the loop `prescientctl
+//! record` reads with too). Each turn: drain the events (`on_event`), drive
+//! the tracker gate, apply the marks, let the policy (policy.rs) decide what
+//! moves, and now and then publish the counters (snapshot.rs).
 
 use super::blocklog;
 use super::config::Config;
@@ -15,61 +16,54 @@ use super::policy;
 use super::residency::{apply_migration, fault_in};
 use super::snapshot::{fill, write_stats, Snapshot};
 use super::state::Process;
-use crate::attach::{Event, Target, Tracker};
-use crate::proto::Applied;
-use crate::uvm;
 use prescient_core::BLOCK_SHIFT;
+use prescient_uapi::control::Applied;
+use prescient_uvm::ioctl as uvm;
+use prescient_uvm::{Ended, Event, Pace, Session, Tracker, Turn, DRAIN_BATCH};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often the loop checks that the process is still there.
-const ALIVE_CHECK: Duration = Duration::from_millis(100);
+/// How often the loop checks that the process is still there, and how long
+/// it naps after a turn with no event.
+const PACE: Pace = Pace {
+    alive_every: Duration::from_millis(100),
+    idle_sleep: Duration::from_micros(50),
+};
 /// Marks applied per turn; the rest wait for the next one.
 const MARKS_PER_TURN: usize = 16;
 
-/// Runs the loop for `target` until `stop`, the configured duration, or the
-/// process's exit; returns its final counters.
-pub fn run(
-    target: Target,
-    tracker: Tracker,
-    gpu: (u16, [u8; 16]),
-    version: String,
-    cfg: Config,
-    stop: Arc<AtomicBool>,
-) -> anyhow::Result<Snapshot> {
-    let mut p = Process::new(&target, gpu, version, cfg)?;
+/// Runs the loop for the process of `session` until `stop`, the configured
+/// duration, or the process's exit; returns its final counters.
+pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Result<Snapshot> {
+    let mut p = Process::new(&session, cfg)?;
     let mut policy = policy::for_mode(p.cfg.mode);
-    let (mut alive_check, mut last_write) = (Instant::now(), Instant::now());
-    loop {
-        if stop.load(Relaxed) || p.cfg.duration.is_some_and(|d| p.start.elapsed() >= d) {
-            break;
-        }
-        if alive_check.elapsed() > ALIVE_CHECK {
-            alive_check = Instant::now();
-            if !target.alive() {
-                tracing::info!(pid = target.pid, "target exited");
-                break;
-            }
-        }
+    let mut last_write = Instant::now();
+    let duration = p.cfg.duration;
+    let ended = session.pump(&stop, duration, PACE, |tracker| {
         let mut faulted = false;
-        let n = tracker.drain(1 << 16, |ev| faulted |= p.on_event(ev));
-        if !p.drive_gate(&tracker) {
-            break;
+        let n = tracker.drain(DRAIN_BATCH, |ev| faulted |= p.on_event(ev));
+        if !p.drive_gate(tracker) {
+            return Turn::Stop;
         }
         p.apply_marks();
         p.tick();
         policy.step(&mut p, faulted);
-        if n == 0 && !faulted {
-            std::thread::sleep(Duration::from_micros(50));
-        }
         if last_write.elapsed() >= p.cfg.stats_interval {
             last_write = Instant::now();
-            p.publish(&tracker);
+            p.publish(tracker);
         }
+        if n == 0 && !faulted {
+            Turn::Idle
+        } else {
+            Turn::Busy
+        }
+    });
+    if ended == Ended::TargetExited {
+        tracing::info!(pid = session.target.pid, "target exited");
     }
-    Ok(p.finish(tracker))
+    Ok(p.finish(&session))
 }
 
 impl Process {
@@ -284,12 +278,11 @@ impl Process {
     }
 
     /// Waits for the workers, reads the last events, publishes once more.
-    fn finish(mut self, tracker: Tracker) -> Snapshot {
+    fn finish(mut self, session: &Session) -> Snapshot {
         self.migrator.finish();
         self.log.flush();
-        tracker.flush();
-        tracker.drain(usize::MAX, |_| {});
-        self.publish(&tracker);
+        session.drain_rest(|_| {});
+        self.publish(&session.tracker);
         self.snap
     }
 }

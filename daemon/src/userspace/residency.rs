@@ -3,8 +3,8 @@
 //! about every block that enters or leaves.
 
 use super::mode::PolicyMode;
-use crate::uvm;
 use prescient_core::{Engine, BLOCK_BYTES, BLOCK_SHIFT};
+use prescient_uvm::ioctl as uvm;
 use std::collections::{HashMap, VecDeque};
 
 /// Resident bytes per block, their total, and the blocks in arrival order

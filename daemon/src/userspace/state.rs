@@ -11,9 +11,9 @@ use super::migrator::Migrator;
 use super::mode::FaultSource;
 use super::residency::Residency;
 use super::snapshot::Snapshot;
-use crate::attach::Target;
-use crate::uvm;
 use prescient_core::Engine;
+use prescient_uvm::ioctl as uvm;
+use prescient_uvm::Session;
 use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -134,13 +134,10 @@ pub(super) struct Process {
 }
 
 impl Process {
-    /// Sets up the engine, the workers, the block log, back-off and gate.
-    pub(super) fn new(
-        target: &Target,
-        gpu: (u16, [u8; 16]),
-        version: String,
-        cfg: Config,
-    ) -> anyhow::Result<Process> {
+    /// Sets up the engine, the workers, the block log, back-off and gate
+    /// for the process of `session`.
+    pub(super) fn new(session: &Session, cfg: Config) -> anyhow::Result<Process> {
+        let (target, gpu) = (&session.target, session.gpu);
         let params = engine_params(&cfg)?;
         let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
             .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
@@ -157,13 +154,13 @@ impl Process {
             0
         };
         let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
-        let migrator = Migrator::start(fd.clone(), gpu.1, flags, workers);
+        let migrator = Migrator::start(fd.clone(), gpu.uuid, flags, workers);
         let snap = Snapshot {
             pid: target.pid,
             mode: Some(cfg.mode),
             fault_source: Some(cfg.fault_source),
-            driver_version: version,
-            gpu_uuid: uvm::uuid_string(&gpu.1),
+            driver_version: session.driver_version.clone(),
+            gpu_uuid: gpu.to_string(),
             budget_bytes: cfg.budget,
             ..Default::default()
         };
