@@ -14,7 +14,7 @@ help:
 	@echo "make setup   install what building and testing need (toolchain parts, cargo-nextest, crates)"
 	@echo "make build   build everything, release"
 	@echo "make demo    replay a real DNN trace: driver vs Prescient vs oracle, plot in out/demo.svg"
-	@echo "make test    format check, clippy -D warnings, the VM tests, every workspace test"
+	@echo "make test    format check, clippy -D warnings, the shape check, the VM tests, every workspace test"
 	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
 	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios; then make e2e"
 	@echo "make e2e     prescient.ko + prescientd + prescientctl in QEMU, scraped by a real Prometheus on the host"
@@ -51,9 +51,11 @@ demo: build
 		grep -E '^replay: (baseline|with-prescient) iter|fault-cut|^vm-tests:' out/vm-demo.log | head -40; \
 		echo "full log: out/vm-demo.log"; exit $$rc
 
+# tools/shape.py: no non-test function over 80 lines, no import cycle.
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	python3 tools/shape.py
 
 unit:
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
