@@ -1,6 +1,6 @@
 //! How values are shown in prescientctl's tables.
 
-use prescient_uapi::control::{Counters, EngineParams, Mode};
+use prescient_uapi::control::{Counters, EngineParams};
 
 /// A byte count in binary units, one decimal ("4.0 GiB").
 pub fn bytes(v: u64) -> String {
@@ -15,13 +15,6 @@ pub fn bytes(v: u64) -> String {
         format!("{v} B")
     } else {
         format!("{x:.1} {}", U[i])
-    }
-}
-
-fn mode_str(m: Mode) -> &'static str {
-    match m {
-        Mode::Transparent => "transparent",
-        Mode::ExecId => "exec-id",
     }
 }
 
@@ -43,7 +36,7 @@ pub fn param_rows(p: &EngineParams) -> Vec<(&'static str, String)> {
             },
         ),
         ("prefetch", if p.enabled { "on" } else { "off" }.into()),
-        ("mode", mode_str(p.mode).into()),
+        ("mode", p.mode.name().into()),
     ]
 }
 

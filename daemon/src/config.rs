@@ -171,21 +171,9 @@ impl Default for MetricsConfig {
 }
 
 impl Default for EngineConfig {
-    /// The module's own defaults (uapi's `kernel_default_params` and the
-    /// module parameters): 512x2x4, lookahead 4, 16 migrations in flight,
-    /// transparent mode.
+    /// The module's own defaults (control's `EngineParams::default`).
     fn default() -> Self {
-        EngineConfig {
-            rows: 512,
-            assoc: 2,
-            succs: 4,
-            lookahead: 4,
-            inflight_limit: 16,
-            pre_evict_watermark_pct: prescient_core::DEFAULT_WATERMARK_PCT,
-            residency_budget: ByteSize(0),
-            enabled: true,
-            mode: Mode::Transparent,
-        }
+        EngineParams::default().into()
     }
 }
 
@@ -227,19 +215,39 @@ fn err(key: &str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-impl EngineConfig {
-    /// The parameters as prescientctl and the module see them.
-    pub fn params(&self) -> EngineParams {
+/// The parameters as prescientctl and the module see them. The two structs
+/// stay apart because the file's key (`residency_budget`, a size in
+/// prescient-units' grammar) is not the wire's (`residency_budget_bytes`,
+/// an integer); the other fields map one to one.
+impl From<&EngineConfig> for EngineParams {
+    fn from(c: &EngineConfig) -> Self {
         EngineParams {
-            rows: self.rows,
-            assoc: self.assoc,
-            succs: self.succs,
-            lookahead: self.lookahead,
-            inflight_limit: self.inflight_limit,
-            pre_evict_watermark_pct: self.pre_evict_watermark_pct,
-            residency_budget_bytes: self.residency_budget.0,
-            enabled: self.enabled,
-            mode: self.mode,
+            rows: c.rows,
+            assoc: c.assoc,
+            succs: c.succs,
+            lookahead: c.lookahead,
+            inflight_limit: c.inflight_limit,
+            pre_evict_watermark_pct: c.pre_evict_watermark_pct,
+            residency_budget_bytes: c.residency_budget.0,
+            enabled: c.enabled,
+            mode: c.mode,
+        }
+    }
+}
+
+/// The config file's view of wire parameters (e.g. the defaults).
+impl From<EngineParams> for EngineConfig {
+    fn from(p: EngineParams) -> Self {
+        EngineConfig {
+            rows: p.rows,
+            assoc: p.assoc,
+            succs: p.succs,
+            lookahead: p.lookahead,
+            inflight_limit: p.inflight_limit,
+            pre_evict_watermark_pct: p.pre_evict_watermark_pct,
+            residency_budget: ByteSize(p.residency_budget_bytes),
+            enabled: p.enabled,
+            mode: p.mode,
         }
     }
 }
@@ -311,8 +319,7 @@ impl Config {
         if self.metrics.enabled {
             self.metrics_addr()?;
         }
-        self.engine
-            .params()
+        EngineParams::from(&self.engine)
             .check()
             .map_err(|(k, m)| err(&format!("engine.{k}"), m))?;
         self.attach.validate()
@@ -434,7 +441,7 @@ mod tests {
 
     #[test]
     fn the_config_files_defaults_pass_the_modules_check() {
-        let good = EngineConfig::default().params();
+        let good = EngineParams::from(&EngineConfig::default());
         assert_eq!(good.check(), Ok(()));
     }
 

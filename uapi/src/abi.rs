@@ -274,6 +274,25 @@ abi_struct! {
 pub const MODE_TRANSPARENT: u32 = 0;
 /// [`ParamsAbi::mode`]: one table per execution id (SET_EXEC_ID before each kernel).
 pub const MODE_EXEC_ID: u32 = 1;
+
+/// The [`ParamsAbi::mode`] value of an engine mode: the one mapping from
+/// the engine's mode to the ABI's.
+pub const fn mode_to_abi(mode: Mode) -> u32 {
+    match mode {
+        Mode::Transparent => MODE_TRANSPARENT,
+        Mode::ExecId => MODE_EXEC_ID,
+    }
+}
+
+/// The engine mode of a [`ParamsAbi::mode`] value; `None` for a value the
+/// ABI does not define.
+pub const fn mode_from_abi(mode: u32) -> Option<Mode> {
+    match mode {
+        MODE_TRANSPARENT => Some(Mode::Transparent),
+        MODE_EXEC_ID => Some(Mode::ExecId),
+        _ => None,
+    }
+}
 /// Execution-id mode: block tables in the pool.
 pub const EXEC_MODE_TABLES: u32 = 2048;
 /// Execution-id mode: execution ids the id table holds.
@@ -305,12 +324,12 @@ impl ParamsAbi {
                 value: self.enabled as u64,
             });
         }
-        if self.mode > MODE_EXEC_ID {
+        let Some(mode) = mode_from_abi(self.mode) else {
             return Err(Error::Field {
                 field: Field::Mode,
                 value: self.mode as u64,
             });
-        }
+        };
         if self.reserved1 != 0 {
             return Err(Error::Reserved {
                 field: Field::Reserved,
@@ -325,15 +344,9 @@ impl ParamsAbi {
                 value: budget,
             });
         }
-        let (mode, max_tables, exec_ids, exec_records) = if self.mode == MODE_EXEC_ID {
-            (
-                Mode::ExecId,
-                EXEC_MODE_TABLES,
-                EXEC_MODE_IDS,
-                EXEC_MODE_RECORDS,
-            )
-        } else {
-            (Mode::Transparent, 1, 8, 1)
+        let (max_tables, exec_ids, exec_records) = match mode {
+            Mode::ExecId => (EXEC_MODE_TABLES, EXEC_MODE_IDS, EXEC_MODE_RECORDS),
+            Mode::Transparent => (1, 8, 1),
         };
         let p = Params {
             rows: self.rows,
@@ -367,11 +380,7 @@ impl ParamsAbi {
             pre_evict_watermark_pct: watermark_pct,
             residency_budget_bytes: budget,
             enabled: enabled as u32,
-            mode: if p.mode == Mode::ExecId {
-                MODE_EXEC_ID
-            } else {
-                MODE_TRANSPARENT
-            },
+            mode: mode_to_abi(p.mode),
             reserved1: 0,
         }
     }

@@ -47,26 +47,76 @@ pub struct EngineParams {
     pub mode: Mode,
 }
 
-impl EngineParams {
-    pub fn to_abi(&self) -> uapi::ParamsAbi {
+impl Mode {
+    /// The name as in the config file and on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Transparent => "transparent",
+            Mode::ExecId => "exec-id",
+        }
+    }
+}
+
+impl From<prescient_core::Mode> for Mode {
+    fn from(m: prescient_core::Mode) -> Self {
+        match m {
+            prescient_core::Mode::Transparent => Mode::Transparent,
+            prescient_core::Mode::ExecId => Mode::ExecId,
+        }
+    }
+}
+
+impl From<Mode> for prescient_core::Mode {
+    fn from(m: Mode) -> Self {
+        match m {
+            Mode::Transparent => prescient_core::Mode::Transparent,
+            Mode::ExecId => prescient_core::Mode::ExecId,
+        }
+    }
+}
+
+/// Migrations in flight the module starts with (`kmod/state.rs`).
+pub const DEFAULT_INFLIGHT_LIMIT: u32 = 16;
+
+impl Default for EngineParams {
+    /// The module's own defaults: uapi's `kernel_default_params`, 16
+    /// migrations in flight, the engine's watermark, no budget, enabled.
+    fn default() -> Self {
+        uapi::ParamsAbi::from_engine(
+            &uapi::kernel_default_params(1),
+            DEFAULT_INFLIGHT_LIMIT,
+            prescient_core::DEFAULT_WATERMARK_PCT,
+            0,
+            true,
+        )
+        .into()
+    }
+}
+
+/// The SET_PARAMS argument; the module validates it (so does [`EngineParams::check`]).
+impl From<EngineParams> for uapi::ParamsAbi {
+    fn from(p: EngineParams) -> Self {
         uapi::ParamsAbi {
-            rows: self.rows,
-            assoc: self.assoc,
-            succs: self.succs,
-            lookahead: self.lookahead,
-            inflight_limit: self.inflight_limit,
-            pre_evict_watermark_pct: self.pre_evict_watermark_pct,
-            residency_budget_bytes: self.residency_budget_bytes,
-            enabled: self.enabled as u32,
-            mode: match self.mode {
-                Mode::Transparent => uapi::MODE_TRANSPARENT,
-                Mode::ExecId => uapi::MODE_EXEC_ID,
-            },
+            rows: p.rows,
+            assoc: p.assoc,
+            succs: p.succs,
+            lookahead: p.lookahead,
+            inflight_limit: p.inflight_limit,
+            pre_evict_watermark_pct: p.pre_evict_watermark_pct,
+            residency_budget_bytes: p.residency_budget_bytes,
+            enabled: p.enabled as u32,
+            mode: uapi::mode_to_abi(p.mode.into()),
             reserved1: 0,
         }
     }
+}
 
-    pub fn from_abi(a: &uapi::ParamsAbi) -> EngineParams {
+/// A GET_PARAMS answer as shown to clients. It does not fail: the module
+/// only answers values it accepted, and a value outside the ABI reads as
+/// the default (`enabled` other than 0 is on, an unknown mode is
+/// transparent), so status still shows what the module has.
+impl From<uapi::ParamsAbi> for EngineParams {
+    fn from(a: uapi::ParamsAbi) -> Self {
         EngineParams {
             rows: a.rows,
             assoc: a.assoc,
@@ -76,59 +126,60 @@ impl EngineParams {
             pre_evict_watermark_pct: a.pre_evict_watermark_pct,
             residency_budget_bytes: a.residency_budget_bytes,
             enabled: a.enabled != 0,
-            mode: if a.mode == uapi::MODE_EXEC_ID {
-                Mode::ExecId
-            } else {
-                Mode::Transparent
-            },
+            mode: uapi::mode_from_abi(a.mode).map_or(Mode::Transparent, Mode::from),
         }
     }
+}
 
+impl EngineParams {
     /// The module's own validation (the same uapi code decodes SET_PARAMS in
     /// the kernel), run here first so that errors name the key. Returns
     /// (key, message) on the first bad value.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         let base = uapi::kernel_default_params(1);
-        self.to_abi().to_engine(&base).map(|_| ()).map_err(|e| {
-            let key = match e {
-                uapi::Error::Param(p) => match p.param {
-                    prescient_core::Param::Rows => "rows",
-                    prescient_core::Param::Assoc => "assoc",
-                    prescient_core::Param::Succs => "succs",
-                    prescient_core::Param::Lookahead => "lookahead",
+        uapi::ParamsAbi::from(*self)
+            .to_engine(&base)
+            .map(|_| ())
+            .map_err(|e| {
+                let key = match e {
+                    uapi::Error::Param(p) => match p.param {
+                        prescient_core::Param::Rows => "rows",
+                        prescient_core::Param::Assoc => "assoc",
+                        prescient_core::Param::Succs => "succs",
+                        prescient_core::Param::Lookahead => "lookahead",
+                        _ => "mode",
+                    },
+                    uapi::Error::Field { field, .. } => match field {
+                        uapi::Field::InflightLimit => "inflight_limit",
+                        uapi::Field::PreEvictWatermarkPct => "pre_evict_watermark_pct",
+                        uapi::Field::ResidencyBudgetBytes => "residency_budget",
+                        uapi::Field::Enabled => "enabled",
+                        _ => "mode",
+                    },
                     _ => "mode",
-                },
-                uapi::Error::Field { field, .. } => match field {
-                    uapi::Field::InflightLimit => "inflight_limit",
-                    uapi::Field::PreEvictWatermarkPct => "pre_evict_watermark_pct",
-                    uapi::Field::ResidencyBudgetBytes => "residency_budget",
-                    uapi::Field::Enabled => "enabled",
-                    _ => "mode",
-                },
-                _ => "mode",
-            };
-            let msg = match e {
-                uapi::Error::Field {
-                    field: uapi::Field::ResidencyBudgetBytes,
-                    value,
-                } => format!(
-                    "{value} bytes: must be a multiple of 2 MiB and at most {} GiB",
-                    (prescient_core::Params::MAX_RESIDENT_BLOCKS as u64
-                        * prescient_core::BLOCK_BYTES)
-                        >> 30
-                ),
-                uapi::Error::Field {
-                    field: uapi::Field::InflightLimit,
-                    value,
-                } => format!("{value} is out of range 1..={}", uapi::MAX_INFLIGHT),
-                uapi::Error::Field {
-                    field: uapi::Field::PreEvictWatermarkPct,
-                    value,
-                } => format!("{value} is out of range 1..=100"),
-                other => other.to_string(),
-            };
-            (key, msg)
-        })
+                };
+                let msg = match e {
+                    uapi::Error::Field {
+                        field: uapi::Field::ResidencyBudgetBytes,
+                        value,
+                    } => format!(
+                        "{value} bytes: must be a multiple of 2 MiB and at most {} GiB",
+                        (prescient_core::Params::MAX_RESIDENT_BLOCKS as u64
+                            * prescient_core::BLOCK_BYTES)
+                            >> 30
+                    ),
+                    uapi::Error::Field {
+                        field: uapi::Field::InflightLimit,
+                        value,
+                    } => format!("{value} is out of range 1..={}", uapi::MAX_INFLIGHT),
+                    uapi::Error::Field {
+                        field: uapi::Field::PreEvictWatermarkPct,
+                        value,
+                    } => format!("{value} is out of range 1..=100"),
+                    other => other.to_string(),
+                };
+                (key, msg)
+            })
     }
 }
 
@@ -501,6 +552,50 @@ mod tests {
             let (k, m) = c.apply(&good).check().unwrap_err();
             assert_eq!(k, key, "{m}");
         }
+    }
+
+    #[test]
+    fn the_default_is_the_modules() {
+        // DEFAULTS predates the watermark's default of 100 (core's pump.rs).
+        assert_eq!(
+            EngineParams::default(),
+            EngineParams {
+                pre_evict_watermark_pct: prescient_core::DEFAULT_WATERMARK_PCT,
+                ..DEFAULTS
+            }
+        );
+    }
+
+    #[test]
+    fn params_convert_to_the_abi_and_back() {
+        for mode in [Mode::Transparent, Mode::ExecId] {
+            let p = EngineParams {
+                mode,
+                enabled: false,
+                residency_budget_bytes: 4 << 30,
+                ..DEFAULTS
+            };
+            let a = uapi::ParamsAbi::from(p);
+            assert_eq!(a.enabled, 0);
+            assert_eq!(a.residency_budget_bytes, 4 << 30);
+            assert_eq!(a.reserved1, 0);
+            assert_eq!(EngineParams::from(a), p);
+            assert_eq!(Mode::from(prescient_core::Mode::from(mode)), mode);
+        }
+        assert_eq!(uapi::ParamsAbi::from(DEFAULTS).mode, uapi::MODE_TRANSPARENT);
+        let odd = uapi::ParamsAbi {
+            enabled: 7,
+            mode: 9,
+            ..uapi::ParamsAbi::from(DEFAULTS)
+        };
+        let read = EngineParams::from(odd);
+        assert!(read.enabled);
+        assert_eq!(read.mode, Mode::Transparent);
+        assert_eq!(Mode::ExecId.name(), "exec-id");
+        assert_eq!(
+            serde_json::to_string(&Mode::ExecId).unwrap(),
+            format!("\"{}\"", Mode::ExecId.name())
+        );
     }
 
     #[test]

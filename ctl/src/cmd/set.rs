@@ -45,11 +45,19 @@ fn changes(a: &SetArgs) -> Res<ParamChanges> {
         } else {
             None
         },
-        mode: a.mode.map(|m| match m {
+        mode: a.mode.map(Mode::from),
+    })
+}
+
+/// The flag's value as the protocol names it. `ModeArg` stays in cli.rs
+/// because build.rs compiles that file with clap alone.
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
             ModeArg::Transparent => Mode::Transparent,
             ModeArg::ExecId => Mode::ExecId,
-        }),
-    })
+        }
+    }
 }
 
 /// A byte count in the shared size grammar (prescient-units), as prescientd
@@ -80,6 +88,16 @@ mod tests {
         };
         let e = changes(&a).err().unwrap();
         assert!(e.message.starts_with("--budget"), "{}", e.message);
+    }
+
+    /// `--mode`'s values are the protocol's names for the same modes.
+    #[test]
+    fn mode_flag_values_are_the_protocols_names() {
+        use clap::ValueEnum;
+        for m in ModeArg::value_variants() {
+            let flag = m.to_possible_value().unwrap();
+            assert_eq!(flag.get_name(), Mode::from(*m).name());
+        }
     }
 
     /// The shared grammar's cases (units/src/size.rs): 1.5G is 1536M.

@@ -386,7 +386,7 @@ mod tests {
                 ..Default::default()
             }],
         };
-        let params = crate::config::EngineConfig::default().params();
+        let params = EngineParams::from(&crate::config::EngineConfig::default());
         let attached = [ProcessInfo {
             pid: 42,
             comm: "python3".into(),
@@ -448,7 +448,7 @@ mod dashboard {
             }],
             ..Default::default()
         };
-        let params = crate::config::EngineConfig::default().params();
+        let params = EngineParams::from(&crate::config::EngineConfig::default());
         let text = Metrics::new()
             .unwrap()
             .render(&View {

@@ -163,7 +163,7 @@ fn new_service(
         metrics: Metrics::new()?,
         st: Mutex::new(State {
             patterns: compile(cfg),
-            desired: cfg.engine.params(),
+            desired: (&cfg.engine).into(),
             up: false,
             seen: false,
             module: None,

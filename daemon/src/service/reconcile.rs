@@ -51,9 +51,9 @@ impl Service {
             Err(_) => return,
         };
         s.module = Some(module_info(&v));
-        let current = self.dev.params().map(|p| EngineParams::from_abi(&p));
+        let current = self.dev.params().map(EngineParams::from);
         if current.as_ref().ok() != Some(&s.desired) {
-            match self.dev.set_params(&s.desired.to_abi()) {
+            match self.dev.set_params(&s.desired.into()) {
                 Ok(()) => tracing::info!(params = ?s.desired, "parameters applied"),
                 Err(e) => tracing::error!("applying parameters to the module: {e}"),
             }
@@ -236,9 +236,9 @@ impl Service {
                 );
             }
         }
-        let params = new.engine.params();
+        let params = EngineParams::from(&new.engine);
         if params != s.desired && s.up {
-            if let Err(e) = self.dev.set_params(&params.to_abi()) {
+            if let Err(e) = self.dev.set_params(&params.into()) {
                 s.daemon.reloads_failed += 1;
                 tracing::error!("config reload refused by the module, nothing changed: {e}");
                 return;
@@ -308,7 +308,7 @@ pub(super) fn compile(c: &Config) -> Vec<regex::Regex> {
 pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
     let mut s = svc.lock();
     let before = svc.dev.params().ok();
-    let want = cfg.engine.params();
+    let want = EngineParams::from(&cfg.engine);
     let restore = |s: &mut State| {
         let ours: Vec<i32> = s.attached.keys().copied().collect();
         for pid in ours {
@@ -319,8 +319,8 @@ pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
             let _ = svc.dev.set_params(&b);
         }
     };
-    if before.map(|b| EngineParams::from_abi(&b)) != Some(want) {
-        match svc.dev.set_params(&want.to_abi()) {
+    if before.map(EngineParams::from) != Some(want) {
+        match svc.dev.set_params(&want.into()) {
             Ok(()) => tracing::info!(params = ?want, "parameters applied"),
             Err(e @ DevError::Permission(_)) => {
                 tracing::error!("{}: SET_PARAMS: {e}", cfg.device.display());

@@ -67,7 +67,7 @@ impl Service {
             backend_up: s.up,
             module: if s.up { s.module.clone() } else { None },
             params: s.desired,
-            module_params: self.dev.params().ok().map(|p| EngineParams::from_abi(&p)),
+            module_params: self.dev.params().ok().map(EngineParams::from),
             config_path: self.config_path.display().to_string(),
             uptime_s: self.uptime(),
             attached: s
@@ -91,7 +91,7 @@ impl Service {
 
     fn get_params(&self, s: &State) -> Response {
         match self.dev.params() {
-            Ok(p) => Response::Ok(Reply::Params(EngineParams::from_abi(&p))),
+            Ok(p) => Response::Ok(Reply::Params(EngineParams::from(p))),
             Err(DevError::Missing { .. }) => Response::Ok(Reply::Params(s.desired)),
             Err(e) => dev_error(&e),
         }
@@ -104,7 +104,7 @@ impl Service {
         let old = self
             .dev
             .params()
-            .map(|p| EngineParams::from_abi(&p))
+            .map(EngineParams::from)
             .unwrap_or(s.desired);
         let new = changes.apply(&old);
         if let Err((key, msg)) = new.check() {
@@ -116,7 +116,7 @@ impl Service {
                 format!("{} is not loaded: nothing changed (the daemon applies its config when it appears)", self.dev.needs()),
             );
         }
-        match self.dev.set_params(&new.to_abi()) {
+        match self.dev.set_params(&new.into()) {
             Ok(()) => {
                 tracing::info!(?old, ?new, "parameters set by prescientctl");
                 s.desired = new;
