@@ -487,7 +487,7 @@ mod tests {
         succs: 4,
         lookahead: 4,
         inflight_limit: 16,
-        pre_evict_watermark_pct: 90,
+        pre_evict_watermark_pct: 100,
         residency_budget_bytes: 0,
         enabled: true,
         mode: Mode::Transparent,
@@ -556,13 +556,10 @@ mod tests {
 
     #[test]
     fn the_default_is_the_modules() {
-        // DEFAULTS predates the watermark's default of 100 (core's pump.rs).
+        assert_eq!(EngineParams::default(), DEFAULTS);
         assert_eq!(
-            EngineParams::default(),
-            EngineParams {
-                pre_evict_watermark_pct: prescient_core::DEFAULT_WATERMARK_PCT,
-                ..DEFAULTS
-            }
+            DEFAULTS.pre_evict_watermark_pct,
+            prescient_core::DEFAULT_WATERMARK_PCT
         );
     }
 
