@@ -148,6 +148,26 @@ fn in_context_of(before: &[u64], o: u64) -> bool {
     before.iter().any(|&q| q < o && o - q <= JUMP_CONTEXT)
 }
 
+/// What a place must satisfy to be a jump target: recorded just after a
+/// place of the previous unpredicted fault, and not too close to the head.
+struct JumpContext {
+    /// The offsets of the previous miss's places.
+    before: [u64; CHAIN_STEPS],
+    len: usize,
+    /// Places this close to the head were just written: following them
+    /// would only replay what the program did a moment ago.
+    gap: u64,
+    /// Blocks recorded so far (the head's offset).
+    total: u64,
+}
+
+impl JumpContext {
+    /// True if the place at offset `o` is a jump target.
+    fn admits(&self, o: u64) -> bool {
+        o.saturating_add(self.gap) <= self.total && in_context_of(&self.before[..self.len], o)
+    }
+}
+
 impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// Forgets the history and the follower's place (not its probe phase).
     pub(super) fn forget_history(&mut self) {
@@ -387,12 +407,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     fn search_occurrences(&self, b: Block, cur: u64, limit: u64, span: u64, found: &mut Located) {
         let w = self.history_window();
         let r = self.history_ref();
-        let total = self.follower.history.blocks();
-        // Places this close to the head were just written: following them
-        // would only replay what the program did a moment ago.
-        let gap = w.min(total / 2);
-        let mut before = [0u64; CHAIN_STEPS];
-        let nbefore = places_of(&r, self.follower.last_miss, &mut before);
+        let context = self.jump_context();
         let cursor = self.follower.cursor;
         for (p, e) in r.occurrences(b) {
             let o = e.offset + p.off;
@@ -406,28 +421,33 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
                 // Further on in this period: the program ran past the
                 // window unseen. The nearest such place.
                 found.onward = Some(found.onward.map_or(p, |q| q.min(p)));
-            } else if o.saturating_add(gap) <= total && in_context_of(&before[..nbefore], o) {
+            } else if context.admits(o) {
                 found.in_context = Some(found.in_context.map_or(p, |q| q.max(p)));
             }
         }
     }
 
+    /// The jump targets' test for this fault: the previous miss's places,
+    /// and how close to the head a target may be.
+    fn jump_context(&self) -> JumpContext {
+        let total = self.follower.history.blocks();
+        let mut before = [0u64; CHAIN_STEPS];
+        let len = places_of(&self.history_ref(), self.follower.last_miss, &mut before);
+        JumpContext {
+            before,
+            len,
+            gap: self.history_window().min(total / 2),
+            total,
+        }
+    }
+
     /// Lost: the latest place of `b` recorded just after the previous miss.
     fn locate_lost(&self, b: Block) -> Located {
-        let w = self.history_window();
         let r = self.history_ref();
-        let total = self.follower.history.blocks();
-        let gap = w.min(total / 2);
-        let mut before = [0u64; CHAIN_STEPS];
-        let nbefore = places_of(&r, self.follower.last_miss, &mut before);
+        let context = self.jump_context();
         let mut found = Located::default();
         for (p, e) in r.occurrences(b) {
-            let o = e.offset + p.off;
-            if o.saturating_add(gap) > total {
-                // Too close to the head: nothing to follow there.
-                continue;
-            }
-            if in_context_of(&before[..nbefore], o) {
+            if context.admits(e.offset + p.off) {
                 found.in_context = Some(found.in_context.map_or(p, |q| q.max(p)));
             }
         }

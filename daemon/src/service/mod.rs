@@ -42,7 +42,7 @@ use crate::module::Module;
 use crate::socket::{self, bind_socket};
 use crate::userspace::{self, Userspace};
 use metrics::{DaemonCounters, Metrics, View};
-use prescient_uapi::control::{ProcessInfo, Stats};
+use prescient_uapi::control::Stats;
 use procfs::process_exists;
 use reconcile::{apply_at_start, compile};
 use state::{module_info, State, VERSION};
@@ -58,15 +58,7 @@ impl Service {
     /// The text exposition of the latest reading.
     fn metrics_text(&self) -> Result<String, prometheus::Error> {
         let s = self.lock();
-        let attached: Vec<ProcessInfo> = s
-            .attached
-            .iter()
-            .map(|(pid, a)| ProcessInfo {
-                pid: *pid,
-                comm: a.comm.clone(),
-                reason: a.reason.as_str().into(),
-            })
-            .collect();
+        let attached = s.process_infos();
         self.metrics.render(&View {
             daemon_version: VERSION,
             up: s.up,

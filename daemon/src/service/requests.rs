@@ -7,7 +7,7 @@ use super::state::{module_info, Reason, Service, State, VERSION};
 use crate::backend::DevError;
 use crate::socket::{error, Peer};
 use prescient_uapi::control::{
-    self, EngineParams, ParamChanges, ProcessInfo, Reply, Request, Response, Stats, VersionInfo,
+    self, EngineParams, ParamChanges, Reply, Request, Response, Stats, VersionInfo,
 };
 
 /// A backend error as the reply class prescientctl acts on.
@@ -70,15 +70,7 @@ impl Service {
             module_params: self.dev.params().ok().map(EngineParams::from),
             config_path: self.config_path.display().to_string(),
             uptime_s: self.uptime(),
-            attached: s
-                .attached
-                .iter()
-                .map(|(pid, a)| ProcessInfo {
-                    pid: *pid,
-                    comm: a.comm.clone(),
-                    reason: a.reason.as_str().into(),
-                })
-                .collect(),
+            attached: s.process_infos(),
         }))
     }
 

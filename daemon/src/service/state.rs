@@ -4,7 +4,7 @@
 use super::metrics::{DaemonCounters, Metrics};
 use crate::backend::Backend;
 use crate::config::Config;
-use prescient_uapi::control::{self, EngineParams, ModuleInfo, Stats};
+use prescient_uapi::control::{self, EngineParams, ModuleInfo, ProcessInfo, Stats};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -66,6 +66,20 @@ pub(super) struct State {
     /// attaches, so the scan and poll tasks still running cannot re-attach
     /// what `detach_ours` has just detached.
     pub(super) shutting_down: bool,
+}
+
+impl State {
+    /// The attached processes as the status reply and /metrics show them.
+    pub(super) fn process_infos(&self) -> Vec<ProcessInfo> {
+        self.attached
+            .iter()
+            .map(|(pid, a)| ProcessInfo {
+                pid: *pid,
+                comm: a.comm.clone(),
+                reason: a.reason.as_str().into(),
+            })
+            .collect()
+    }
 }
 
 /// The running service: its backend, its state, and how it is stopped.

@@ -8,7 +8,7 @@ use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::discard::Leaving;
 use super::migrator::{runs, sorted_runs, Job, Migrator};
-use super::residency::Residency;
+use super::residency::{fault_in, Residency};
 use super::snapshot::Snapshot;
 use prescient_core::pump::{self, Admit, Why};
 use prescient_core::{Block, Engine, Limit, Prefetch, Pump, Victim, BLOCK_BYTES};
@@ -98,9 +98,7 @@ pub(super) fn turn(
     for (s, l) in sorted_runs(refetch, host.max_run) {
         for b in s..s + l {
             pump::make_room(engine, limit, host);
-            if host.residency.add(b, BLOCK_BYTES) {
-                engine.migrated_in(b);
-            }
+            fault_in(host.residency, engine, b);
         }
         host.submit(vec![(s, l)]);
     }
