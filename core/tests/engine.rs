@@ -3,24 +3,10 @@
 
 use prescient_core::{ChainState, Engine, Mode, Params, Prefetch, Victim, NONE};
 use proptest::prelude::*;
-use std::collections::HashSet;
 
-fn small(mode: Mode) -> Params {
-    Params {
-        rows: 64,
-        assoc: 2,
-        succs: 4,
-        lookahead: 2,
-        max_tables: 16,
-        exec_ids: 64,
-        exec_records: 4,
-        max_resident_blocks: 256,
-        window_blocks: 128,
-        free_min: 0,
-        free_max: 64,
-        mode,
-    }
-}
+mod common;
+use common::{drain, small};
+use std::collections::HashSet;
 
 /// Transparent mode with a 64-block window and a ledger of 512 blocks, for
 /// the tests that replay accesses under a memory cap (`CapReplay`).
@@ -35,20 +21,6 @@ fn transparent_under_cap() -> Params {
 
 fn engine(p: Params) -> Engine<Vec<u64>> {
     Engine::new(p, vec![0; p.storage_words()]).unwrap()
-}
-
-/// Drains the chain: every prefetch until it stops running.
-fn drain(e: &mut Engine<Vec<u64>>) -> Vec<Prefetch> {
-    let mut all = Vec::new();
-    let mut buf = [Prefetch::default(); 8];
-    for _ in 0..10_000 {
-        let n = e.prefetches(&mut buf);
-        all.extend_from_slice(&buf[..n]);
-        if n == 0 && e.chain_state() != ChainState::Running {
-            return all;
-        }
-    }
-    panic!("chain did not stop");
 }
 
 /// Kernel k touches blocks 100k .. 100k + 5.

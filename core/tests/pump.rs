@@ -4,10 +4,11 @@
 //! the engine's ledger, so the tests check the pump against what the GPU
 //! holds, as prescientd and the simulator do.
 
-use prescient_core::{
-    Admit, ChainState, Engine, Host, Limit, Mode, Params, Prefetch, Pump, Victim, Why,
-};
+use prescient_core::{Admit, Engine, Host, Limit, Mode, Prefetch, Pump, Victim, Why};
 use proptest::prelude::*;
+
+mod common;
+use common::{drain, small};
 use std::collections::BTreeSet;
 
 /// A GPU as the host sees it.
@@ -64,25 +65,8 @@ impl Host for Gpu {
     }
 }
 
-fn params() -> Params {
-    Params {
-        rows: 64,
-        assoc: 2,
-        succs: 4,
-        lookahead: 2,
-        max_tables: 16,
-        exec_ids: 64,
-        exec_records: 4,
-        max_resident_blocks: 256,
-        window_blocks: 128,
-        free_min: 0,
-        free_max: 64,
-        mode: Mode::ExecId,
-    }
-}
-
 fn engine() -> Engine<Vec<u64>> {
-    let p = params();
+    let p = small(Mode::ExecId);
     Engine::new(p, vec![0; p.storage_words()]).unwrap()
 }
 
@@ -92,17 +76,6 @@ fn demand(e: &mut Engine<Vec<u64>>, gpu: &mut Gpu, block: u64) {
     e.fault(block);
     e.migrated_in(block);
     gpu.resident.insert(block);
-}
-
-/// Drains the chain: every candidate until it stops running.
-fn drain(e: &mut Engine<Vec<u64>>) {
-    let mut buf = [Prefetch::default(); 8];
-    for _ in 0..10_000 {
-        if e.prefetches(&mut buf) == 0 && e.chain_state() != ChainState::Running {
-            return;
-        }
-    }
-    panic!("chain did not stop");
 }
 
 /// Kernel k touches blocks 100k .. 100k + 5.
