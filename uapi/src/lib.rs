@@ -19,6 +19,11 @@ extern crate std;
 #[cfg(feature = "control")]
 pub mod control;
 
+#[cfg(all(test, not(feature = "control")))]
+extern crate std;
+
+pub mod execpage;
+
 /// The engine items `abi.rs` needs.
 pub(crate) mod pcore {
     pub use prescient_core::{Mode, ParamError, Params, BLOCK_BYTES};

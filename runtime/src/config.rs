@@ -1,0 +1,92 @@
+//! What the launcher (`prescientctl run`) asks of the runtime, read once
+//! from the environment it sets.
+
+use std::sync::OnceLock;
+
+/// The variables, as `prescientctl run` sets them.
+pub const ENV_BUDGET: &str = "PRESCIENT_BUDGET_BYTES";
+pub const ENV_MODE: &str = "PRESCIENT_MODE";
+pub const ENV_ID_ARGS: &str = "PRESCIENT_ID_ARGS";
+pub const ENV_LOG: &str = "PRESCIENT_RUNTIME_LOG";
+
+/// The runtime's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Residency budget in bytes: `cuMemGetInfo` reports it as the total.
+    pub budget: Option<u64>,
+    /// Write execution ids into the page (false in transparent mode).
+    pub marks: bool,
+    /// Hash kernel arguments into ids (else function and launch shape only).
+    pub id_args: bool,
+    /// One line at start and the counters at exit, on stderr.
+    pub log: bool,
+}
+
+impl Config {
+    /// Parses the settings from a variable lookup (tests pass their own).
+    pub fn parse(get: impl Fn(&str) -> Option<String>) -> Config {
+        let transparent = get(ENV_MODE).is_some_and(|m| m == "transparent");
+        Config {
+            budget: get(ENV_BUDGET)
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|&b| b > 0),
+            marks: !transparent,
+            id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
+            log: get(ENV_LOG).is_some_and(|v| v == "1"),
+        }
+    }
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// The process's settings.
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(|| Config::parse(|k| std::env::var(k).ok()))
+}
+
+/// Says once what is in force (with PRESCIENT_RUNTIME_LOG=1) and arranges
+/// for the counters to be printed at exit.
+#[cold]
+pub fn announce() {
+    let c = get();
+    if !c.log {
+        return;
+    }
+    eprintln!(
+        "prescient-runtime: pid {}: device allocations managed; budget {}; execution ids {}",
+        std::process::id(),
+        c.budget
+            .map_or("none".to_string(), |b| format!("{b} bytes")),
+        if c.marks { "on" } else { "off" }
+    );
+    extern "C" fn at_exit() {
+        crate::stats::print();
+    }
+    // SAFETY: registering a plain extern "C" function.
+    unsafe { libc::atexit(at_exit) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(vars: &[(&str, &str)]) -> Config {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::parse(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn ids_are_off_in_transparent_mode_only() {
+        assert!(parse(&[]).marks);
+        assert!(parse(&[(ENV_MODE, "exec-id")]).marks);
+        assert!(!parse(&[(ENV_MODE, "transparent")]).marks);
+        assert_eq!(parse(&[(ENV_BUDGET, "0")]).budget, None);
+        assert_eq!(parse(&[(ENV_BUDGET, "1048576")]).budget, Some(1 << 20));
+        assert!(parse(&[]).id_args);
+        assert!(!parse(&[(ENV_ID_ARGS, "0")]).id_args);
+    }
+}

@@ -1,0 +1,264 @@
+//! Launch wrappers: each kernel launch gets its execution id written in
+//! stream order (marker.rs) just before the real launch, which then goes
+//! ahead with the caller's arguments untouched.
+
+// The wrappers' safety contract is the driver entry point's own: the
+// caller passes what cuda.h requires, and the wrapper forwards it.
+#![allow(clippy::missing_safety_doc)]
+
+use crate::driver::{self, CuFunction, CuResult, CuStream, LaunchConfig, CUDA_SUCCESS};
+use crate::exec_id::{Hasher, Shape};
+use crate::{marker, stats};
+use std::collections::HashMap;
+use std::ffi::{c_uint, c_void};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
+
+pub static REAL_LAUNCH: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+pub static REAL_LAUNCH_PTSZ: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+pub static REAL_LAUNCH_EX: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+pub static REAL_LAUNCH_EX_PTSZ: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+pub static REAL_COOP: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+pub static REAL_COOP_PTSZ: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Argument bytes hashed per launch at most: bounds the hashing cost of
+/// kernels that take large structs by value (PyTorch's foreach kernels).
+pub const MAX_ARG_BYTES: usize = 1024;
+/// Parameters asked of `cuFuncGetParamInfo` per function at most.
+const MAX_PARAMS: usize = 256;
+
+type Launch = unsafe extern "C" fn(
+    CuFunction,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    CuStream,
+    *mut *mut c_void,
+    *mut *mut c_void,
+) -> CuResult;
+type LaunchEx = unsafe extern "C" fn(
+    *const LaunchConfig,
+    CuFunction,
+    *mut *mut c_void,
+    *mut *mut c_void,
+) -> CuResult;
+type Coop = unsafe extern "C" fn(
+    CuFunction,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    CuStream,
+    *mut *mut c_void,
+) -> CuResult;
+
+/// Parameter sizes per function, from `cuFuncGetParamInfo` (None: unknown).
+static PARAM_SIZES: Mutex<Option<HashMap<usize, Option<Vec<u32>>>>> = Mutex::new(None);
+
+/// The sizes of `f`'s parameters, asked of the driver once per function.
+fn param_sizes(f: CuFunction) -> Option<Vec<u32>> {
+    let mut cache = PARAM_SIZES.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(s) = cache.get(&(f as usize)) {
+        return s.clone();
+    }
+    let info = driver::calls().and_then(|c| c.func_param_info);
+    let sizes = info.map(|q| {
+        let mut v = Vec::new();
+        for i in 0..MAX_PARAMS {
+            let (mut off, mut size) = (0usize, 0usize);
+            // SAFETY: cuFuncGetParamInfo on the caller's function; it fails
+            // (INVALID_VALUE) past the last parameter.
+            if unsafe { q(f, i, &mut off, &mut size) } != CUDA_SUCCESS {
+                break;
+            }
+            v.push(size as u32);
+        }
+        v
+    });
+    cache.insert(f as usize, sizes.clone());
+    sizes
+}
+
+/// Hashes the argument bytes of a launch (up to [`MAX_ARG_BYTES`]).
+///
+/// # Safety
+/// `params` and `extra` are the launch's own, valid as the driver requires.
+unsafe fn hash_args(
+    h: &mut Hasher,
+    f: CuFunction,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) {
+    let mut budget = MAX_ARG_BYTES;
+    if !params.is_null() {
+        let Some(sizes) = param_sizes(f) else { return };
+        for (i, &size) in sizes.iter().enumerate() {
+            let n = (size as usize).min(budget);
+            // SAFETY: the driver reads params[i] as `size` bytes: so can we.
+            let bytes = unsafe { std::slice::from_raw_parts(*params.add(i) as *const u8, n) };
+            h.bytes(bytes);
+            budget -= n;
+            if budget == 0 {
+                break;
+            }
+        }
+    } else if !extra.is_null() {
+        // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, ended by _END.
+        let (mut buf, mut len) = (std::ptr::null::<u8>(), 0usize);
+        let mut i = 0;
+        // SAFETY: `extra` is an _END-terminated key/value array (cuda.h).
+        unsafe {
+            while *extra.add(i) as usize != driver::LAUNCH_PARAM_END && i < 64 {
+                match *extra.add(i) as usize {
+                    driver::LAUNCH_PARAM_BUFFER_POINTER => buf = *extra.add(i + 1) as *const u8,
+                    driver::LAUNCH_PARAM_BUFFER_SIZE => len = *(*extra.add(i + 1) as *const usize),
+                    _ => {}
+                }
+                i += 2;
+            }
+            if !buf.is_null() {
+                h.bytes(std::slice::from_raw_parts(buf, len.min(budget)));
+            }
+        }
+    }
+}
+
+/// Counts a launch and, with ids on, writes its id ahead of it.
+///
+/// # Safety
+/// The arguments are the launch's own.
+unsafe fn before(
+    shape: Shape,
+    stream: CuStream,
+    per_thread: bool,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) {
+    stats::bump(&stats::LAUNCHES);
+    let config = crate::config::get();
+    if !config.marks {
+        return;
+    }
+    let mut h = Hasher::default();
+    h.shape(&shape);
+    if config.id_args {
+        // SAFETY: the caller's promise.
+        unsafe { hash_args(&mut h, shape.function as CuFunction, params, extra) };
+    }
+    // SAFETY: the launch's own stream.
+    unsafe { marker::mark(stream, per_thread, h.finish()) };
+}
+
+fn load<F: Copy>(slot: &AtomicPtr<c_void>) -> F {
+    let p = slot.load(Ordering::Acquire);
+    // SAFETY: wrap.rs stored the driver's entry point of type F in `slot`
+    // before handing out the wrapper that calls this.
+    unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) }
+}
+
+macro_rules! launch_wrapper {
+    ($name:ident, $real:ident, $per_thread:expr) => {
+        /// `cuLaunchKernel` (or its per-thread variant): marked, then launched.
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            f: CuFunction,
+            gx: c_uint,
+            gy: c_uint,
+            gz: c_uint,
+            bx: c_uint,
+            by: c_uint,
+            bz: c_uint,
+            smem: c_uint,
+            stream: CuStream,
+            params: *mut *mut c_void,
+            extra: *mut *mut c_void,
+        ) -> CuResult {
+            let shape = Shape {
+                function: f as u64,
+                grid: [gx, gy, gz],
+                block: [bx, by, bz],
+                shared_mem: smem,
+            };
+            // SAFETY: the launch's own arguments.
+            unsafe { before(shape, stream, $per_thread, params, extra) };
+            // SAFETY: the real entry point with the caller's arguments.
+            unsafe {
+                load::<Launch>(&$real)(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra)
+            }
+        }
+    };
+}
+
+launch_wrapper!(launch_kernel, REAL_LAUNCH, false);
+launch_wrapper!(launch_kernel_ptsz, REAL_LAUNCH_PTSZ, true);
+
+macro_rules! coop_wrapper {
+    ($name:ident, $real:ident, $per_thread:expr) => {
+        /// `cuLaunchCooperativeKernel` (or its per-thread variant).
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "C" fn $name(
+            f: CuFunction,
+            gx: c_uint,
+            gy: c_uint,
+            gz: c_uint,
+            bx: c_uint,
+            by: c_uint,
+            bz: c_uint,
+            smem: c_uint,
+            stream: CuStream,
+            params: *mut *mut c_void,
+        ) -> CuResult {
+            let shape = Shape {
+                function: f as u64,
+                grid: [gx, gy, gz],
+                block: [bx, by, bz],
+                shared_mem: smem,
+            };
+            // SAFETY: the launch's own arguments.
+            unsafe { before(shape, stream, $per_thread, params, std::ptr::null_mut()) };
+            // SAFETY: the real entry point with the caller's arguments.
+            unsafe { load::<Coop>(&$real)(f, gx, gy, gz, bx, by, bz, smem, stream, params) }
+        }
+    };
+}
+
+coop_wrapper!(launch_cooperative, REAL_COOP, false);
+coop_wrapper!(launch_cooperative_ptsz, REAL_COOP_PTSZ, true);
+
+macro_rules! ex_wrapper {
+    ($name:ident, $real:ident, $per_thread:expr) => {
+        /// `cuLaunchKernelEx` (or its per-thread variant).
+        pub unsafe extern "C" fn $name(
+            config: *const LaunchConfig,
+            f: CuFunction,
+            params: *mut *mut c_void,
+            extra: *mut *mut c_void,
+        ) -> CuResult {
+            if !config.is_null() {
+                // SAFETY: the driver reads *config: so can we.
+                let c = unsafe { &*config };
+                let shape = Shape {
+                    function: f as u64,
+                    grid: c.grid,
+                    block: c.block,
+                    shared_mem: c.shared_mem_bytes,
+                };
+                // SAFETY: the launch's own arguments.
+                unsafe { before(shape, c.stream, $per_thread, params, extra) };
+            }
+            // SAFETY: the real entry point with the caller's arguments.
+            unsafe { load::<LaunchEx>(&$real)(config, f, params, extra) }
+        }
+    };
+}
+
+ex_wrapper!(launch_kernel_ex, REAL_LAUNCH_EX, false);
+ex_wrapper!(launch_kernel_ex_ptsz, REAL_LAUNCH_EX_PTSZ, true);

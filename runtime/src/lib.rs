@@ -1,0 +1,29 @@
+//! Prescient's CUDA runtime: a library `prescientctl run` preloads
+//! (LD_PRELOAD) into an unmodified CUDA job, PyTorch included.
+//!
+//! - It replaces the process's `dlsym` (entry.rs), because CUDA's
+//!   libraries get every driver entry point through
+//!   `dlsym(libcuda, "cuGetProcAddress_v2")` and that function; it wraps
+//!   `cuGetProcAddress` of every version (wrap.rs) and hands out its own
+//!   wrappers for a few entry points, keyed on the real function's address
+//!   so that every ABI version and per-thread-stream variant is told apart;
+//!   every other name passes through exactly as asked.
+//! - Device allocations become managed, and `cuMemGetInfo` reports the
+//!   residency budget (alloc.rs).
+//! - Every kernel launch gets an execution id (exec_id.rs), written in
+//!   stream order into the stream's slot of a shared page the daemon reads
+//!   (marker.rs; the format is prescient_uapi::execpage).
+//!
+//! The runtime never changes what a kernel computes: it adds one 8-byte
+//! write to pinned host memory per launch, and managed memory holds the
+//! same data as device memory.
+
+pub mod alloc;
+pub mod config;
+pub mod driver;
+pub mod entry;
+pub mod exec_id;
+pub mod launch;
+pub mod marker;
+pub mod stats;
+pub mod wrap;

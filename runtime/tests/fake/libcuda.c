@@ -1,0 +1,215 @@
+/* A stand-in libcuda.so.1 for prescient-runtime's tests. Its behaviour
+ * follows the CUDA driver API as cuda.h (CUDA 13.0) and the driver API
+ * reference describe it, not the runtime under test:
+ * - cuGetProcAddress[_v2] map a base name, a CUDA version and the
+ *   per-thread flag to the entry point whose ABI began at the highest
+ *   version not above the one asked for (cuda.h's `#define cuMemAlloc
+ *   cuMemAlloc_v2` from 3020 on, `__CUDA_API_PTSZ` variants); unknown
+ *   names give CUDA_ERROR_NOT_FOUND with CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+ *   too old a version CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT.
+ * - work on a stream runs at once (a trivially stream-ordered device);
+ *   under stream capture it is recorded instead of run.
+ * - stream memops accept only registered host memory mapped for the
+ *   device, never managed memory ("None of the operations accepts pointers
+ *   to managed memory").
+ * The fake_* functions let the tests look inside. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+#define OK 0
+#define INVALID_VALUE 1
+#define NOT_FOUND 500
+#define ALREADY_REGISTERED 712
+#define PER_THREAD 2
+
+static int capturing;
+static long seq;
+static struct { void *stream; int ptsz; long seq; uint64_t value; } last_write;
+static long launches, launches_after_write, captured_writes;
+static struct { char *p; size_t n; unsigned flags; } reg[8];
+static int nreg;
+static struct { CUdeviceptr p; size_t n; int managed; } allocs[256];
+static int nallocs;
+
+struct fake_fn { const char *name; int nparams; size_t sizes[4]; };
+static struct fake_fn fns[2] = {{"k0", 2, {8, 4}}, {"k1", 1, {16}}};
+
+void *fake_function(int k) { return &fns[k]; }
+void fake_set_capturing(int on) { capturing = on; }
+long fake_launches(void) { return launches; }
+long fake_launches_after_write(void) { return launches_after_write; }
+long fake_captured_writes(void) { return captured_writes; }
+int fake_next_symbol(void) { return 2; }
+
+int fake_is_managed(CUdeviceptr p) {
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].p == p) return allocs[i].managed;
+    return -1;
+}
+
+static CUresult record_alloc(CUdeviceptr *d, size_t n, int managed) {
+    if (!d || n == 0 || nallocs == 256) return INVALID_VALUE;
+    void *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+    if (!p) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    *d = (CUdeviceptr)(uintptr_t)p;
+    allocs[nallocs].p = *d; allocs[nallocs].n = n; allocs[nallocs].managed = managed; nallocs++;
+    return OK;
+}
+
+CUresult cuInit(unsigned flags) { return flags == 0 ? OK : INVALID_VALUE; }
+CUresult cuDeviceGetCount(int *n) { if (!n) return INVALID_VALUE; *n = 1; return OK; }
+CUresult cuFakeNewerEntry(void) { return OK; }
+CUresult cuMemAlloc(unsigned *d, unsigned n) { (void)d; (void)n; return INVALID_VALUE; /* 32-bit ABI: never used */ }
+CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n) { return record_alloc(d, n, 0); }
+CUresult cuMemAllocManaged(CUdeviceptr *d, size_t n, unsigned flags) {
+    if (flags != 1 && flags != 2) return INVALID_VALUE; /* CU_MEM_ATTACH_GLOBAL or _HOST */
+    return record_alloc(d, n, 1);
+}
+CUresult cuMemAllocPitch_v2(CUdeviceptr *d, size_t *pitch, size_t w, size_t h, unsigned e) {
+    if (e != 4 && e != 8 && e != 16) return INVALID_VALUE;
+    *pitch = (w + 511) / 512 * 512;
+    return record_alloc(d, *pitch * h, 0);
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].p == p) { free((void *)(uintptr_t)p); allocs[i] = allocs[--nallocs]; return OK; }
+    return INVALID_VALUE;
+}
+CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total) {
+    if (!free_b || !total) return INVALID_VALUE;
+    *free_b = 70ull << 30; *total = 80ull << 30; return OK;
+}
+CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
+    for (int i = 0; i < nreg; i++) if (reg[i].p == p) return ALREADY_REGISTERED;
+    if (!p || n == 0 || nreg == 8) return INVALID_VALUE;
+    reg[nreg].p = p; reg[nreg].n = n; reg[nreg].flags = flags; nreg++;
+    return OK;
+}
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags) {
+    if (flags != 0) return INVALID_VALUE;
+    for (int i = 0; i < nreg; i++)
+        if ((char *)p >= reg[i].p && (char *)p < reg[i].p + reg[i].n && (reg[i].flags & 2)) {
+            *d = (CUdeviceptr)(uintptr_t)p; /* unified addressing: same address */
+            return OK;
+        }
+    return INVALID_VALUE;
+}
+static CUresult write64(void *stream, CUdeviceptr addr, uint64_t v, unsigned flags, int ptsz) {
+    if (flags != 0 && flags != 1) return INVALID_VALUE;
+    if (addr % 8) return INVALID_VALUE;
+    if (fake_is_managed(addr) == 1) return INVALID_VALUE;
+    int ok = 0;
+    for (int i = 0; i < nreg; i++)
+        if ((char *)(uintptr_t)addr >= reg[i].p && (char *)(uintptr_t)addr + 8 <= reg[i].p + reg[i].n) ok = 1;
+    if (!ok) return INVALID_VALUE;
+    if (capturing) { captured_writes++; return OK; }
+    __atomic_store_n((uint64_t *)(uintptr_t)addr, v, __ATOMIC_RELEASE);
+    last_write.stream = stream; last_write.ptsz = ptsz; last_write.seq = ++seq; last_write.value = v;
+    return OK;
+}
+CUresult cuStreamWriteValue64_v2(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 0); }
+CUresult cuStreamWriteValue64_v2_ptsz(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 1); }
+CUresult cuStreamWriteValue64(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 0); }
+CUresult cuStreamWriteValue64_ptsz(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 1); }
+CUresult cuStreamIsCapturing(void *s, int *st) { (void)s; *st = capturing; return OK; }
+CUresult cuStreamIsCapturing_ptsz(void *s, int *st) { (void)s; *st = capturing; return OK; }
+CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size) {
+    struct fake_fn *fn = f;
+    if (!fn || (int)i >= fn->nparams) return INVALID_VALUE;
+    size_t o = 0;
+    for (size_t k = 0; k < i; k++) o += fn->sizes[k];
+    *off = o; *size = fn->sizes[i];
+    return OK;
+}
+static CUresult launch(void *stream, int ptsz) {
+    if (capturing) return OK;
+    launches++;
+    /* the write just before this launch, on the same stream and flavour */
+    if (last_write.seq == seq && last_write.stream == stream && last_write.ptsz == ptsz) launches_after_write++;
+    seq++;
+    return OK;
+}
+#define LK_ARGS void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned sm, void *s
+CUresult cuLaunchKernel(LK_ARGS, void **p, void **e) { (void)f;(void)gx;(void)gy;(void)gz;(void)bx;(void)by;(void)bz;(void)sm;(void)p;(void)e; return launch(s, 0); }
+CUresult cuLaunchKernel_ptsz(LK_ARGS, void **p, void **e) { (void)f;(void)gx;(void)gy;(void)gz;(void)bx;(void)by;(void)bz;(void)sm;(void)p;(void)e; return launch(s, 1); }
+CUresult cuLaunchCooperativeKernel(LK_ARGS, void **p) { (void)f;(void)gx;(void)gy;(void)gz;(void)bx;(void)by;(void)bz;(void)sm;(void)p; return launch(s, 0); }
+CUresult cuLaunchCooperativeKernel_ptsz(LK_ARGS, void **p) { (void)f;(void)gx;(void)gy;(void)gz;(void)bx;(void)by;(void)bz;(void)sm;(void)p; return launch(s, 1); }
+typedef struct { unsigned g[3], b[3], sm; void *stream; void *attrs; unsigned nattrs; } CUlaunchConfig;
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, void *f, void **p, void **e) { (void)f;(void)p;(void)e; return launch(c->stream, 0); }
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, void *f, void **p, void **e) { (void)f;(void)p;(void)e; return launch(c->stream, 1); }
+CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, void *s) { (void)s; return record_alloc(d, n, 0); }
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, void *s) { (void)s; return record_alloc(d, n, 0); }
+
+/* name, ABI start version, per-thread variant?, entry point */
+static const struct { const char *name; int version; int ptsz; void *fn; } table[] = {
+    {"cuInit", 2000, 0, cuInit},
+    {"cuDeviceGetCount", 2000, 0, cuDeviceGetCount},
+    {"cuFakeNewerEntry", 13010, 0, cuFakeNewerEntry},
+    {"cuMemAlloc", 2000, 0, cuMemAlloc},
+    {"cuMemAlloc", 3020, 0, cuMemAlloc_v2},
+    {"cuMemAllocManaged", 6000, 0, cuMemAllocManaged},
+    {"cuMemAllocPitch", 3020, 0, cuMemAllocPitch_v2},
+    {"cuMemFree", 3020, 0, cuMemFree_v2},
+    {"cuMemGetInfo", 3020, 0, cuMemGetInfo_v2},
+    {"cuMemHostRegister", 6050, 0, cuMemHostRegister_v2},
+    {"cuMemHostGetDevicePointer", 3020, 0, cuMemHostGetDevicePointer_v2},
+    {"cuStreamWriteValue64", 9000, 0, cuStreamWriteValue64},
+    {"cuStreamWriteValue64", 9000, 1, cuStreamWriteValue64_ptsz},
+    {"cuStreamWriteValue64", 11070, 0, cuStreamWriteValue64_v2},
+    {"cuStreamWriteValue64", 11070, 1, cuStreamWriteValue64_v2_ptsz},
+    {"cuStreamIsCapturing", 10000, 0, cuStreamIsCapturing},
+    {"cuStreamIsCapturing", 10000, 1, cuStreamIsCapturing_ptsz},
+    {"cuFuncGetParamInfo", 12040, 0, cuFuncGetParamInfo},
+    {"cuLaunchKernel", 4000, 0, cuLaunchKernel},
+    {"cuLaunchKernel", 7000, 1, cuLaunchKernel_ptsz},
+    {"cuLaunchKernelEx", 11060, 0, cuLaunchKernelEx},
+    {"cuLaunchKernelEx", 11060, 1, cuLaunchKernelEx_ptsz},
+    {"cuLaunchCooperativeKernel", 9000, 0, cuLaunchCooperativeKernel},
+    {"cuLaunchCooperativeKernel", 9000, 1, cuLaunchCooperativeKernel_ptsz},
+    {"cuMemAllocAsync", 11020, 0, cuMemAllocAsync},
+    {"cuMemAllocAsync", 11020, 1, cuMemAllocAsync_ptsz},
+};
+
+static CUresult lookup(const char *sym, void **pfn, int version, unsigned long long flags, int *status) {
+    int best = -1, known = 0;
+    int want_ptsz = (flags & PER_THREAD) != 0;
+    if (!sym || !pfn) return INVALID_VALUE;
+    *pfn = NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strcmp(table[i].name, sym)) continue;
+        known = 1;
+        if (table[i].version > version) continue;
+        if (table[i].ptsz && !want_ptsz) continue;
+        /* the per-thread variant wins over the default one of the same version */
+        if (best < 0 || table[i].version > table[best].version ||
+            (table[i].version == table[best].version && table[i].ptsz))
+            best = (int)i;
+    }
+    if (best < 0) { if (status) *status = known ? 2 : 1; return NOT_FOUND; }
+    *pfn = table[best].fn;
+    if (status) *status = 0;
+    return OK;
+}
+CUresult cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags);
+CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int version, unsigned long long flags, int *status) {
+    if (sym && !strcmp(sym, "cuGetProcAddress")) {
+        /* _v2 from 12.0, the original from 11.3 */
+        *pfn = version >= 12000 ? (void *)cuGetProcAddress_v2 : version >= 11030 ? (void *)cuGetProcAddress : NULL;
+        if (status) *status = *pfn ? 0 : 2;
+        return *pfn ? OK : NOT_FOUND;
+    }
+    return lookup(sym, pfn, version, flags, status);
+}
+CUresult cuGetProcAddress(const char *sym, void **pfn, int version, unsigned long long flags) {
+    return lookup(sym, pfn, version, flags, NULL);
+}
+/* The real address of an entry point, for pass-through checks. */
+void *fake_real(const char *sym, int version, unsigned long long flags) {
+    void *p = NULL; int st;
+    cuGetProcAddress_v2(sym, &p, version, flags, &st);
+    return p;
+}

@@ -1,0 +1,221 @@
+//! prescient-runtime against a stand-in libcuda (tests/fake/libcuda.c,
+//! written from cuda.h and the driver API reference): a C program
+//! (tests/fake/driver.c) looks the driver up as CUDA's libraries do
+//! (dlopen, dlsym of cuGetProcAddress_v2, lookups by base name, version and
+//! per-thread flag) and prints one `key=value` per check; each test runs it
+//! with or without the runtime preloaded. Needs a C compiler (`cc`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Compiles the fake driver library and the driver program once.
+fn built() -> &'static (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-cuda");
+        std::fs::create_dir_all(&out).unwrap();
+        let lib = out.join("libcuda.so.1");
+        let exe = out.join("driver");
+        for (args, what) in [
+            (
+                vec![
+                    "-shared",
+                    "-fPIC",
+                    "-O1",
+                    "-o",
+                    lib.to_str().unwrap(),
+                    src.join("libcuda.c").to_str().unwrap(),
+                ],
+                "fake libcuda",
+            ),
+            (
+                vec![
+                    "-O1",
+                    "-o",
+                    exe.to_str().unwrap(),
+                    src.join("driver.c").to_str().unwrap(),
+                    "-ldl",
+                ],
+                "driver program",
+            ),
+        ] {
+            let st = Command::new("cc")
+                .args(&args)
+                .status()
+                .expect("a C compiler (cc) is needed");
+            assert!(st.success(), "cc failed on the {what}");
+        }
+        (lib, exe)
+    })
+}
+
+/// The runtime's cdylib, built beside this test's binary.
+fn runtime_so() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let so = deps.join("libprescient_runtime.so");
+    let so = if so.exists() {
+        so
+    } else {
+        deps.parent().unwrap().join("libprescient_runtime.so")
+    };
+    assert!(so.exists(), "{} not built", so.display());
+    so
+}
+
+/// Runs the driver program and returns its checks.
+fn run(preload: bool, env: &[(&str, &str)]) -> HashMap<String, String> {
+    let (lib, exe) = built();
+    let mut cmd = Command::new(exe);
+    cmd.arg(lib);
+    for k in [
+        "PRESCIENT_BUDGET_BYTES",
+        "PRESCIENT_MODE",
+        "PRESCIENT_ID_ARGS",
+        "PRESCIENT_RUNTIME_LOG",
+        "LD_PRELOAD",
+    ] {
+        cmd.env_remove(k);
+    }
+    if preload {
+        cmd.env("LD_PRELOAD", runtime_so());
+    }
+    cmd.envs(env.iter().copied());
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "driver failed: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn check(m: &HashMap<String, String>, want: &[(&str, &str)]) {
+    for (k, v) in want {
+        assert_eq!(m.get(*k).map(String::as_str), Some(*v), "{k} (all: {m:?})");
+    }
+}
+
+#[test]
+fn without_the_runtime_nothing_is_managed_or_marked() {
+    let m = run(false, &[]);
+    check(
+        &m,
+        &[
+            ("alloc_managed", "0"),
+            ("dlsym_alloc_managed", "0"),
+            ("gpa1_alloc_managed", "0"),
+            ("id_written", "0"),
+            ("launches_after_own_write", "0"),
+            ("total", &(80u64 << 30).to_string()),
+        ],
+    );
+}
+
+#[test]
+fn every_wrapper_symbol_version_and_per_thread_variant() {
+    let m = run(true, &[]);
+    check(
+        &m,
+        &[
+            // cuGetProcAddress_v2 from dlsym, and asked for itself, is the wrapper.
+            ("gpa2_wrapped", "1"),
+            ("gpa2_self_wrapped", "1"),
+            // cuMemAlloc_v2 through cuGetProcAddress_v2, dlsym, the per-thread
+            // flag and cuGetProcAddress v1: managed; the 32-bit ABI untouched.
+            ("alloc_rc", "0"),
+            ("alloc_managed", "1"),
+            ("dlsym_alloc_managed", "1"),
+            ("ptsz_flag_alloc_managed", "1"),
+            ("gpa1_alloc_managed", "1"),
+            ("v1_abi_passthrough", "1"),
+            ("pitch_rc", "0"),
+            ("pitch", "1024"),
+            ("pitch_managed", "1"),
+            ("pitch_bad_element_rc", "1"),
+            ("free_rc", "0"),
+            // No budget: the device's own numbers.
+            ("free", &(70u64 << 30).to_string()),
+            ("total", &(80u64 << 30).to_string()),
+            // Launches: each of the six entry points writes its id on its own
+            // stream (per-thread variants with the per-thread writer) just
+            // before the kernel.
+            ("captured_first_unmarked", "1"),
+            ("id_written", "1"),
+            ("id_same_launch_same", "1"),
+            ("id_args_differ", "1"),
+            ("id_shape_differs", "1"),
+            ("launches", "9"),
+            ("launches_after_own_write", "9"),
+            ("streams_have_slots", "1"),
+            ("captured_write", "1"),
+            ("many_streams_after_write", "300"),
+        ],
+    );
+}
+
+#[test]
+fn unknown_newer_and_missing_names_pass_through_exactly() {
+    let m = run(true, &[]);
+    check(
+        &m,
+        &[
+            ("unknown_passthrough", "1"),
+            ("newer_passthrough", "1"),
+            ("dlsym_passthrough", "1"),
+            ("missing_rc", "500"),
+            ("missing_status", "1"),
+            ("missing_null", "1"),
+            ("too_old_rc", "500"),
+            ("too_old_status", "2"),
+            // RTLD_NEXT from the program resolves after the program: to the
+            // preloaded dlsym itself, as without interposition.
+            ("rtld_next_dlsym_is_first", "1"),
+        ],
+    );
+}
+
+#[test]
+fn the_budget_is_reported_as_the_device_size() {
+    let budget = (40u64 << 30).to_string();
+    let m = run(true, &[("PRESCIENT_BUDGET_BYTES", &budget)]);
+    // Everything allocated was freed again before the query.
+    check(
+        &m,
+        &[("info_rc", "0"), ("free", &budget), ("total", &budget)],
+    );
+}
+
+#[test]
+fn transparent_mode_keeps_managed_memory_and_writes_no_ids() {
+    let m = run(true, &[("PRESCIENT_MODE", "transparent")]);
+    check(
+        &m,
+        &[
+            ("alloc_managed", "1"),
+            ("id_written", "0"),
+            ("launches_after_own_write", "0"),
+        ],
+    );
+}
+
+#[test]
+fn ids_without_arguments_ignore_argument_changes() {
+    let m = run(true, &[("PRESCIENT_ID_ARGS", "0")]);
+    check(
+        &m,
+        &[
+            ("id_written", "1"),
+            ("id_same_launch_same", "1"),
+            ("id_args_differ", "0"),
+            ("id_shape_differs", "1"),
+        ],
+    );
+}
