@@ -71,6 +71,11 @@ pub enum Command {
     /// recorded before `record` compacted addresses itself).
     #[command(hide = true)]
     CompactTrace { input: PathBuf, output: PathBuf },
+    /// Run a command (e.g. `python train.py`, torchrun) on Prescient: its
+    /// device allocations become managed memory, its kernel launches carry
+    /// execution ids, and prescientd attaches it and every CUDA child once
+    /// they open the GPU. Exits with the command's exit status.
+    Run(RunArgs),
     /// Print a shell completion script (generated at build time).
     Completions {
         #[arg(value_enum)]
@@ -85,6 +90,43 @@ pub struct JsonFlag {
     /// JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Residency budget (bytes or K/M/G/T, e.g. 40G): the job sees it as
+    /// the GPU's size (cuMemGetInfo), and prescientd keeps the job's
+    /// resident memory under it (set as the daemon's budget).
+    #[arg(long, value_name = "SIZE", value_parser = parse_run_budget)]
+    pub budget: Option<u64>,
+    /// How prescientd predicts: `auto` (execution-id mode while ids
+    /// arrive, transparent otherwise), `exec-id`, or `transparent` (no ids
+    /// are written).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub mode: RunMode,
+    /// No dead/alive marks from PyTorch's allocator.
+    #[arg(long)]
+    pub no_marks: bool,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// `prescientctl run --mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RunMode {
+    Auto,
+    ExecId,
+    Transparent,
+}
+
+/// `run --budget`: a size, at least 2 MiB.
+fn parse_run_budget(s: &str) -> Result<u64, String> {
+    let b = prescient_units::parse_size(s).map_err(|e| e.to_string())?;
+    if b < 2 << 20 {
+        return Err(format!("{s:?}: the budget is at least 2 MiB"));
+    }
+    Ok(b)
 }
 
 #[derive(Args, Debug)]

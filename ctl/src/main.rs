@@ -32,6 +32,7 @@ fn run(cli: Cli) -> Res<()> {
         Command::Attach { pid } => cmd::attach::attach(socket, *pid),
         Command::Detach { pid } => cmd::attach::detach(socket, *pid),
         Command::Record(a) => cmd::record::run(a),
+        Command::Run(a) => cmd::run::run(socket, a),
         Command::CompactTrace { input, output } => cmd::compact_trace::run(input, output),
     }
 }

@@ -8,6 +8,7 @@ pub const ENV_BUDGET: &str = "PRESCIENT_BUDGET_BYTES";
 pub const ENV_MODE: &str = "PRESCIENT_MODE";
 pub const ENV_ID_ARGS: &str = "PRESCIENT_ID_ARGS";
 pub const ENV_LOG: &str = "PRESCIENT_RUNTIME_LOG";
+pub const ENV_ID_LOG: &str = "PRESCIENT_ID_LOG";
 
 /// The runtime's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub struct Config {
     pub id_args: bool,
     /// One line at start and the counters at exit, on stderr.
     pub log: bool,
+    /// Where to write every launch's id at exit (8 bytes each, little
+    /// endian; measurements of id stability only).
+    pub id_log: Option<String>,
 }
 
 impl Config {
@@ -33,6 +37,7 @@ impl Config {
             marks: !transparent,
             id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
             log: get(ENV_LOG).is_some_and(|v| v == "1"),
+            id_log: get(ENV_ID_LOG).filter(|p| !p.is_empty()),
         }
     }
 }
@@ -49,16 +54,18 @@ pub fn get() -> &'static Config {
 #[cold]
 pub fn announce() {
     let c = get();
-    if !c.log {
+    if !c.log && c.id_log.is_none() {
         return;
     }
-    eprintln!(
-        "prescient-runtime: pid {}: device allocations managed; budget {}; execution ids {}",
-        std::process::id(),
-        c.budget
-            .map_or("none".to_string(), |b| format!("{b} bytes")),
-        if c.marks { "on" } else { "off" }
-    );
+    if c.log {
+        eprintln!(
+            "prescient-runtime: pid {}: device allocations managed; budget {}; execution ids {}",
+            std::process::id(),
+            c.budget
+                .map_or("none".to_string(), |b| format!("{b} bytes")),
+            if c.marks { "on" } else { "off" }
+        );
+    }
     extern "C" fn at_exit() {
         crate::stats::print();
     }

@@ -153,8 +153,12 @@ unsafe fn before(
         // SAFETY: the caller's promise.
         unsafe { hash_args(&mut h, shape.function as CuFunction, params, extra) };
     }
+    let id = h.finish();
+    if config.id_log.is_some() {
+        stats::log_id(id);
+    }
     // SAFETY: the launch's own stream.
-    unsafe { marker::mark(stream, per_thread, h.finish()) };
+    unsafe { marker::mark(stream, per_thread, id) };
 }
 
 fn load<F: Copy>(slot: &AtomicPtr<c_void>) -> F {

@@ -31,8 +31,34 @@ pub fn line() -> String {
     )
 }
 
-/// Prints the counters on stderr.
+/// Ids kept for PRESCIENT_ID_LOG at most (32 MB).
+pub const MAX_LOGGED_IDS: usize = 1 << 22;
+
+static ID_LOG: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+/// Keeps a launch's id for the id log.
+#[cold]
+pub fn log_id(id: u64) {
+    let mut v = ID_LOG.lock().unwrap_or_else(|e| e.into_inner());
+    if v.len() < MAX_LOGGED_IDS {
+        v.push(id & prescient_uapi::execpage::ID_MASK);
+    }
+}
+
+/// Prints the counters on stderr (with PRESCIENT_RUNTIME_LOG=1) and writes
+/// the id log (with PRESCIENT_ID_LOG=PATH; PATH.PID).
 #[cold]
 pub fn print() {
-    eprintln!("prescient-runtime: pid {}: {}", std::process::id(), line());
+    let c = crate::config::get();
+    if c.log {
+        eprintln!("prescient-runtime: pid {}: {}", std::process::id(), line());
+    }
+    if let Some(path) = &c.id_log {
+        let v = ID_LOG.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes: Vec<u8> = v.iter().flat_map(|id| id.to_le_bytes()).collect();
+        let path = format!("{path}.{}", std::process::id());
+        if let Err(e) = std::fs::write(&path, bytes) {
+            eprintln!("prescient-runtime: {path}: {e}");
+        }
+    }
 }

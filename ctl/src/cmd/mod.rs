@@ -5,6 +5,7 @@ pub mod compact_trace;
 pub mod docs;
 pub mod record;
 pub mod reset;
+pub mod run;
 pub mod set;
 pub mod stats;
 pub mod status;

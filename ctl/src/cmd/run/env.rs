@@ -1,0 +1,171 @@
+//! The environment `prescientctl run` gives the command: the runtime
+//! preloaded, PyTorch's allocator set so that its memory can be made
+//! managed, and the runtime's settings.
+
+use crate::cli::{RunArgs, RunMode};
+use std::collections::BTreeMap;
+
+/// Set in the command's environment (to the launcher's pid): a
+/// `prescientctl run` inside it runs its command as it is.
+pub const ENV_NESTED: &str = "PRESCIENT_RUN_PID";
+/// PyTorch's allocator settings, current and older name.
+pub const ALLOC_CONF: &str = "PYTORCH_ALLOC_CONF";
+pub const ALLOC_CONF_OLD: &str = "PYTORCH_CUDA_ALLOC_CONF";
+
+/// What the launcher sets, and what it says it overrode.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ChildEnv {
+    pub set: BTreeMap<String, String>,
+    pub notes: Vec<String>,
+}
+
+/// PyTorch's allocator settings with the two that managed memory needs:
+/// the native caching allocator (cudaMallocAsync pools cannot be managed)
+/// and no expandable segments (cuMemCreate/cuMemMap mappings cannot be
+/// either). Other keys are kept in order. Returns the value and what was
+/// overridden.
+pub fn alloc_conf(user: Option<&str>) -> (String, Vec<String>) {
+    let forced = [("backend", "native"), ("expandable_segments", "False")];
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut notes = Vec::new();
+    for item in user
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (k, v) = item.split_once(':').unwrap_or((item, ""));
+        let (k, v) = (k.trim(), v.trim());
+        match forced.iter().find(|(fk, _)| *fk == k) {
+            Some((_, fv)) if !v.eq_ignore_ascii_case(fv) => {
+                notes.push(format!("{k}:{v} overridden with {k}:{fv}"))
+            }
+            Some(_) => {}
+            None => out.push((k.to_string(), v.to_string())),
+        }
+    }
+    let mut items: Vec<String> = forced.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    items.extend(
+        out.into_iter()
+            .map(|(k, v)| if v.is_empty() { k } else { format!("{k}:{v}") }),
+    );
+    (items.join(","), notes)
+}
+
+/// `LD_PRELOAD` with the runtime first (once).
+pub fn preload(runtime: &str, user: Option<&str>) -> String {
+    let rest: Vec<&str> = user
+        .unwrap_or("")
+        .split([':', ' '])
+        .filter(|s| !s.is_empty() && *s != runtime)
+        .collect();
+    std::iter::once(runtime)
+        .chain(rest)
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The variables to set for the command, from the launcher's own
+/// environment (`get`) and arguments.
+pub fn child_env(
+    args: &RunArgs,
+    runtime: &str,
+    launcher_pid: u32,
+    get: impl Fn(&str) -> Option<String>,
+) -> ChildEnv {
+    let mut set = BTreeMap::new();
+    let user_conf = get(ALLOC_CONF).or_else(|| get(ALLOC_CONF_OLD));
+    let (conf, mut notes) = alloc_conf(user_conf.as_deref());
+    set.insert(ALLOC_CONF.to_string(), conf.clone());
+    set.insert(ALLOC_CONF_OLD.to_string(), conf);
+    set.insert(
+        "LD_PRELOAD".to_string(),
+        preload(runtime, get("LD_PRELOAD").as_deref()),
+    );
+    set.insert(ENV_NESTED.to_string(), launcher_pid.to_string());
+    let mode = match args.mode {
+        RunMode::Auto => "auto",
+        RunMode::ExecId => "exec-id",
+        RunMode::Transparent => "transparent",
+    };
+    set.insert("PRESCIENT_MODE".to_string(), mode.to_string());
+    if let Some(b) = args.budget {
+        set.insert("PRESCIENT_BUDGET_BYTES".to_string(), b.to_string());
+    }
+    if let Some(n) = notes.first_mut() {
+        *n = format!("PyTorch allocator: {n}");
+    }
+    ChildEnv { set, notes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn allocator_settings_force_two_keys_and_keep_the_rest() {
+        assert_eq!(
+            alloc_conf(None),
+            ("backend:native,expandable_segments:False".into(), vec![])
+        );
+        let (c, n) = alloc_conf(Some(
+            "backend:cudaMallocAsync, max_split_size_mb:128,expandable_segments:True",
+        ));
+        assert_eq!(
+            c,
+            "backend:native,expandable_segments:False,max_split_size_mb:128"
+        );
+        assert_eq!(n.len(), 2, "{n:?}");
+        assert!(n[0].contains("cudaMallocAsync"));
+        let (c, n) = alloc_conf(Some(
+            "expandable_segments:false,garbage_collection_threshold:0.6",
+        ));
+        assert_eq!(
+            c,
+            "backend:native,expandable_segments:False,garbage_collection_threshold:0.6"
+        );
+        assert!(n.is_empty());
+    }
+
+    #[test]
+    fn the_runtime_is_preloaded_first_and_once() {
+        assert_eq!(preload("/r.so", None), "/r.so");
+        assert_eq!(
+            preload("/r.so", Some("/a.so /r.so:/b.so")),
+            "/r.so:/a.so:/b.so"
+        );
+    }
+
+    #[test]
+    fn the_command_gets_mode_budget_and_nesting_guard() {
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: RunArgs,
+        }
+        let t = T::try_parse_from([
+            "t",
+            "--budget",
+            "4G",
+            "--mode",
+            "transparent",
+            "--",
+            "python3",
+            "x.py",
+        ])
+        .unwrap();
+        let e = child_env(&t.a, "/r.so", 42, |k| {
+            (k == ALLOC_CONF_OLD).then(|| "backend:cudaMallocAsync".to_string())
+        });
+        assert_eq!(e.set["PRESCIENT_MODE"], "transparent");
+        assert_eq!(e.set["PRESCIENT_BUDGET_BYTES"], (4u64 << 30).to_string());
+        assert_eq!(e.set[ENV_NESTED], "42");
+        assert_eq!(
+            e.set[ALLOC_CONF],
+            "backend:native,expandable_segments:False"
+        );
+        assert_eq!(e.notes.len(), 1);
+        assert_eq!(t.a.command, vec!["python3", "x.py"]);
+    }
+}
