@@ -17,6 +17,8 @@ pub struct Config {
     pub budget: Option<u64>,
     /// Write execution ids into the page (false in transparent mode).
     pub marks: bool,
+    /// Write them only while the page's reader asks for them (auto mode).
+    pub marks_on_request: bool,
     /// Hash kernel arguments into ids (else function and launch shape only).
     pub id_args: bool,
     /// One line at start and the counters at exit, on stderr.
@@ -29,12 +31,14 @@ pub struct Config {
 impl Config {
     /// Parses the settings from a variable lookup (tests pass their own).
     pub fn parse(get: impl Fn(&str) -> Option<String>) -> Config {
-        let transparent = get(ENV_MODE).is_some_and(|m| m == "transparent");
+        let mode = get(ENV_MODE);
+        let transparent = mode.as_deref() == Some("transparent");
         Config {
             budget: get(ENV_BUDGET)
                 .and_then(|v| v.parse::<u64>().ok())
                 .filter(|&b| b > 0),
             marks: !transparent,
+            marks_on_request: mode.as_deref().is_none_or(|m| m == "auto"),
             id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
             log: get(ENV_LOG).is_some_and(|v| v == "1"),
             id_log: get(ENV_ID_LOG).filter(|p| !p.is_empty()),
@@ -89,7 +93,9 @@ mod tests {
     #[test]
     fn ids_are_off_in_transparent_mode_only() {
         assert!(parse(&[]).marks);
+        assert!(parse(&[]).marks_on_request);
         assert!(parse(&[(ENV_MODE, "exec-id")]).marks);
+        assert!(!parse(&[(ENV_MODE, "exec-id")]).marks_on_request);
         assert!(!parse(&[(ENV_MODE, "transparent")]).marks);
         assert_eq!(parse(&[(ENV_BUDGET, "0")]).budget, None);
         assert_eq!(parse(&[(ENV_BUDGET, "1048576")]).budget, Some(1 << 20));

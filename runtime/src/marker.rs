@@ -136,6 +136,15 @@ fn capturing(calls: &driver::Calls, stream: CuStream, per_thread: bool) -> bool 
     rc != CUDA_SUCCESS || status != 0
 }
 
+/// Should this launch be marked? Not in auto mode while no reader asks
+/// for ids (once the page exists: the first launch makes it).
+pub fn wanted() -> bool {
+    if !crate::config::get().marks_on_request || STATE.load(Ordering::Acquire) != READY {
+        return true;
+    }
+    page().is_some_and(|p| p.ids_wanted())
+}
+
 /// Enqueues the write of `id` into `stream`'s slot before a launch.
 ///
 /// # Safety
@@ -148,6 +157,9 @@ pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) {
         return;
     }
     let Some(page) = page() else { return };
+    if crate::config::get().marks_on_request && !page.ids_wanted() {
+        return; // the launch that made the page, in auto mode
+    }
     let slot = page.claim(stream_key(stream, per_thread, tid())).slot();
     let addr = DEVICE.load(Ordering::Acquire) + execpage::value_offset(slot) as u64;
     let f = if per_thread {

@@ -121,7 +121,7 @@ fn without_the_runtime_nothing_is_managed_or_marked() {
 
 #[test]
 fn every_wrapper_symbol_version_and_per_thread_variant() {
-    let m = run(true, &[]);
+    let m = run(true, &[("PRESCIENT_MODE", "exec-id")]);
     check(
         &m,
         &[
@@ -152,8 +152,8 @@ fn every_wrapper_symbol_version_and_per_thread_variant() {
             ("id_same_launch_same", "1"),
             ("id_args_differ", "1"),
             ("id_shape_differs", "1"),
-            ("launches", "9"),
-            ("launches_after_own_write", "9"),
+            ("launches", "10"),
+            ("launches_after_own_write", "10"),
             ("streams_have_slots", "1"),
             ("captured_write", "1"),
             ("many_streams_after_write", "300"),
@@ -194,6 +194,12 @@ fn the_budget_is_reported_as_the_device_size() {
 }
 
 #[test]
+fn auto_mode_writes_ids_only_once_a_reader_asks() {
+    let m = run(true, &[("PRESCIENT_MODE", "auto")]);
+    check(&m, &[("alloc_managed", "1"), ("id_written", "0"), ("id_after_want", "1")]);
+}
+
+#[test]
 fn transparent_mode_keeps_managed_memory_and_writes_no_ids() {
     let m = run(true, &[("PRESCIENT_MODE", "transparent")]);
     check(
@@ -208,7 +214,7 @@ fn transparent_mode_keeps_managed_memory_and_writes_no_ids() {
 
 #[test]
 fn ids_without_arguments_ignore_argument_changes() {
-    let m = run(true, &[("PRESCIENT_ID_ARGS", "0")]);
+    let m = run(true, &[("PRESCIENT_ID_ARGS", "0"), ("PRESCIENT_MODE", "exec-id")]);
     check(
         &m,
         &[

@@ -18,7 +18,10 @@
 //! - word 2: the writer's pid (the runtime stores it when it maps the page);
 //! - word 3: launches marked so far (host-side counter: wraps, only its
 //!   change matters);
-//! - words 4..8: reserved, zero;
+//! - word 4: control, written by the reader: bit 0 ([`WANT_IDS`]) asks
+//!   the runtime for ids (in its `auto` mode it writes none without it, so
+//!   a job nobody predicts for pays nothing for them);
+//! - words 5..8: reserved, zero;
 //! - then [`SLOTS`] slots of two words: `[owner, value]`. `owner` is the
 //!   stream key the host claimed the slot for (0: free); `value` is written
 //!   by the GPU only, an [`encode`]d id.
@@ -59,6 +62,10 @@ pub const W_SLOTS: usize = 1;
 pub const W_PID: usize = 2;
 /// Word index of the launch counter.
 pub const W_LAUNCHES: usize = 3;
+/// Word index of the control word.
+pub const W_CONTROL: usize = 4;
+/// Control bit: a reader wants execution ids.
+pub const WANT_IDS: u64 = 1;
 /// Bits of the id proper.
 pub const ID_BITS: u32 = 48;
 /// Mask of the id bits.
@@ -179,6 +186,20 @@ impl<'a> Page<'a> {
         Claim::Shared(home_slot(key))
     }
 
+    /// True when a reader asked for ids.
+    pub fn ids_wanted(&self) -> bool {
+        self.words[W_CONTROL].load(Ordering::Relaxed) & WANT_IDS != 0
+    }
+
+    /// Asks for ids, or stops asking (reader side).
+    pub fn want_ids(&self, on: bool) {
+        if on {
+            self.words[W_CONTROL].fetch_or(WANT_IDS, Ordering::Relaxed);
+        } else {
+            self.words[W_CONTROL].fetch_and(!WANT_IDS, Ordering::Relaxed);
+        }
+    }
+
     /// Counts one marked launch.
     pub fn count_launch(&self) {
         self.words[W_LAUNCHES].fetch_add(1, Ordering::Relaxed);
@@ -296,6 +317,11 @@ mod tests {
         assert_eq!(p.claim(extra), Claim::Shared(home_slot(extra)));
         assert!(p.is_valid());
         assert_eq!(p.writer_pid(), 7);
+        assert!(!p.ids_wanted());
+        p.want_ids(true);
+        assert!(p.ids_wanted());
+        p.want_ids(false);
+        assert!(!p.ids_wanted());
     }
 
     #[test]

@@ -52,7 +52,7 @@ static volatile uint64_t *page(void) {
         link[n] = 0;
         if (strstr(link, "memfd:prescient-exec-page")) {
             int fd = open(path, O_RDWR);
-            pg = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+            pg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             close(fd);
             break;
         }
@@ -149,6 +149,10 @@ int main(int argc, char **argv) {
     lk(fn(0), 8, 1, 1, 128, 1, 1, 0, stream, params, NULL);
     uint64_t v4 = slot_value(0x7000);
     printf("id_written=%d id_same_launch_same=%d id_args_differ=%d id_shape_differs=%d\n", v1 != 0, v1 == v2, v1 != v3, v3 != v4);
+    /* A reader asks for ids (the page's control word, bit 0). */
+    if (page()) __atomic_fetch_or((uint64_t *)&page()[4], 1, __ATOMIC_RELAXED);
+    lk(fn(0), 3, 1, 1, 128, 1, 1, 0, (void *)0xA000, params, NULL);
+    printf("id_after_want=%d\n", slot_value(0xA000) != 0);
     lk_t lkp = (lk_t)get("cuLaunchKernel", 12000, 2);
     lkp(fn(0), 4, 1, 1, 128, 1, 1, 0, NULL, params, NULL);
     coop_t cp = (coop_t)get("cuLaunchCooperativeKernel", 12000, 0);

@@ -1,0 +1,12 @@
+#!/bin/bash
+# Copies what the GPU runs of issue 15 need into the device tool's carried
+# folder ($1, a folder of the session's checkout that git ignores): the
+# worktree's bench/gpu/runtime scripts and the release binaries.
+set -eu
+dst=$1; src=$(cd "$(dirname "$0")/../../.." && pwd)
+rm -rf "$dst"; mkdir -p "$dst/target/release" "$dst/bench/gpu"
+cp -r "$src/bench/gpu/runtime" "$dst/bench/gpu/"
+for f in prescientctl prescientd libprescient_runtime.so; do
+  [ -f "$src/target/release/$f" ] && cp "$src/target/release/$f" "$dst/target/release/"
+done
+du -sh "$dst"
