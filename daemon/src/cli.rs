@@ -17,7 +17,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use prescient_units::{parse_seconds, ByteSize, HumanDuration};
 use prescientd::userspace::{backoff, gate};
-use prescientd::userspace::{FaultSource, PolicyMode};
+use prescientd::userspace::{ExecIds, FaultSource, PolicyMode};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -99,6 +99,11 @@ pub struct TargetArgs {
 pub struct PolicyArgs {
     #[arg(long, value_enum, default_value_t = PolicyMode::Prescient)]
     pub mode: PolicyMode,
+    /// Execution ids from the process's runtime (`prescientctl run`): `on`
+    /// runs the engine in execution-id mode, `auto` only if the process
+    /// has its execution-id page at attach, `off` never.
+    #[arg(long, value_enum, default_value_t = ExecIds::Auto)]
+    pub exec_ids: ExecIds,
     /// Residency budget (GPU-resident managed memory of the process),
     /// enforced by pre-eviction: bytes, or e.g. 4G, 1.5G, 512MiB (binary units).
     #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]

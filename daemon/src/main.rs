@@ -159,6 +159,7 @@ fn loop_config(
         marks,
         discard,
         block_log: args.output.block_log,
+        exec_ids: args.policy.exec_ids,
     }
 }
 

@@ -196,7 +196,14 @@ fn the_budget_is_reported_as_the_device_size() {
 #[test]
 fn auto_mode_writes_ids_only_once_a_reader_asks() {
     let m = run(true, &[("PRESCIENT_MODE", "auto")]);
-    check(&m, &[("alloc_managed", "1"), ("id_written", "0"), ("id_after_want", "1")]);
+    check(
+        &m,
+        &[
+            ("alloc_managed", "1"),
+            ("id_written", "0"),
+            ("id_after_want", "1"),
+        ],
+    );
 }
 
 #[test]
@@ -214,7 +221,10 @@ fn transparent_mode_keeps_managed_memory_and_writes_no_ids() {
 
 #[test]
 fn ids_without_arguments_ignore_argument_changes() {
-    let m = run(true, &[("PRESCIENT_ID_ARGS", "0"), ("PRESCIENT_MODE", "exec-id")]);
+    let m = run(
+        true,
+        &[("PRESCIENT_ID_ARGS", "0"), ("PRESCIENT_MODE", "exec-id")],
+    );
     check(
         &m,
         &[

@@ -3,7 +3,7 @@
 //! every process it attaches shares (`Settings`).
 
 use super::marks::Mark;
-use super::mode::{FaultSource, PolicyMode};
+use super::mode::{ExecIds, FaultSource, PolicyMode};
 use super::snapshot::Snapshot;
 use super::{backoff, gate};
 use prescient_core::{Mode, Params, BLOCK_SHIFT};
@@ -49,6 +49,8 @@ pub struct Config {
     pub discard: bool,
     /// Log every block decision and movement here (blocklog.rs).
     pub block_log: Option<PathBuf>,
+    /// Execution ids from the process's runtime (execfeed.rs).
+    pub exec_ids: ExecIds,
 }
 
 impl Default for Config {
@@ -75,6 +77,7 @@ impl Default for Config {
             marks: None,
             discard: false,
             block_log: None,
+            exec_ids: ExecIds::Off,
         }
     }
 }
@@ -107,6 +110,7 @@ impl Config {
             publish: Some(publish),
             marks: Some(marks),
             discard,
+            exec_ids: ExecIds::Auto,
             ..Config::default()
         }
     }
@@ -151,7 +155,10 @@ pub(crate) fn base_params(budget: Option<u64>, gpu_blocks: u32) -> Params {
 
 /// The engine's parameters for one attached process: `base_params`, the
 /// window override, then the service's table settings; all validated.
-pub(crate) fn engine_params(cfg: &Config) -> anyhow::Result<Params> {
+///
+/// `exec_mode`: execution-id mode (the process's runtime supplies ids),
+/// whatever the parameters say.
+pub(crate) fn engine_params(cfg: &Config, exec_mode: bool) -> anyhow::Result<Params> {
     let mut base = base_params(cfg.budget, cfg.gpu_blocks);
     if let Some(w) = cfg.window_blocks {
         base.window_blocks = w;
@@ -161,6 +168,10 @@ pub(crate) fn engine_params(cfg: &Config) -> anyhow::Result<Params> {
             .to_engine(&base)
             .map_err(|e| anyhow::anyhow!("engine parameters: {e}"))?,
         None => base,
+    };
+    let params = Params {
+        mode: if exec_mode { Mode::ExecId } else { params.mode },
+        ..params
     };
     params
         .validate()
@@ -184,14 +195,23 @@ mod tests {
 
     #[test]
     fn the_window_is_an_eighth_of_the_budget_unless_given() {
-        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), None)).unwrap();
+        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), None), false).unwrap();
         assert_eq!((p.history_window(), p.max_resident_blocks), (128, 4096));
-        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), Some(32))).unwrap();
+        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), Some(32)), false).unwrap();
         assert_eq!(p.history_window(), 32);
         // Without a budget: an eighth of the GPU, which also caps a larger one.
-        let p = engine_params(&config(None, None)).unwrap();
+        let p = engine_params(&config(None, None), false).unwrap();
         assert_eq!(p.history_window(), 512);
-        let p = engine_params(&config(None, Some(100_000))).unwrap();
+        let p = engine_params(&config(None, Some(100_000)), false).unwrap();
         assert_eq!(p.history_window(), 512);
+    }
+
+    #[test]
+    fn execution_ids_switch_the_engine_to_execution_id_mode() {
+        let c = config(Some(1024 * BLOCK_BYTES), None);
+        assert_eq!(engine_params(&c, false).unwrap().mode, Mode::Transparent);
+        let p = engine_params(&c, true).unwrap();
+        assert_eq!(p.mode, Mode::ExecId);
+        assert!(p.validate().is_ok());
     }
 }

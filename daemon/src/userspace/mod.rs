@@ -29,6 +29,7 @@ pub mod backoff;
 pub mod blocklog;
 mod config;
 mod discard;
+mod execfeed;
 pub mod gate;
 pub mod marks;
 mod migrator;
@@ -41,7 +42,7 @@ mod snapshot;
 mod state;
 
 pub use config::{Config, Settings};
-pub use mode::{FaultSource, PolicyMode};
+pub use mode::{ExecIds, FaultSource, PolicyMode};
 pub use process::run;
 pub use snapshot::Snapshot;
 

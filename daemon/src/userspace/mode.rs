@@ -46,3 +46,18 @@ pub enum FaultSource {
     /// our own commands, so no budget can be enforced.
     FaultsOnly,
 }
+
+/// Whether the engine learns per kernel from the execution ids a process's
+/// runtime writes (execfeed.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExecIds {
+    /// Transparent mode: ids are not read.
+    Off,
+    /// Execution-id mode if the process has an execution-id page when the
+    /// loop starts (`prescientctl run` attaches once it has), transparent
+    /// mode otherwise.
+    Auto,
+    /// Execution-id mode; the page is looked for until it appears.
+    On,
+}

@@ -10,8 +10,9 @@
 use super::blocklog;
 use super::config::Config;
 use super::discard::{apply_mark, discard_blocks};
+use super::execfeed::{engine_id, Feed};
 use super::gate;
-use super::mode::FaultSource;
+use super::mode::{ExecIds, FaultSource};
 use super::policy;
 use super::residency::{apply_migration, fault_in};
 use super::snapshot::{fill, write_stats, Snapshot};
@@ -31,6 +32,8 @@ const PACE: Pace = Pace {
     alive_every: Duration::from_millis(100),
     idle_sleep: Duration::from_micros(50),
 };
+/// How often `--exec-ids on` looks for a page not found yet.
+const FEED_LOOK_EVERY: Duration = Duration::from_millis(100);
 /// Marks applied per turn; the rest wait for the next one.
 const MARKS_PER_TURN: usize = 16;
 
@@ -43,6 +46,7 @@ pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Resu
     let duration = p.cfg.duration;
     let ended = session.pump(&stop, duration, PACE, |tracker| {
         let mut faulted = false;
+        p.read_exec_ids();
         let n = tracker.drain(DRAIN_BATCH, |ev| faulted |= p.on_event(ev));
         if !p.drive_gate(tracker) {
             return Turn::Stop;
@@ -109,12 +113,40 @@ impl Process {
         learnt
     }
 
+    /// Reads the execution-id page (looking for it every
+    /// [`FEED_LOOK_EVERY`] until found, with `--exec-ids on`): each new id
+    /// starts a kernel in the engine.
+    fn read_exec_ids(&mut self) {
+        if self.feed.is_none()
+            && self.cfg.exec_ids == ExecIds::On
+            && self.feed_looked.elapsed() >= FEED_LOOK_EVERY
+        {
+            self.feed_looked = Instant::now();
+            self.feed = Feed::find(self.snap.pid);
+        }
+        let Some(feed) = self.feed.as_mut() else {
+            return;
+        };
+        let learns = self.exec_mode && self.cfg.mode.learns();
+        let engine = &mut self.engine;
+        feed.poll(|id| {
+            if learns {
+                engine.kernel_start(engine_id(id));
+            }
+        });
+        self.snap.exec_ids_seen = feed.ids_seen;
+        self.snap.exec_ids_torn = feed.torn();
+    }
+
     /// Counts a fault on block `b` (a GPU fault, or a migration standing for
     /// one) and hands it to the back-off and the engine; true when the
     /// engine learnt it.
     fn count_fault(&mut self, b: u64) -> bool {
         self.last_fault_block = b;
         self.snap.fault_blocks += 1;
+        if self.feed.as_ref().is_some_and(|f| f.current().is_some()) {
+            self.snap.faults_with_exec_id += 1;
+        }
         if let Some(bo) = self.backoff.as_mut() {
             bo.fault(b);
         }

@@ -30,6 +30,15 @@ pub struct Snapshot {
     pub events: u64,
     pub fault_events: u64,
     pub fault_blocks: u64,
+    /// The engine runs in execution-id mode (execfeed.rs).
+    pub exec_mode: bool,
+    /// Execution ids read from the process's page.
+    pub exec_ids_seen: u64,
+    /// Faults handed to the engine while an id was known: with
+    /// `fault_blocks`, how many faults carry an execution id.
+    pub faults_with_exec_id: u64,
+    /// Page values refused as torn.
+    pub exec_ids_torn: u64,
     pub migration_events: u64,
     pub other_events: u64,
     pub migrated_to_gpu_bytes: u64,

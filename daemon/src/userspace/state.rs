@@ -6,9 +6,10 @@ use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::config::{engine_params, Config};
 use super::discard::Leaving;
+use super::execfeed::Feed;
 use super::gate::{self, Gate, MajorFaults};
 use super::migrator::Migrator;
-use super::mode::FaultSource;
+use super::mode::{ExecIds, FaultSource};
 use super::residency::Residency;
 use super::snapshot::Snapshot;
 use prescient_core::Engine;
@@ -131,6 +132,12 @@ pub(super) struct Process {
     pub(super) snap: Snapshot,
     pub(super) migrator: Migrator,
     pub(super) start: Instant,
+    /// The process's execution-id page, once found (execfeed.rs).
+    pub(super) feed: Option<Feed>,
+    /// The engine runs in execution-id mode.
+    pub(super) exec_mode: bool,
+    /// When the page was last looked for.
+    pub(super) feed_looked: Instant,
 }
 
 impl Process {
@@ -138,7 +145,12 @@ impl Process {
     /// for the process of `session`.
     pub(super) fn new(session: &Session, cfg: Config) -> anyhow::Result<Process> {
         let (target, gpu) = (&session.target, session.gpu);
-        let params = engine_params(&cfg)?;
+        let feed = match cfg.exec_ids {
+            ExecIds::Off => None,
+            ExecIds::Auto | ExecIds::On => Feed::find(target.pid),
+        };
+        let exec_mode = cfg.exec_ids == ExecIds::On || feed.is_some();
+        let params = engine_params(&cfg, exec_mode)?;
         let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
             .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
         engine.set_regret_window(cfg.regret_window);
@@ -162,6 +174,7 @@ impl Process {
             driver_version: session.driver_version.clone(),
             gpu_uuid: gpu.to_string(),
             budget_bytes: cfg.budget,
+            exec_mode,
             ..Default::default()
         };
         Ok(Process {
@@ -183,6 +196,9 @@ impl Process {
             snap,
             migrator,
             start: Instant::now(),
+            feed,
+            exec_mode,
+            feed_looked: Instant::now(),
         })
     }
 }

@@ -107,14 +107,25 @@ fn nested(outer: &str, args: &RunArgs) -> Res<()> {
     ))
 }
 
-/// Attaches each CUDA process of the command once, until `stop`; says
-/// once if prescientd refuses.
-fn attach_loop(socket: PathBuf, root: i32, stop: Arc<AtomicBool>) {
+/// How long a CUDA process may go without its execution-id page before it
+/// is attached anyway (in transparent mode: a job that launches no kernel).
+const PAGE_WAIT: Duration = Duration::from_secs(3);
+
+/// Attaches each CUDA process of the command once, until `stop`: once it
+/// has its execution-id page (so that prescientd starts it in
+/// execution-id mode), or after [`PAGE_WAIT`], or at once when ids are off.
+/// Says once if prescientd refuses.
+fn attach_loop(socket: PathBuf, root: i32, ids: bool, stop: Arc<AtomicBool>) {
     let mut tried = std::collections::BTreeSet::new();
+    let mut first_seen = std::collections::BTreeMap::new();
     let mut said = false;
     while !stop.load(Ordering::Relaxed) {
         for pid in watch::cuda_processes(root) {
-            if !tried.insert(pid) {
+            let seen = *first_seen
+                .entry(pid)
+                .or_insert_with(std::time::Instant::now);
+            let ready = !ids || watch::has_exec_page(pid) || seen.elapsed() >= PAGE_WAIT;
+            if !ready || !tried.insert(pid) {
                 continue;
             }
             let r = Client::connect(&socket).and_then(|mut c| c.call(&Request::Attach { pid }));
@@ -172,7 +183,8 @@ pub fn run(socket: &Path, args: &RunArgs) -> Res<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = daemon.is_ok().then(|| {
         let (s, st) = (socket.to_path_buf(), stop.clone());
-        std::thread::spawn(move || attach_loop(s, pid, st))
+        let ids = args.mode != crate::cli::RunMode::Transparent;
+        std::thread::spawn(move || attach_loop(s, pid, ids, st))
     });
     // SAFETY: ignoring the terminal's interrupt while the command (in the
     // same process group) decides what to do with it, as system() does.

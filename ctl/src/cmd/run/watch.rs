@@ -55,6 +55,17 @@ pub fn uses_gpu(pid: i32) -> bool {
         .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == "/dev/nvidia-uvm"))
 }
 
+/// True if `pid` has its execution-id page (made by the runtime at its
+/// first kernel launch).
+pub fn has_exec_page(pid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let name = format!("/memfd:{}", prescient_uapi::execpage::MEMFD_NAME);
+    dir.flatten()
+        .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with(&name)))
+}
+
 /// The command's processes that use the GPU now.
 pub fn cuda_processes(root: i32) -> BTreeSet<i32> {
     descendants(root, &parents())

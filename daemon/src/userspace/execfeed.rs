@@ -1,0 +1,220 @@
+//! Execution ids from a process's runtime (prescient-runtime, preloaded by
+//! `prescientctl run`): the process's execution-id page
+//! (prescient_uapi::execpage), found among its file descriptors by the
+//! memfd's name, opened through /proc/PID/fd (the same access check as
+//! pidfd_getfd: the daemon may ptrace-read the process), mapped, and read
+//! every turn of the process's loop.
+//!
+//! While the feed is mapped it asks the runtime for ids (the page's control
+//! word); dropping it stops asking, so a detached job pays nothing for ids.
+//!
+//! Attribution: a fault is charged to the id the page shows when the loop
+//! drains the fault. A faulting kernel is stalled until its fault is
+//! served, so on its stream the next kernel's id cannot have been written
+//! yet; with several streams the id last seen changing is taken.
+
+use prescient_uapi::execpage::{Page, Reader, MEMFD_NAME, PAGE_BYTES, PAGE_WORDS};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicU64;
+
+/// The engine's 32-bit execution id for a page's 48-bit id (folded; never
+/// the engine's "no id").
+pub fn engine_id(id48: u64) -> prescient_core::ExecId {
+    let v = (id48 ^ (id48 >> 32)) as u32;
+    if v == prescient_core::NO_EXEC {
+        0
+    } else {
+        v
+    }
+}
+
+/// A mapped page and what the loop has read from it.
+pub struct Feed {
+    addr: usize,
+    reader: Reader,
+    current: Option<u64>,
+    /// Ids read (changes of a slot).
+    pub ids_seen: u64,
+}
+
+impl Feed {
+    /// Maps the page of process `pid`, if its runtime has made one.
+    pub fn find(pid: i32) -> Option<Feed> {
+        let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+        for e in dir.flatten() {
+            let Ok(link) = std::fs::read_link(e.path()) else {
+                continue;
+            };
+            if !link
+                .to_string_lossy()
+                .starts_with(&format!("/memfd:{MEMFD_NAME}"))
+            {
+                continue;
+            }
+            if let Some(f) = Self::map(&e.path(), pid) {
+                return Some(f);
+            }
+        }
+        None
+    }
+
+    /// Maps one candidate; None unless it is a valid page written by `pid`
+    /// (a forked child also holds its parent's).
+    fn map(path: &std::path::Path, pid: i32) -> Option<Feed> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .ok()?;
+        if f.metadata().ok()?.len() < PAGE_BYTES as u64 {
+            return None;
+        }
+        // SAFETY: mapping one page of a regular memfd we hold, shared.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        let feed = Feed {
+            addr: p as usize,
+            reader: Reader::default(),
+            current: None,
+            ids_seen: 0,
+        };
+        let page = feed.page();
+        if !page.is_valid() || page.writer_pid() != pid as u64 {
+            return None; // dropping the feed unmaps
+        }
+        page.want_ids(true);
+        Some(feed)
+    }
+
+    fn page(&self) -> Page<'_> {
+        // SAFETY: addr is a live shared mapping of PAGE_BYTES (page-aligned),
+        // unmapped only on drop; AtomicU64 has u64's layout.
+        let words =
+            unsafe { std::slice::from_raw_parts(self.addr as *const AtomicU64, PAGE_WORDS) };
+        Page::new(words).expect("a page is PAGE_WORDS words")
+    }
+
+    /// Reads the page: calls `f` with every id that changed since the last
+    /// poll; returns how many did.
+    pub fn poll(&mut self, mut f: impl FnMut(u64)) -> usize {
+        let words = self.addr;
+        let mut last = None;
+        // SAFETY: as in page(); a separate borrow so that the reader can be
+        // borrowed mutably beside it.
+        let slice = unsafe { std::slice::from_raw_parts(words as *const AtomicU64, PAGE_WORDS) };
+        let page = Page::new(slice).expect("a page is PAGE_WORDS words");
+        let n = self.reader.scan(&page, |_, id| {
+            last = Some(id);
+            f(id)
+        });
+        if last.is_some() {
+            self.current = last;
+        }
+        self.ids_seen += n as u64;
+        n
+    }
+
+    /// The id last seen changing: the kernel a fault drained now is charged to.
+    pub fn current(&self) -> Option<u64> {
+        self.current
+    }
+
+    /// Values refused as torn.
+    pub fn torn(&self) -> u64 {
+        self.reader.torn
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.page().want_ids(false);
+        // SAFETY: unmapping our own mapping once.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, PAGE_BYTES) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prescient_uapi::execpage::{self, encode};
+
+    /// A page made as the runtime makes it, in this process.
+    fn runtime_page() -> (std::fs::File, usize) {
+        let name = std::ffi::CString::new(MEMFD_NAME).unwrap();
+        // SAFETY: memfd_create with a NUL-terminated name.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: fd is ours.
+        let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        f.set_len(PAGE_BYTES as u64).unwrap();
+        // SAFETY: mapping our own memfd.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        (f, p as usize)
+    }
+
+    fn words(addr: usize) -> &'static [AtomicU64] {
+        // SAFETY: a live mapping of PAGE_BYTES for the test's duration.
+        unsafe { std::slice::from_raw_parts(addr as *const AtomicU64, PAGE_WORDS) }
+    }
+
+    #[test]
+    fn engine_ids_fold_and_avoid_no_exec() {
+        assert_eq!(engine_id(5), 5);
+        assert_ne!(engine_id(1 << 40), engine_id(1 << 41));
+        assert_ne!(engine_id(0xFFFF_FFFF), prescient_core::NO_EXEC);
+    }
+
+    #[test]
+    fn the_feed_finds_the_page_asks_for_ids_and_reads_them() {
+        let me = std::process::id() as i32;
+        // A page another process wrote (a parent's, inherited) is not taken.
+        {
+            let (_f, addr) = runtime_page();
+            Page::new(words(addr)).unwrap().init(me as u32 + 1);
+            assert!(Feed::find(me).is_none());
+        }
+        let (_f, addr) = runtime_page();
+        // Not initialised: not taken.
+        assert!(Feed::find(me).is_none());
+        let page = Page::new(words(addr)).unwrap();
+        page.init(me as u32);
+        let mut feed = Feed::find(me).expect("page found");
+        assert!(page.ids_wanted());
+        let s = page.claim(0x5000).slot();
+        page.write_slot(s, 77);
+        let mut got = vec![];
+        assert_eq!(feed.poll(|id| got.push(id)), 1);
+        assert_eq!(got, vec![77]);
+        assert_eq!(feed.current(), Some(77));
+        assert_eq!(feed.poll(|_| panic!("no change")), 0);
+        // A torn value is not taken for an id.
+        words(addr)[execpage::owner_word(s) + 1]
+            .store(encode(78) ^ (1 << 50), std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(feed.poll(|_| panic!("torn")), 0);
+        assert_eq!(feed.current(), Some(77));
+        assert_eq!(feed.torn(), 1);
+        drop(feed);
+        assert!(!page.ids_wanted(), "a dropped feed stops asking");
+    }
+}
