@@ -18,7 +18,7 @@ help:
 	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
 	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios; then make e2e"
 	@echo "make e2e     prescient.ko + prescientd + prescientctl in QEMU, scraped by a real Prometheus on the host"
-	@echo "make install install prescientd, prescientctl, the systemd unit, the sample config, completions, man page (DESTDIR, PREFIX)"
+	@echo "make install install prescientd, prescientctl, the runtime prescientctl run preloads, the systemd unit, the sample config, completions, man page (DESTDIR, PREFIX)"
 	@echo "make bench   criterion benchmarks of the engine"
 	@echo "make sweep   DeepUM's table-parameter study on the five bundled traces"
 
@@ -83,9 +83,11 @@ e2e:
 
 PREFIX ?= /usr
 install:
-	$(CARGO) build --release --locked -p prescientd -p prescientctl
+	$(CARGO) build --release --locked -p prescientd -p prescientctl -p prescient-runtime
 	install -D -m 755 target/release/prescientd $(DESTDIR)$(PREFIX)/sbin/prescientd
 	install -D -m 755 target/release/prescientctl $(DESTDIR)$(PREFIX)/bin/prescientctl
+	# prescientctl run finds the runtime in ../lib/prescient beside its own directory.
+	install -D -m 755 target/release/libprescient_runtime.so $(DESTDIR)$(PREFIX)/lib/prescient/libprescient_runtime.so
 	install -D -m 644 packaging/prescientd.service $(DESTDIR)/etc/systemd/system/prescientd.service
 	test -e $(DESTDIR)/etc/prescient/prescientd.toml || install -D -m 644 packaging/prescientd.toml $(DESTDIR)/etc/prescient/prescientd.toml
 	mkdir -p $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \

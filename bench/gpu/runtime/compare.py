@@ -32,8 +32,12 @@ def main():
     runs = {}
     for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
         model, config, rep = os.path.basename(p)[:-6].split(".")
-        runs.setdefault(model, {}).setdefault(config, []).append(load(p))
+        steps, done = load(p)
+        if len(steps) > WARM:  # a run cut short (timeout) is left out
+            runs.setdefault(model, {}).setdefault(config, []).append((steps, done))
     for model, configs in runs.items():
+        if "plain" not in configs:
+            continue
         base = configs["plain"][0][0]
         plain_ms = statistics.median(statistics.median(s["ms"] for s in r[WARM:]) for r, _ in configs["plain"])
         for config, reps in configs.items():

@@ -7,6 +7,6 @@ dst=$1; src=$(cd "$(dirname "$0")/../../.." && pwd)
 rm -rf "$dst"; mkdir -p "$dst/target/release" "$dst/bench/gpu"
 cp -r "$src/bench/gpu/runtime" "$dst/bench/gpu/"
 for f in prescientctl prescientd libprescient_runtime.so; do
-  [ -f "$src/target/release/$f" ] && cp "$src/target/release/$f" "$dst/target/release/"
+  [ -f "$src/target/release/$f" ] && cp "$src/target/release/$f" "$dst/target/release/" && strip --strip-debug "$dst/target/release/$f"
 done
 du -sh "$dst"
