@@ -15,7 +15,9 @@ fn built() -> &'static (PathBuf, PathBuf) {
     static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     BUILT.get_or_init(|| {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake");
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-cuda");
+        // One folder per test process: nextest runs each test in its own.
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("fake-cuda-{}", std::process::id()));
         std::fs::create_dir_all(&out).unwrap();
         let lib = out.join("libcuda.so.1");
         let exe = out.join("driver");
