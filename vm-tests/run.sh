@@ -24,10 +24,13 @@ if [ "$(cat "$WORK/kmod.kdir" 2>/dev/null)" != "$KDIR" ]; then
 fi
 make -s -C "$ROOT" kmod KDIR="$KDIR" >"$WORK/kmod.log" 2>&1 || { cat "$WORK/kmod.log"; exit 1; }
 grep -E 'warning|error' "$WORK/kmod.log" | head -20 || true
-step "nvidia_uvm stand-in (580.159.04, and 999.1.2 for the unknown-version test)"
-for v in known unknown; do
+step "nvidia_uvm stand-in (580.159.04; 999.1.2 for the unknown-version test; 550.163.01 with 550's layouts)"
+for v in known unknown b550; do
   d=$WORK/standin-$v; rm -rf "$d"; mkdir -p "$d"; cp "$HERE"/stand-in/{Kbuild,nvidia_uvm.c,trace.h} "$d/"
-  extra=(); [ $v = unknown ] && extra=(STANDIN_VERSION=999.1.2)
+  # The driver's layouts come from the same generated header the module uses.
+  branch=580; [ $v = b550 ] && branch=550
+  cp "$ROOT/kmod/layout/uvm$branch.h" "$d/uvm_layout.h"
+  extra=(); [ $v = unknown ] && extra=(STANDIN_VERSION=999.1.2); [ $v = b550 ] && extra=(STANDIN_VERSION=550.163.01)
   make -s -C "$KDIR" M="$d" LLVM=-19 "${extra[@]}" modules >"$d/build.log" 2>&1 || { cat "$d/build.log"; exit 1; }
 done
 step "guest test binary (static)"
@@ -37,6 +40,7 @@ step "initramfs"
 "$HERE/mkinitramfs.sh" "$KDIR" "$WORK/initramfs.cpio.gz" \
   /lib/prescient.ko="$ROOT/prescient.ko" /lib/nvidia_uvm.ko="$WORK/standin-known/nvidia_uvm.ko" \
   /lib/nvidia_uvm_unknown.ko="$WORK/standin-unknown/nvidia_uvm.ko" \
+  /lib/nvidia_uvm_550.ko="$WORK/standin-b550/nvidia_uvm.ko" \
   /bin/vmtest="$WORK/guest-target/x86_64-unknown-linux-gnu/release/prescient-vmtest"
 step "boot (QEMU TCG, timeout ${VMTEST_TIMEOUT:-480}s)"
 LOG=$WORK/serial.log
