@@ -32,7 +32,8 @@ MODULE_PARM_DESC(gpu_blocks,
 		 "GPU memory in 2 MB blocks: the default residency budget (0 = unknown: no prefetch or pre-eviction until SET_PARAMS sets a residency budget)");
 static unsigned int max_table_mib = 256;
 module_param(max_table_mib, uint, 0444);
-MODULE_PARM_DESC(max_table_mib, "most MiB of prediction tables per attached space that SET_PARAMS may ask for");
+MODULE_PARM_DESC(max_table_mib,
+		 "most MiB of prediction tables of all attached spaces together (SET_PARAMS beyond it: EINVAL; ATTACH: ENOMEM)");
 static unsigned int enable = 1;
 module_param(enable, uint, 0444);
 MODULE_PARM_DESC(enable, "prefetch and pre-evict from the start (0 = observe only)");

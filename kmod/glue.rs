@@ -235,7 +235,8 @@ pub(crate) fn gpu_blocks_param() -> u32 {
     unsafe { prescient_c_gpu_blocks() }
 }
 
-/// The `max_table_mib` module parameter: the most table memory per space.
+/// The `max_table_mib` module parameter: the most table memory of all
+/// spaces together.
 pub(crate) fn max_table_bytes_param() -> u64 {
     // SAFETY: reads a module parameter, fixed (0444) since load.
     u64::from(unsafe { prescient_c_max_table_mib() }) << 20

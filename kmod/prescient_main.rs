@@ -124,7 +124,9 @@ struct GpuSize(u32);
 impl core::fmt::Display for GpuSize {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         if self.0 == 0 {
-            f.write_str("size unknown (no prefetch or pre-eviction until a residency budget is set)")
+            f.write_str(
+                "size unknown (no prefetch or pre-eviction until a residency budget is set)",
+            )
         } else {
             write!(f, "{} blocks", self.0)
         }

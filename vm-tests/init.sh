@@ -55,10 +55,25 @@ if [ "${VMTEST_ONLY:-all}" = exec ]; then
   poweroff -f
 fi
 
+# VMTEST_ONLY=security: only who-may-call-what, pid namespaces, the driver boundary and the fuzz
+if [ "${VMTEST_ONLY:-all}" = security ]; then
+  insmod $P || mark prescient-load FAIL ""
+  for s in eperm slots-per-uid pidns cpu-fault gpu-uuid "fuzz 8"; do $T $s; done
+  rmmod prescient
+  if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|lockdep: |INFO: |general protection|Call Trace|kernel panic' >/tmp/splat; then
+    cat /tmp/splat; mark no-splat FAIL "see above"
+  else
+    mark no-splat PASS "dmesg clean"
+  fi
+  echo "VMTEST-END uptime=$(t)s"
+  poweroff -f
+fi
+
 # 3. the ioctl surface; who may call what; pid namespaces; the driver boundary
 insmod $P || mark prescient-load FAIL ""
 $T ioctl
 $T eperm
+$T slots-per-uid
 $T pidns
 $T cpu-fault
 $T gpu-uuid

@@ -57,7 +57,8 @@ fn run_kernels(f: &File, ks: std::ops::Range<u32>) -> u64 {
     let mut faults = 0;
     for k in ks {
         // SAFETY: a test ioctl whose argument is a plain number.
-        let r = unsafe { libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_KERNEL as _, k as libc::c_ulong) };
+        let r =
+            unsafe { libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_KERNEL as _, k as libc::c_ulong) };
         if r > 0 {
             faults += r as u64 & 0xffff;
         }
@@ -109,7 +110,11 @@ fn detach(p: &File, h: u64) {
         handle: h,
     }
     .to_bytes();
-    let _ = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_DETACH as u64, d.as_mut_ptr());
+    let _ = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_DETACH as u64,
+        d.as_mut_ptr(),
+    );
 }
 
 /// CPU faults (proc_id = CPU, cpu.fault_va a user address) in an attached
