@@ -120,7 +120,7 @@ fn set_params(input: &[u8]) -> Result {
     .unwrap_or(Err(ENODEV))?;
     let mut fresh = KVec::with_capacity(n, GFP_KERNEL)?;
     for _ in 0..n {
-        fresh.push(new_engine(&p)?, GFP_KERNEL)?;
+        fresh.push(Some(new_engine(&p)?), GFP_KERNEL)?;
     }
     with_state(|s| s.set_params(&a, p, fresh)).unwrap_or(Err(ENODEV))
 }

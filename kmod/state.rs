@@ -162,14 +162,14 @@ impl State {
         &mut self,
         a: &ParamsAbi,
         p: Params,
-        mut fresh: KVec<KBox<SpaceEngine>>,
+        mut fresh: KVec<Option<KBox<SpaceEngine>>>,
     ) -> Result {
         self.engines_for(&p)?;
         while fresh.len() < self.attached() {
-            fresh.push(new_engine(&p)?, GFP_KERNEL)?;
+            fresh.push(Some(new_engine(&p)?), GFP_KERNEL)?;
         }
-        for sp in self.spaces.iter_mut().flatten() {
-            if let Some(e) = fresh.pop() {
+        for (sp, e) in self.spaces.iter_mut().flatten().zip(fresh.iter_mut()) {
+            if let Some(e) = e.take() {
                 sp.engine = e;
                 sp.pump.restart();
             }

@@ -58,7 +58,7 @@ fi
 # VMTEST_ONLY=security: only who-may-call-what, pid namespaces, the driver boundary and the fuzz
 if [ "${VMTEST_ONLY:-all}" = security ]; then
   insmod $P || mark prescient-load FAIL ""
-  for s in eperm slots-per-uid pidns cpu-fault gpu-uuid "fuzz 8"; do $T $s; done
+  for s in cpu-fault eperm slots-per-uid pidns gpu-uuid ring-share "fuzz 8"; do $T $s; done
   rmmod prescient
   if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|lockdep: |INFO: |general protection|Call Trace|kernel panic' >/tmp/splat; then
     cat /tmp/splat; mark no-splat FAIL "see above"
@@ -94,6 +94,7 @@ cat /sys/kernel/debug/nvidia_uvm_standin/stats
 # 4b. two address spaces at once; a fault burst larger than the ring
 $T two
 $T overflow
+$T ring-share
 
 # 4c. several processes fuzzing ioctl sequences while faults run (bounded: 8 s)
 $T fuzz 8

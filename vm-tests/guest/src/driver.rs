@@ -275,3 +275,40 @@ pub(crate) fn branch_550() -> bool {
         ),
     )
 }
+
+/// A fault storm in one attached space while the worker is held up (it
+/// waits for that space's lock in a migration, as on a real fault batch)
+/// and another attached space runs kernels: the storm may use only its
+/// slot's share of the ring, so none of the other space's faults is lost.
+pub(crate) fn ring_share() -> bool {
+    const STANDIN_IOCTL_STORM: u64 = 0x7e00_0003;
+    let p = prescient();
+    let a = uvm();
+    let b = uvm();
+    let ha = attach(&p, a.as_raw_fd()).expect("ATTACH a");
+    set_gpu(&p, ha, info(&a).gpu_uuid).expect("SET_GPU a");
+    let hb = attach(&p, b.as_raw_fd()).expect("ATTACH b");
+    let kernels = info(&b).kernels;
+    let before = space(&p, hb).faults;
+    let drops0 = stats(&p).head.queue_drops;
+    let afd = a.as_raw_fd();
+    let storm = std::thread::spawn(move || {
+        // SAFETY: a test ioctl whose argument is a plain number.
+        unsafe { libc::ioctl(afd, STANDIN_IOCTL_STORM as _, 300_000 as libc::c_ulong) }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let raised = run_kernels(&b, 0..kernels.min(200));
+    let storm_rc = storm.join().unwrap_or(-1);
+    settle(&p);
+    let seen = space(&p, hb).faults - before;
+    let drops = stats(&p).head.queue_drops - drops0;
+    detach(&p, ha);
+    detach(&p, hb);
+    marker(
+        "ring-share",
+        storm_rc == 0 && raised > 0 && seen == raised && drops > 0,
+        &format!(
+            "300,000-event storm in one space ({drops} of its events dropped) while another ran kernels: {raised} faults raised there, {seen} seen"
+        ),
+    )
+}

@@ -898,6 +898,7 @@ fn main() {
         "two" => two_spaces(),
         "cpu-fault" => driver::cpu_fault(),
         "gpu-uuid" => driver::gpu_uuid(),
+        "ring-share" => driver::ring_share(),
         "branch-550" => driver::branch_550(),
         "eperm" => security::unprivileged_eperm(),
         "pidns" => security::pidns(),
