@@ -21,7 +21,6 @@
 #include <linux/sched.h>
 #include <linux/capability.h>
 #include <linux/irq_work.h>
-#include <linux/cred.h>
 
 #include "glue.h"
 #include "uvm.h"

@@ -27,7 +27,9 @@
 //!    uvm_api_migrate / uvm_api_discard while we hold 1.
 //!
 //! The fault path (kprobe, called under the driver's va_space lock) takes no
-//! lock of ours: it only touches the ring (lock-free) and wakes the worker.
+//! lock of ours: it only reads the attached-slot table (atomics, written
+//! under 1), touches the ring (lock-free) and wakes the worker. MARK_* and
+//! SET_PARAMS' allocations release 1 between chunks / before they allocate.
 //! So the driver's locks are never held while waiting for 1.
 
 use kernel::prelude::*;
