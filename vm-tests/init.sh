@@ -55,6 +55,15 @@ if [ "${VMTEST_ONLY:-all}" = exec ]; then
   poweroff -f
 fi
 
+# VMTEST_ONLY=cpu-fault: only CPU-fault events against the module (VMTEST_KO: an older one)
+if [ "${VMTEST_ONLY:-all}" = cpu-fault ]; then
+  insmod $P || mark prescient-load FAIL ""
+  $T cpu-fault-raw
+  rmmod prescient
+  echo "VMTEST-END uptime=$(t)s"
+  poweroff -f
+fi
+
 # VMTEST_ONLY=security: only who-may-call-what, pid namespaces, the driver boundary and the fuzz
 if [ "${VMTEST_ONLY:-all}" = security ]; then
   insmod $P || mark prescient-load FAIL ""

@@ -148,6 +148,22 @@ pub(crate) fn cpu_fault() -> bool {
     )
 }
 
+/// Only the CPU-fault events, with no other ioctl of the module (any ABI
+/// version): for booting an older prescient.ko (VMTEST_KO) and seeing what
+/// the real driver's CPU faults do to it.
+pub(crate) fn cpu_fault_raw() -> bool {
+    let f = uvm();
+    let inf = info(&f);
+    let base = user_range(&inf);
+    println!("cpu-fault-raw: raising 100 CPU-fault events");
+    let r = cpu_faults(&f, base, 100);
+    marker(
+        "cpu-fault-raw",
+        r.is_ok(),
+        "the module survived 100 CPU-fault events",
+    )
+}
+
 /// No SET_GPU: no prefetch. Another space's GPU UUID: the driver answers
 /// NV_ERR_INVALID_DEVICE and prefetching stops (GPU_REJECTED). The space's
 /// own UUID: prefetches land.

@@ -897,6 +897,7 @@ fn main() {
         "overflow" => overflow(),
         "two" => two_spaces(),
         "cpu-fault" => driver::cpu_fault(),
+        "cpu-fault-raw" => driver::cpu_fault_raw(),
         "gpu-uuid" => driver::gpu_uuid(),
         "ring-share" => driver::ring_share(),
         "branch-550" => driver::branch_550(),
