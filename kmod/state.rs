@@ -31,6 +31,8 @@ pub(crate) struct State {
     driver_version: u64,
     /// The bound driver branch has uvm_api_discard.
     discard: bool,
+    /// The `gpu_uuid` parameter: where spaces no SET_GPU named prefetch to.
+    default_gpu: Option<[u8; 16]>,
     /// GPU memory in blocks (the `gpu_blocks` parameter): the default
     /// budget; 0 = unknown (no prefetch or pre-eviction until a budget is set).
     gpu_blocks: u32,
@@ -82,10 +84,17 @@ extern "C" fn prescient_rs_work() -> c_int {
 impl State {
     /// The state at load: no space attached, the kernel defaults for `gpu`
     /// blocks of GPU memory (0 = unknown).
-    pub(crate) fn new(driver_version: u64, gpu: u32, enabled: bool, discard: bool) -> Self {
+    pub(crate) fn new(
+        driver_version: u64,
+        gpu: u32,
+        enabled: bool,
+        discard: bool,
+        default_gpu: Option<[u8; 16]>,
+    ) -> Self {
         State {
             driver_version,
             discard,
+            default_gpu,
             gpu_blocks: gpu,
             params: abi::kernel_default_params(gpu),
             inflight_limit: 16,
@@ -233,7 +242,7 @@ impl State {
             handle,
             slot,
             owner,
-            gpu: Gpu::Unknown,
+            gpu: self.default_gpu.map_or(Gpu::Unknown, Gpu::Set),
             events: 0,
             file,
             engine,

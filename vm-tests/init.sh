@@ -30,6 +30,15 @@ for i in $(seq 20); do
   rmmod prescient || { ok=FAIL; break; }
 done
 mark load-unload-20 $ok "from $t0 s to $(t) s"
+# a malformed gpu_uuid parameter: refused with one line, nothing left loaded
+if insmod $P gpu_uuid=GPU-not-a-uuid 2>/dev/null; then
+  mark bad-gpu-uuid FAIL "insmod succeeded"; rmmod prescient
+else
+  line=$(dmesg | grep "prescient: gpu_uuid 'GPU-not-a-uuid'" | tail -1)
+  if [ -n "$line" ] && ! grep -q '^prescient ' /proc/modules && rmmod nvidia_uvm && insmod /lib/nvidia_uvm.ko gpu_blocks=$GB kernel_us=$KUS; then
+    mark bad-gpu-uuid PASS "${line#*] } (nvidia_uvm released)"
+  else mark bad-gpu-uuid FAIL "line '$line'"; fi
+fi
 
 # 2. replay without prescient.ko
 t0=$(t)

@@ -164,21 +164,22 @@ pub(crate) fn cpu_fault_raw() -> bool {
     )
 }
 
-/// No SET_GPU: no prefetch. Another space's GPU UUID: the driver answers
-/// NV_ERR_INVALID_DEVICE and prefetching stops (GPU_REJECTED). The space's
-/// own UUID: prefetches land.
+/// No SET_GPU: no prefetch. A UUID that is not a GPU of the space: the
+/// driver answers NV_ERR_INVALID_DEVICE and prefetching stops
+/// (GPU_REJECTED). The space's own GPU's UUID: prefetches land.
 pub(crate) fn gpu_uuid() -> bool {
     let p = prescient();
     let f = uvm();
     let inf = info(&f);
-    let other = info(&uvm());
+    let mut other = inf.gpu_uuid;
+    other[15] ^= 0x5a;
     let h = attach(&p, f.as_raw_fd()).expect("ATTACH");
     let k = inf.kernels;
     run_kernels(&f, 0..k);
     settle(&p);
     let none = space(&p, h);
     let bad_before = standin_counter("bad_uuid");
-    let set_other = set_gpu(&p, h, other.gpu_uuid);
+    let set_other = set_gpu(&p, h, other);
     run_kernels(&f, 0..k);
     settle(&p);
     let wrong = space(&p, h);
@@ -202,7 +203,7 @@ pub(crate) fn gpu_uuid() -> bool {
         "gpu-uuid",
         ok,
         &format!(
-            "no UUID: gpu {} prefetched {}; another space's UUID: gpu {} prefetched {}, driver refused {bad}; own UUID: gpu {} prefetched {}",
+            "no UUID: gpu {} prefetched {}; a UUID not of this space: gpu {} prefetched {}, driver refused {bad}; its GPU's UUID: gpu {} prefetched {}",
             none.gpu, none.prefetched, wrong.gpu, wrong.prefetched, right.gpu, right.prefetched
         ),
     )
