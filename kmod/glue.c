@@ -5,7 +5,7 @@
  * kprobe on the driver's uvm_perf_event_notify(), the worker kthread and its
  * irq_work wake-up, the /dev/prescient misc device and its ioctl entry, and
  * struct file references. The driver's layouts and the calls into it are in
- * the driver-branch file (uvm580.c); all decisions and state live in Rust
+ * the driver file (uvm.c); all decisions and state live in Rust
  * (prescient_main.rs), which reaches this file through glue.rs.
  *
  * Locks owned here: none (the driver's own locks are taken inside the
@@ -21,13 +21,18 @@
 #include <linux/sched.h>
 #include <linux/capability.h>
 #include <linux/irq_work.h>
+#include <linux/cred.h>
 
 #include "glue.h"
 #include "uvm.h"
 
-static unsigned int gpu_blocks = 24;
+static unsigned int gpu_blocks;
 module_param(gpu_blocks, uint, 0444);
-MODULE_PARM_DESC(gpu_blocks, "GPU memory in 2 MB blocks: the default residency budget");
+MODULE_PARM_DESC(gpu_blocks,
+		 "GPU memory in 2 MB blocks: the default residency budget (0 = unknown: no prefetch or pre-eviction until SET_PARAMS sets a residency budget)");
+static unsigned int max_table_mib = 256;
+module_param(max_table_mib, uint, 0444);
+MODULE_PARM_DESC(max_table_mib, "most MiB of prediction tables per attached space that SET_PARAMS may ask for");
 static unsigned int enable = 1;
 module_param(enable, uint, 0444);
 MODULE_PARM_DESC(enable, "prefetch and pre-evict from the start (0 = observe only)");
@@ -60,10 +65,19 @@ unsigned long prescient_kallsyms(const char *name)
 /* ----- driver hook ----- */
 static struct kprobe notify_kp;
 
+/*
+ * regs_get_kernel_argument is the architecture's own calling convention
+ * (x86-64, arm64, ...): no register names here. An architecture without it
+ * cannot build this file.
+ */
+#ifndef CONFIG_HAVE_REGS_AND_STACK_ACCESS_API
+#error "prescient.ko needs regs_get_kernel_argument (CONFIG_HAVE_REGS_AND_STACK_ACCESS_API)"
+#endif
+
 static int notify_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	/* uvm_perf_event_notify(events *, uvm_perf_event_t id, uvm_perf_event_data_t *data) */
-	uvm580_perf_event(regs_get_kernel_argument(regs, 0), (u32)regs_get_kernel_argument(regs, 1),
+	uvm_perf_event(regs_get_kernel_argument(regs, 0), (u32)regs_get_kernel_argument(regs, 1),
 			  (const void *)regs_get_kernel_argument(regs, 2), track_evictions);
 	return 0;
 }
@@ -96,8 +110,10 @@ static int worker_fn(void *unused)
 {
 	while (!kthread_should_stop()) {
 		atomic_set(&kicked, 0);
-		if (prescient_rs_work())
+		if (prescient_rs_work()) {
+			cond_resched();	/* a step holds the state mutex; let others in */
 			continue;	/* more to do: faults or prefetches pending */
+		}
 		set_current_state(TASK_INTERRUPTIBLE);
 		if (!atomic_read(&kicked) && !kthread_should_stop())
 			schedule_timeout(HZ / 10);
@@ -128,9 +144,10 @@ static struct miscdevice prescient_misc = {
 
 /* ----- helpers called from Rust ----- */
 unsigned int prescient_c_gpu_blocks(void) { return gpu_blocks; }
+unsigned int prescient_c_max_table_mib(void) { return max_table_mib; }
+void prescient_c_cond_resched(void) { cond_resched(); }
 unsigned int prescient_c_enable(void) { return enable; }
 int prescient_c_capable_admin(void) { return capable(CAP_SYS_ADMIN); }
-int prescient_c_tgid(void) { return task_tgid_nr(current); }
 
 void prescient_c_log_bad(unsigned int cmd, int err)
 {
@@ -149,13 +166,18 @@ int prescient_c_file_orphaned(void *f)
 	return file_count((struct file *)f) == 1;
 }
 
-/* After Rust accepted the version: resolve symbols, start worker, device, hook. */
-int prescient_c_start(void)
+/*
+ * After Rust accepted the version: resolve symbols for `branch`, start the
+ * worker and the hook, and only then the device, so that no fd can be
+ * opened on a module whose init may still fail (the loader frees a failed
+ * module whatever fds exist).
+ */
+int prescient_c_start(int branch)
 {
 	unsigned long notify_addr;
 	int ret;
 
-	ret = uvm580_resolve(&notify_addr);
+	ret = uvm_resolve(branch, &notify_addr);
 	if (ret)
 		return ret;
 	worker = kthread_run(worker_fn, NULL, "prescient");
@@ -164,21 +186,24 @@ int prescient_c_start(void)
 		worker = NULL;
 		return ret;
 	}
-	ret = misc_register(&prescient_misc);
-	if (ret)
-		goto stop;
 	memset(&notify_kp, 0, sizeof(notify_kp));
 	notify_kp.addr = (kprobe_opcode_t *)notify_addr;
 	notify_kp.pre_handler = notify_pre;
 	ret = register_kprobe(&notify_kp);
 	if (ret) {
 		pr_err("prescient: cannot hook uvm_perf_event_notify: %d\n", ret);
-		goto dereg;
+		goto stop;
+	}
+	ret = misc_register(&prescient_misc);
+	if (ret) {
+		pr_err("prescient: cannot register /dev/prescient: %d\n", ret);
+		goto unhook;
 	}
 	return 0;
-dereg:
-	misc_deregister(&prescient_misc);
+unhook:
+	unregister_kprobe(&notify_kp);
 stop:
+	irq_work_sync(&kick_work);
 	kthread_stop(worker);
 	worker = NULL;
 	return ret;
@@ -187,8 +212,8 @@ stop:
 /* Undo prescient_c_start: no fault callback, ioctl or worker runs afterwards. */
 void prescient_c_stop(void)
 {
+	misc_deregister(&prescient_misc);	/* no new open; open fds pin the module */
 	unregister_kprobe(&notify_kp);	/* waits for running handlers */
-	misc_deregister(&prescient_misc);
 	irq_work_sync(&kick_work);	/* no kick can run after this */
 	if (worker)
 		kthread_stop(worker);

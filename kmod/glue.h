@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The boundary between the C side (glue.c, uvm580.c) and the Rust side:
+ * The boundary between the C side (glue.c, uvm.c) and the Rust side:
  * the C functions Rust calls (mirrored, with safe wrappers, in glue.rs) and
  * the Rust functions C calls (`#[no_mangle]` in ring.rs, state.rs, ioctl.rs).
  */
@@ -11,19 +11,29 @@
 /* Implemented in C. */
 int prescient_c_find_driver(char *ver, int len);
 void prescient_c_release_driver(void);
-int prescient_c_start(void);
+int prescient_c_start(int branch);
 void prescient_c_stop(void);
 void prescient_c_kick(void);
 unsigned int prescient_c_gpu_blocks(void);
+unsigned int prescient_c_max_table_mib(void);
+void prescient_c_cond_resched(void);
+int prescient_c_has_discard(void);
+u64 prescient_c_cpu_faults(void);
 unsigned int prescient_c_enable(void);
 int prescient_c_capable_admin(void);
-int prescient_c_tgid(void);
 void prescient_c_log_bad(unsigned int cmd, int err);
 void *prescient_c_file_from_fd(int fd, u64 *va_space, int *err);
-void *prescient_c_file_from_pid(int pid, u64 *va_space, int *err);
+void *prescient_c_file_from_pid(int pid, u64 *va_space, void **owner, int *err);
+void *prescient_c_pid_current(void);
+void *prescient_c_pid_find(int nr);
+int prescient_c_pid_is_current(void *p);
+int prescient_c_pid_vnr(void *p);
+int prescient_c_pid_nr(void *p);
+u32 prescient_c_pid_uid(void *p);
+void prescient_c_pid_put(void *p);
 void prescient_c_file_put(void *f);
 int prescient_c_file_orphaned(void *f);
-u32 prescient_c_migrate(void *f, u64 base, u64 len, int to_cpu);
+u32 prescient_c_migrate(void *f, u64 base, u64 len, const u8 *gpu_uuid);
 u32 prescient_c_discard(void *f, u64 base, u64 len);
 
 /* Implemented in Rust. */

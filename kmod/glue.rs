@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The C side (glue.c, uvm580.c) behind safe wrappers: every `extern "C"`
+//! The C side (glue.c, uvm.c) behind safe wrappers: every `extern "C"`
 //! prototype of the module and every `unsafe` block of its Rust code is in
 //! this file.
 //!
@@ -14,19 +14,34 @@ use kernel::prelude::*;
 extern "C" {
     fn prescient_c_find_driver(ver: *mut c_char, len: c_int) -> c_int;
     fn prescient_c_release_driver();
-    fn prescient_c_start() -> c_int;
+    fn prescient_c_start(branch: c_int) -> c_int;
     fn prescient_c_stop();
     fn prescient_c_kick();
     fn prescient_c_gpu_blocks() -> c_uint;
+    fn prescient_c_max_table_mib() -> c_uint;
+    fn prescient_c_cond_resched();
+    fn prescient_c_has_discard() -> c_int;
+    fn prescient_c_cpu_faults() -> u64;
     fn prescient_c_enable() -> c_uint;
     fn prescient_c_capable_admin() -> c_int;
-    fn prescient_c_tgid() -> c_int;
     fn prescient_c_log_bad(cmd: c_uint, err: c_int);
     fn prescient_c_file_from_fd(fd: c_int, va_space: *mut u64, err: *mut c_int) -> *mut c_void;
-    fn prescient_c_file_from_pid(pid: c_int, va_space: *mut u64, err: *mut c_int) -> *mut c_void;
+    fn prescient_c_file_from_pid(
+        pid: c_int,
+        va_space: *mut u64,
+        owner: *mut *mut c_void,
+        err: *mut c_int,
+    ) -> *mut c_void;
+    fn prescient_c_pid_current() -> *mut c_void;
+    fn prescient_c_pid_find(nr: c_int) -> *mut c_void;
+    fn prescient_c_pid_is_current(p: *mut c_void) -> c_int;
+    fn prescient_c_pid_vnr(p: *mut c_void) -> c_int;
+    fn prescient_c_pid_nr(p: *mut c_void) -> c_int;
+    fn prescient_c_pid_uid(p: *mut c_void) -> u32;
+    fn prescient_c_pid_put(p: *mut c_void);
     fn prescient_c_file_put(f: *mut c_void);
     fn prescient_c_file_orphaned(f: *mut c_void) -> c_int;
-    fn prescient_c_migrate(f: *mut c_void, base: u64, len: u64, to_cpu: c_int) -> u32;
+    fn prescient_c_migrate(f: *mut c_void, base: u64, len: u64, gpu_uuid: *const u8) -> u32;
     fn prescient_c_discard(f: *mut c_void, base: u64, len: u64) -> u32;
 }
 
@@ -35,26 +50,35 @@ pub(crate) fn eopnotsupp() -> Error {
     Error::from_errno(-(kernel::bindings::EOPNOTSUPP as c_int))
 }
 
+/// NV_ERR_INVALID_DEVICE: the destination UUID is not a processor of the
+/// address space (uvm_api_migrate's answer to an unknown GPU).
+const NV_ERR_INVALID_DEVICE: u32 = 0x26;
+
 /// The driver answered a migration or discard with an NV_STATUS other than
 /// NV_OK (or the glue could not make the call: NV_ERR_NO_MEMORY,
-/// NV_ERR_INVALID_STATE). Only counted, so the code itself is not kept.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct NvError;
+/// NV_ERR_INVALID_STATE, NV_ERR_NOT_SUPPORTED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NvError {
+    /// NV_ERR_INVALID_DEVICE: the GPU UUID is not one of this space's.
+    InvalidDevice,
+    /// Any other status: only counted.
+    Other,
+}
 
 /// Turns an NV_STATUS into a `Result` (NV_OK is 0).
 fn nv_result(status: u32) -> Result<(), NvError> {
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(NvError)
+    match status {
+        0 => Ok(()),
+        NV_ERR_INVALID_DEVICE => Err(NvError::InvalidDevice),
+        _ => Err(NvError::Other),
     }
 }
 
 /// Where a migration sends a block.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Destination {
-    /// The GPU (a prefetch).
-    Gpu,
+pub(crate) enum Destination<'a> {
+    /// The GPU with this processor UUID (a prefetch).
+    Gpu(&'a [u8; 16]),
     /// The CPU (a pre-eviction).
     Cpu,
 }
@@ -146,14 +170,18 @@ impl<T: 'static> Running<T> {
     /// Publishes `value`, then resolves the driver's symbols and starts the
     /// worker, the misc device and the kprobe (prescient_c_start). The
     /// driver must be bound ([`Driver::find`]) and stay so while this lives.
-    pub(crate) fn start(global: &'static Global<T>, value: Pin<KBox<T>>) -> Result<Self> {
+    pub(crate) fn start(
+        global: &'static Global<T>,
+        value: Pin<KBox<T>>,
+        branch: u32,
+    ) -> Result<Self> {
         global
             .0
             .store((&*value as *const T).cast_mut(), Ordering::Release);
         // SAFETY: the value the callbacks will reach is published above, and
         // the caller holds the driver binding that prescient_c_start needs
         // (the symbols it resolves lie inside the pinned nvidia-uvm).
-        let r = unsafe { prescient_c_start() };
+        let r = unsafe { prescient_c_start(branch as c_int) };
         if r != 0 {
             global.0.store(core::ptr::null_mut(), Ordering::Release);
             return Err(Error::from_errno(r));
@@ -207,6 +235,32 @@ pub(crate) fn gpu_blocks_param() -> u32 {
     unsafe { prescient_c_gpu_blocks() }
 }
 
+/// The `max_table_mib` module parameter: the most table memory per space.
+pub(crate) fn max_table_bytes_param() -> u64 {
+    // SAFETY: reads a module parameter, fixed (0444) since load.
+    u64::from(unsafe { prescient_c_max_table_mib() }) << 20
+}
+
+/// Lets the scheduler run something else (process context, no spinlock
+/// held: the ioctls between MARK chunks).
+pub(crate) fn cond_resched() {
+    // SAFETY: cond_resched may sleep; every caller is an ioctl holding no
+    // lock (the State mutex is released between chunks).
+    unsafe { prescient_c_cond_resched() };
+}
+
+/// True if the bound driver branch has uvm_api_discard.
+pub(crate) fn has_discard() -> bool {
+    // SAFETY: reads a pointer set once at bind, before any caller runs.
+    (unsafe { prescient_c_has_discard() }) != 0
+}
+
+/// CPU faults the kprobe counted since load.
+pub(crate) fn cpu_faults() -> u64 {
+    // SAFETY: an atomic64 read.
+    unsafe { prescient_c_cpu_faults() }
+}
+
 /// The `enable` module parameter: prefetch and pre-evict from the start.
 pub(crate) fn enable_param() -> bool {
     // SAFETY: reads a module parameter, fixed (0444) since load.
@@ -220,11 +274,64 @@ pub(crate) fn capable_admin() -> bool {
     (unsafe { prescient_c_capable_admin() }) != 0
 }
 
-/// The calling task's process id (tgid).
-pub(crate) fn current_tgid() -> u64 {
-    // SAFETY: task_tgid_nr(current) reads the running task, always valid.
-    let tgid = unsafe { prescient_c_tgid() };
-    tgid as u64
+/// A process (thread group), held as a counted `struct pid`: unlike its
+/// number it is never reused, and it means the same in every pid namespace.
+pub(crate) struct Owner(NonNull<c_void>);
+
+// SAFETY: a struct pid reference may be used and dropped from any thread.
+unsafe impl Send for Owner {}
+
+impl Owner {
+    /// The calling process (ESRCH only if it has no thread-group pid,
+    /// which a task running an ioctl always has).
+    pub(crate) fn current() -> Result<Self> {
+        // SAFETY: get_pid(task_tgid(current)) of the running task.
+        let p = unsafe { prescient_c_pid_current() };
+        NonNull::new(p).map(Owner).ok_or(ESRCH)
+    }
+
+    /// The process numbered `nr` in the caller's pid namespace, if any.
+    pub(crate) fn find(nr: i32) -> Option<Self> {
+        // SAFETY: looks a number up in the caller's namespace; returns a
+        // counted reference or NULL.
+        NonNull::new(unsafe { prescient_c_pid_find(nr) }).map(Owner)
+    }
+
+    /// True if the caller belongs to this process.
+    pub(crate) fn is_current(&self) -> bool {
+        // SAFETY: `self.0` is a live reference; compares pointers only.
+        (unsafe { prescient_c_pid_is_current(self.0.as_ptr()) }) != 0
+    }
+
+    /// True if both name the same process.
+    pub(crate) fn same(&self, other: &Owner) -> bool {
+        self.0 == other.0
+    }
+
+    /// Its number in the caller's pid namespace; 0 if not visible there.
+    pub(crate) fn vnr(&self) -> u64 {
+        // SAFETY: `self.0` is a live reference.
+        (unsafe { prescient_c_pid_vnr(self.0.as_ptr()) }).max(0) as u64
+    }
+
+    /// Its number in the initial pid namespace (log lines).
+    pub(crate) fn nr(&self) -> i32 {
+        // SAFETY: `self.0` is a live reference.
+        unsafe { prescient_c_pid_nr(self.0.as_ptr()) }
+    }
+
+    /// Its real uid; u32::MAX once it has exited.
+    pub(crate) fn uid(&self) -> u32 {
+        // SAFETY: `self.0` is a live reference.
+        unsafe { prescient_c_pid_uid(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // SAFETY: we own exactly one reference and give it back once.
+        unsafe { prescient_c_pid_put(self.0.as_ptr()) };
+    }
 }
 
 /// Logs (rate-limited) an ioctl that was refused with `err`.
@@ -266,14 +373,20 @@ impl FileRef {
         file_ref(f, va, err)
     }
 
-    /// A /dev/nvidia-uvm VA-space file open in process `pid`: ESRCH if there
-    /// is no such process, ENOENT if it has none open.
-    pub(crate) fn from_pid(pid: i32) -> Result<Self> {
+    /// A /dev/nvidia-uvm VA-space file open in process `pid` (the caller's
+    /// pid namespace), and that process: ESRCH if there is no such process,
+    /// EPERM if the caller may not ptrace-attach to it, ENOENT if it has
+    /// none open.
+    pub(crate) fn from_pid(pid: i32) -> Result<(Self, Owner)> {
         let mut va = 0u64;
+        let mut owner: *mut c_void = core::ptr::null_mut();
         let mut err: c_int = 0;
-        // SAFETY: as in `from_fd`.
-        let f = unsafe { prescient_c_file_from_pid(pid, &mut va, &mut err) };
-        file_ref(f, va, err)
+        // SAFETY: all out-pointers are valid, writable locals; on success
+        // the C side sets `owner` to a counted struct pid reference.
+        let f = unsafe { prescient_c_file_from_pid(pid, &mut va, &mut owner, &mut err) };
+        let file = file_ref(f, va, err)?;
+        let owner = NonNull::new(owner).ok_or(EINVAL)?;
+        Ok((file, Owner(owner)))
     }
 
     /// The driver's `uvm_va_space_t *` of this file (its identity in fault
@@ -292,12 +405,16 @@ impl FileRef {
     /// Migrates `[base, base + len)` of this VA space (uvm_api_migrate,
     /// ASYNC). Takes the driver's locks: the caller must hold no lock the
     /// driver's fault path takes (see the lock order in prescient_main.rs).
-    pub(crate) fn migrate(&self, base: u64, len: u64, to: Destination) -> Result<(), NvError> {
-        let to_cpu = c_int::from(to == Destination::Cpu);
+    pub(crate) fn migrate(&self, base: u64, len: u64, to: Destination<'_>) -> Result<(), NvError> {
+        let uuid = match to {
+            Destination::Gpu(u) => u.as_ptr(),
+            Destination::Cpu => core::ptr::null(),
+        };
         // SAFETY: `self.file` is a live /dev/nvidia-uvm VA-space file (we
         // hold a reference), which is what uvm_api_migrate expects; the
-        // driver stays loaded while the module runs (`Driver`).
-        nv_result(unsafe { prescient_c_migrate(self.file.as_ptr(), base, len, to_cpu) })
+        // driver stays loaded while the module runs (`Driver`); `uuid` is
+        // NULL or 16 readable bytes that outlive the call.
+        nv_result(unsafe { prescient_c_migrate(self.file.as_ptr(), base, len, uuid) })
     }
 
     /// Discards `[base, base + len)` of this VA space (uvm_api_discard): the

@@ -9,14 +9,18 @@ use kernel::prelude::*;
 use kernel::uaccess::UserSlice;
 
 use crate::abi::{self, Cmd, Error as AbiError, ParamsAbi};
-use crate::glue::{self, FileRef};
+use crate::glue::{self, FileRef, Owner};
 use crate::params::Params;
 use crate::ring::{self, Record};
+use crate::space::Gpu;
 use crate::state::with_state;
 use crate::BLOCK_BYTES;
 
 /// The largest argument a command reads (SET_PARAMS' is the largest).
 const MAX_INPUT: usize = 64;
+/// Blocks one MARK_DEAD / MARK_ALIVE handles per hold of the State mutex:
+/// a 1 TiB range (524,288 blocks) is 128 holds with a reschedule between.
+const MARK_CHUNK: u64 = 4096;
 
 impl From<AbiError> for Error {
     fn from(e: AbiError) -> Self {
@@ -60,6 +64,7 @@ pub(crate) fn dispatch(cmd: u32, arg: usize) -> Result<isize> {
         Cmd::SetExecId => set_exec_id(input, admin),
         Cmd::MarkDead => mark(input, admin, true),
         Cmd::MarkAlive => mark(input, admin, false),
+        Cmd::SetGpu => set_gpu(input, admin),
     }?;
     Ok(0)
 }
@@ -124,12 +129,14 @@ fn attach(input: &[u8], arg: usize) -> Result {
     t.check_attach()?;
     let handle = with_state(|s| {
         // check_attach kept fds and pids within i32.
-        let (file, pid) = if t.kind == abi::TARGET_FD {
-            (FileRef::from_fd(t.id as i32)?, glue::current_tgid())
+        // The pid is the caller's namespace's number; the owner is kept as
+        // a struct pid (FileRef::from_pid checks ptrace access too).
+        let (file, owner) = if t.kind == abi::TARGET_FD {
+            (FileRef::from_fd(t.id as i32)?, Owner::current()?)
         } else {
-            (FileRef::from_pid(t.id as i32)?, u64::from(t.id))
+            FileRef::from_pid(t.id as i32)?
         };
-        s.attach(file, pid)
+        s.attach(file, owner)
     })
     .unwrap_or(Err(ENODEV))?;
     t.handle = handle;
@@ -138,13 +145,19 @@ fn attach(input: &[u8], arg: usize) -> Result {
     })
 }
 
-/// DETACH: by handle, by pid or by the caller's fd of the space.
+/// DETACH: by handle, by pid (the caller's namespace; the process, not the
+/// number) or by the caller's fd of the space.
 fn detach(input: &[u8]) -> Result {
     let t = abi::Target::from_bytes(input)?;
     t.check_detach()?;
-    with_state(|s| match t.kind {
-        abi::TARGET_HANDLE => s.detach_where(|sp| sp.handle == t.handle),
-        abi::TARGET_PID => s.detach_where(|sp| sp.pid == u64::from(t.id)),
+    let who = if t.kind == abi::TARGET_PID {
+        Some(Owner::find(t.id as i32).ok_or(ENOENT)?)
+    } else {
+        None
+    };
+    with_state(|s| match (t.kind, &who) {
+        (abi::TARGET_HANDLE, _) => s.detach_where(|sp| sp.handle == t.handle),
+        (abi::TARGET_PID, Some(w)) => s.detach_where(|sp| sp.owner.same(w)),
         _ => {
             let va = FileRef::from_fd(t.id as i32)?.va_space();
             s.detach_where(|sp| sp.va_space() == va)
@@ -161,33 +174,67 @@ fn set_exec_id(input: &[u8], admin: bool) -> Result {
         let sp = s.owned_space(x.handle, admin)?;
         // Through the ring, so that the worker sees the kernel start in
         // order with the faults before and after it.
-        ring::send(Record::KernelStart {
-            va_space: sp.va_space(),
-            exec_id: x.exec_id,
-        });
+        ring::send(
+            Record::KernelStart {
+                va_space: sp.va_space(),
+                exec_id: x.exec_id,
+            },
+            sp.slot,
+        );
         Ok(())
     })
     .unwrap_or(Err(ENODEV))
 }
 
 /// MARK_DEAD / MARK_ALIVE: the runtime says a range's data is dead (may be
-/// discarded instead of copied) or live again.
+/// discarded instead of copied) or live again. Done in chunks of
+/// [`MARK_CHUNK`] blocks, the State mutex released and the CPU offered
+/// between them; ownership is checked for every chunk (ENOENT if the space
+/// went away in between: the blocks already marked stay marked).
 fn mark(input: &[u8], admin: bool, dead: bool) -> Result {
     let r = abi::RangeAbi::from_bytes(input)?;
     r.check()?;
-    with_state(|s| {
-        let sp = s.owned_space(r.handle, admin)?;
-        // Dead rounds inward, alive outward: a block part of which is live
-        // again must not stay dead.
-        if dead {
-            for b in r.whole_blocks() {
-                sp.engine.mark_dead(b);
+    // Dead rounds inward, alive outward: a block part of which is live
+    // again must not stay dead.
+    let blocks = if dead {
+        r.whole_blocks()
+    } else {
+        r.touched_blocks()
+    };
+    let mut next = blocks.start;
+    loop {
+        let end = blocks.end.min(next.saturating_add(MARK_CHUNK));
+        with_state(|s| {
+            let sp = s.owned_space(r.handle, admin)?;
+            for b in next..end {
+                if dead {
+                    sp.engine.mark_dead(b);
+                } else {
+                    sp.engine.mark_alive(b);
+                }
             }
-        } else {
-            for b in r.touched_blocks() {
-                sp.engine.mark_alive(b);
-            }
+            Ok(())
+        })
+        .unwrap_or(Err(ENODEV))?;
+        if end >= blocks.end {
+            return Ok(());
         }
+        next = end;
+        glue::cond_resched();
+    }
+}
+
+/// SET_GPU: the GPU (the driver's processor UUID) that the space's
+/// prefetches go to, from its owner or an administrator. The driver is
+/// the judge: a UUID that is not one of the space's GPUs makes the first
+/// prefetch fail with NV_ERR_INVALID_DEVICE, and prefetching stops
+/// (GET_STATS says `GPU_REJECTED`).
+fn set_gpu(input: &[u8], admin: bool) -> Result {
+    let g = abi::GpuAbi::from_bytes(input)?;
+    g.check()?;
+    with_state(|s| {
+        let sp = s.owned_space(g.handle, admin)?;
+        sp.gpu = Gpu::Set(g.uuid());
         Ok(())
     })
     .unwrap_or(Err(ENODEV))

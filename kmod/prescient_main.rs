@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 //! prescient.ko: prefetching and pre-eviction of CUDA Unified Memory 2 MB
-//! blocks, bound to nvidia-uvm (driver 580) by name.
+//! blocks, bound to nvidia-uvm (driver branches 550 and 580) by name.
 //!
 //! The prediction engine is prescient-core's source and the ioctl ABI is
 //! prescient-uapi's source, both included by path (the list below); the C
 //! side holds only what the 6.12 `kernel` crate lacks: glue.c (kprobe,
-//! irq_work, worker kthread, misc device) and one file per driver branch
-//! with that branch's layouts (uvm580.c).
+//! irq_work, worker kthread, misc device) and uvm.c (binding and calls into
+//! the driver), which reads every offset from the layout of the bound
+//! branch (kmod/layout/uvm<branch>.h, generated from the driver's headers).
 //!
 //! Flow: the driver's fault path calls uvm_perf_event_notify(FAULT) -> our
-//! kprobe (glue.c, decoded by uvm580.c) -> `ring::prescient_rs_fault`, which
+//! kprobe (glue.c, decoded by uvm.c; CPU faults only counted) -> `ring::prescient_rs_fault`, which
 //! only pushes a record into the bounded lock-free ring ([`ring`]) and kicks
 //! the worker. The worker kthread (`state::prescient_rs_work`) drains the
 //! ring first (faults take priority), feeds the engines, then runs prefetch
@@ -113,14 +114,22 @@ module! {
     type: PrescientModule,
     name: "prescient",
     author: "Prescient",
-    description: "Prefetch and pre-evict CUDA UM 2 MB blocks (DeepUM design), bound to nvidia-uvm 580",
+    description: "Prefetch and pre-evict CUDA UM 2 MB blocks (DeepUM design), bound to nvidia-uvm 550 or 580",
     license: "GPL",
 }
 
-/// Driver versions whose layouts (uvm580.c) are known: the 580 branch, read
-/// in source from 580.65.06 and measured on 580.159.04.
-const KNOWN_LO: u64 = 580 << 32 | 65 << 16 | 6;
-const KNOWN_HI: u64 = 580 << 32 | 159 << 16 | 4;
+/// The GPU size for the bind line: blocks, or "unknown" (0).
+struct GpuSize(u32);
+
+impl core::fmt::Display for GpuSize {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.0 == 0 {
+            f.write_str("size unknown (no prefetch or pre-eviction until a residency budget is set)")
+        } else {
+            write!(f, "{} blocks", self.0)
+        }
+    }
+}
 
 /// The loaded module. Fields drop in order: first everything that runs
 /// (hook, device, worker) stops and the state is freed, then the driver is
@@ -134,23 +143,26 @@ impl kernel::Module for PrescientModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let driver = glue::Driver::find()?;
         let text = core::str::from_utf8(driver.version()).unwrap_or("?");
-        let v = abi::parse_driver_version(driver.version());
-        let known = matches!(v, Some(v) if (KNOWN_LO..=KNOWN_HI).contains(&v));
-        if !known {
+        let v = abi::parse_driver_version(driver.version()).unwrap_or(0);
+        let Some(branch) = abi::driver_branch(v) else {
             pr_err!(
-                "nvidia-uvm version '{}' is not one whose layouts this module knows (580.65.06 to 580.159.04): refusing to bind\n",
-                text
+                "nvidia-uvm version '{}' is not one whose layouts this module knows ({}): refusing to bind\n",
+                text,
+                abi::DRIVER_BRANCHES_TEXT
             );
             return Err(glue::eopnotsupp());
-        }
-        let gpu = glue::gpu_blocks_param().clamp(1, params::Params::MAX_RESIDENT_BLOCKS);
-        let st = state::State::new(v.unwrap_or(0), gpu, glue::enable_param());
+        };
+        // 0 = unknown: the module then neither prefetches nor pre-evicts.
+        let gpu = glue::gpu_blocks_param().min(params::Params::MAX_RESIDENT_BLOCKS);
+        let st = state::State::new(v, gpu, glue::enable_param(), branch == 580);
         let p = *st.params();
-        let running = state::start(st)?;
+        let running = state::start(st, branch)?;
         pr_info!(
-            "bound to nvidia-uvm {}, gpu {} blocks, rows {} assoc {} succs {} lookahead {}, {} bytes of tables per space\n",
+            "bound to nvidia-uvm {} (branch {}, discard {}), gpu {}, rows {} assoc {} succs {} lookahead {}, {} bytes of tables per space\n",
             text,
-            gpu,
+            branch,
+            if glue::has_discard() { "on" } else { "off" },
+            GpuSize(gpu),
             p.rows,
             p.assoc,
             p.succs,
@@ -170,11 +182,12 @@ impl Drop for PrescientModule {
         self.running.stop();
         let t = self.running.value().lock().shut_down();
         pr_info!(
-            "unloaded (faults seen {}, prefetched {}, queue drops {}, unattached faults {}, driver evictions followed {})\n",
+            "unloaded (faults seen {}, prefetched {}, queue drops {}, unattached faults {}, cpu faults {}, driver evictions followed {})\n",
             t.faults,
             t.prefetched,
             t.queue_drops,
             t.unattached_faults,
+            t.cpu_faults,
             t.driver_evictions
         );
     }

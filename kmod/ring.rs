@@ -3,11 +3,21 @@
 //! path, ioctls), one consumer (the worker). Faults, kernel starts and the
 //! driver's own evictions travel through it in one order, so the worker sees
 //! them as the driver and the runtime produced them.
+//!
+//! Only attached address spaces reach the ring (the fault path looks the
+//! space up in [`ATTACHED`], a lock-free copy of the attached slots), and
+//! each slot may hold at most [`SLOT_BUDGET`] records in it: no process,
+//! attached or not, can fill the ring for the others.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::abi::MAX_SPACES;
 use crate::glue;
 use crate::{Block, BLOCK_SHIFT};
+
+/// Records one attached space may have in the ring at once; more are
+/// dropped (counted in [`Ring::drops`]).
+pub(crate) const SLOT_BUDGET: u32 = (RING_SIZE / 4) as u32;
 
 /// Slots in the ring; a power of two (positions are masked).
 const RING_SIZE: usize = 4096;
@@ -16,6 +26,7 @@ const RING_MASK: u64 = RING_SIZE as u64 - 1;
 /// One event, as the worker consumes it.
 #[derive(Clone, Copy)]
 pub(crate) enum Record {
+    // Every variant travels with the slot it is charged to (see [`Slot`]).
     /// The driver serviced a fault on `block` of the address space
     /// `va_space`; `events` is that space's `uvm_perf_va_space_events_t *`
     /// (the hooked function's first argument).
@@ -38,9 +49,10 @@ const KIND_KERNEL_START: u64 = 1;
 const KIND_DRIVER_EVICTED: u64 = 2;
 
 impl Record {
-    /// The record as slot words: (kind, va_space, events, block).
-    fn encode(self) -> [u64; 4] {
-        match self {
+    /// The record as slot words: (kind | charged slot << 8, va_space,
+    /// events, block).
+    fn encode(self, slot: usize) -> [u64; 4] {
+        let mut w = match self {
             Record::Fault {
                 va_space,
                 events,
@@ -50,12 +62,15 @@ impl Record {
                 [KIND_KERNEL_START, va_space, 0, u64::from(exec_id)]
             }
             Record::DriverEvicted { events, block } => [KIND_DRIVER_EVICTED, 0, events, block],
-        }
+        };
+        w[0] |= (slot as u64) << 8;
+        w
     }
 
-    /// The inverse of [`Record::encode`].
-    fn decode([kind, va_space, events, block]: [u64; 4]) -> Self {
-        match kind {
+    /// The inverse of [`Record::encode`]: the record and its charged slot.
+    fn decode([word0, va_space, events, block]: [u64; 4]) -> (Self, usize) {
+        let slot = (word0 >> 8) as usize;
+        let r = match word0 & 0xff {
             KIND_KERNEL_START => Record::KernelStart {
                 va_space,
                 exec_id: block as u32,
@@ -67,7 +82,8 @@ impl Record {
                 events,
                 block,
             },
-        }
+        };
+        (r, slot)
     }
 }
 
@@ -119,9 +135,27 @@ impl Ring {
         self.tail.store(0, Ordering::Release);
     }
 
-    /// Queues `r`. Never blocks, never allocates: a full ring drops the
-    /// record (counted) and returns false.
-    pub(crate) fn push(&self, r: Record) -> bool {
+    /// Queues `r`, charged to attached slot `slot`. Never blocks, never
+    /// allocates: a full ring, or a slot over its budget, drops the record
+    /// (counted) and returns false.
+    pub(crate) fn push(&self, r: Record, slot: usize) -> bool {
+        let Some(queued) = ATTACHED.queued.get(slot) else {
+            return false;
+        };
+        if queued.fetch_add(1, Ordering::Relaxed) >= SLOT_BUDGET {
+            queued.fetch_sub(1, Ordering::Relaxed);
+            self.drops.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        if self.push_words(r.encode(slot)) {
+            return true;
+        }
+        queued.fetch_sub(1, Ordering::Relaxed);
+        false
+    }
+
+    /// Vyukov's enqueue of one encoded record.
+    fn push_words(&self, words: [u64; 4]) -> bool {
         let mut pos = self.tail.load(Ordering::Relaxed);
         loop {
             let slot = &self.slots[(pos & RING_MASK) as usize];
@@ -135,7 +169,7 @@ impl Ring {
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => {
-                        for (w, v) in slot.words.iter().zip(r.encode()) {
+                        for (w, v) in slot.words.iter().zip(words) {
                             w.store(v, Ordering::Relaxed);
                         }
                         slot.seq.store(pos.wrapping_add(1), Ordering::Release);
@@ -164,7 +198,11 @@ impl Ring {
         slot.seq
             .store(pos.wrapping_add(RING_SIZE as u64), Ordering::Release);
         self.head.store(pos.wrapping_add(1), Ordering::Relaxed);
-        Some(Record::decode(words))
+        let (r, charged) = Record::decode(words);
+        if let Some(q) = ATTACHED.queued.get(charged) {
+            q.fetch_sub(1, Ordering::Relaxed);
+        }
+        Some(r)
     }
 
     /// True if the consumer would find nothing.
@@ -180,30 +218,112 @@ impl Ring {
     }
 }
 
-/// Queues `r` and wakes the worker. Safe on the fault path: no lock, no
-/// allocation.
-pub(crate) fn send(r: Record) {
-    RING.push(r);
+/// The attached slots as the fault path sees them: written under the State
+/// mutex (attach, detach), read lock-free by the kprobe.
+pub(crate) struct Attached {
+    /// The slot's `uvm_va_space_t *`; 0 = free.
+    va_space: [AtomicU64; MAX_SPACES],
+    /// The slot's perf-events pointer, learnt from its first fault (eviction
+    /// events carry only this); 0 = not yet.
+    events: [AtomicU64; MAX_SPACES],
+    /// Records of the slot in the ring now.
+    queued: [AtomicU32; MAX_SPACES],
+    /// GPU faults of address spaces in no slot (not queued).
+    unattached: AtomicU64,
+}
+
+/// The module's one table of attached slots.
+pub(crate) static ATTACHED: Attached = Attached {
+    va_space: [const { AtomicU64::new(0) }; MAX_SPACES],
+    events: [const { AtomicU64::new(0) }; MAX_SPACES],
+    queued: [const { AtomicU32::new(0) }; MAX_SPACES],
+    unattached: AtomicU64::new(0),
+};
+
+impl Attached {
+    /// Publishes `va_space` in `slot` (attach, under the State mutex).
+    pub(crate) fn set(&self, slot: usize, va_space: u64) {
+        if let (Some(e), Some(v)) = (self.events.get(slot), self.va_space.get(slot)) {
+            e.store(0, Ordering::Relaxed);
+            v.store(va_space, Ordering::Release);
+        }
+    }
+
+    /// Empties `slot` (detach, under the State mutex).
+    pub(crate) fn clear(&self, slot: usize) {
+        if let Some(v) = self.va_space.get(slot) {
+            v.store(0, Ordering::Release);
+        }
+    }
+
+    /// The slot of `va_space`, if attached.
+    fn slot_of_space(&self, va_space: u64) -> Option<usize> {
+        if va_space == 0 {
+            return None;
+        }
+        self.va_space
+            .iter()
+            .position(|v| v.load(Ordering::Acquire) == va_space)
+    }
+
+    /// The slot whose perf-events pointer is `events`, if any.
+    fn slot_of_events(&self, events: u64) -> Option<usize> {
+        if events == 0 {
+            return None;
+        }
+        self.events
+            .iter()
+            .position(|e| e.load(Ordering::Relaxed) == events)
+    }
+
+    /// GPU faults of address spaces in no slot, since load.
+    pub(crate) fn unattached_faults(&self) -> u64 {
+        self.unattached.load(Ordering::Relaxed)
+    }
+}
+
+/// Queues `r` charged to `slot` and wakes the worker. Safe on the fault
+/// path: no lock, no allocation.
+pub(crate) fn send(r: Record, slot: usize) {
+    RING.push(r, slot);
     glue::kick();
 }
 
 /// Fault callback (kprobe pre-handler on uvm_perf_event_notify, in the
 /// driver's fault-servicing thread, under its locks): copy and return.
+/// Faults of unattached spaces are only counted.
 #[no_mangle]
 extern "C" fn prescient_rs_fault(va_space: u64, events: u64, block_start: u64) {
-    send(Record::Fault {
-        va_space,
-        events,
-        block: block_start >> BLOCK_SHIFT,
-    });
+    let Some(slot) = ATTACHED.slot_of_space(va_space) else {
+        ATTACHED.unattached.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    if let Some(e) = ATTACHED.events.get(slot) {
+        let _ = e.compare_exchange(0, events, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    send(
+        Record::Fault {
+            va_space,
+            events,
+            block: block_start >> BLOCK_SHIFT,
+        },
+        slot,
+    );
 }
 
 /// Eviction callback (same kprobe, MIGRATION event with cause EVICTION): the
-/// driver took `block_start` off the GPU to make room. Copy and return.
+/// driver took `block_start` off the GPU to make room. Copy and return;
+/// evictions of unattached spaces are ignored.
 #[no_mangle]
 extern "C" fn prescient_rs_evicted(events: u64, block_start: u64) {
-    send(Record::DriverEvicted {
-        events,
-        block: block_start >> BLOCK_SHIFT,
-    });
+    let Some(slot) = ATTACHED.slot_of_events(events) else {
+        return;
+    };
+    send(
+        Record::DriverEvicted {
+            events,
+            block: block_start >> BLOCK_SHIFT,
+        },
+        slot,
+    );
 }

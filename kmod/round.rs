@@ -9,9 +9,9 @@
 
 use crate::abi::{SpaceStats, StatsHead};
 use crate::engine::{Prefetch, Victim};
-use crate::glue::{Destination, FileRef};
+use crate::glue::{Destination, FileRef, NvError};
 use crate::pump::{Admit, Host, Limit, Why};
-use crate::space::Space;
+use crate::space::{Gpu, Space};
 use crate::{Block, BLOCK_BYTES, BLOCK_SHIFT};
 
 /// Prefetches per round at most, whatever `inflight_limit` says: bounds the
@@ -26,11 +26,16 @@ pub(crate) struct Limits {
     pub(crate) per_round: usize,
     /// False in observe mode: pre-evict only, never prefetch.
     pub(crate) prefetch: bool,
+    /// The driver branch has uvm_api_discard; without it dead victims are
+    /// migrated to the CPU like live ones.
+    pub(crate) discard: bool,
 }
 
 /// The space's file and counters, as the shared loop sees them.
 struct SpaceHost<'a> {
     file: &'a FileRef,
+    gpu: &'a mut Gpu,
+    discard: bool,
     st: &'a mut SpaceStats,
     head: &'a mut StatsHead,
 }
@@ -48,7 +53,8 @@ impl Host for SpaceHost<'_> {
     /// driver answers, the block stops counting as ours (true).
     fn evict(&mut self, v: Victim, _why: Why) -> bool {
         let base = v.block << BLOCK_SHIFT;
-        let done = if v.discard {
+        let discard = v.discard && self.discard;
+        let done = if discard {
             self.file.discard(base, BLOCK_BYTES)
         } else {
             self.file.migrate(base, BLOCK_BYTES, Destination::Cpu)
@@ -56,7 +62,7 @@ impl Host for SpaceHost<'_> {
         if done.is_err() {
             self.st.migrate_errors += 1;
             self.head.migrate_errors += 1;
-        } else if v.discard {
+        } else if discard {
             self.st.discards += 1;
             self.head.discards += 1;
         } else {
@@ -67,31 +73,50 @@ impl Host for SpaceHost<'_> {
     }
 
     fn prefetch(&mut self, p: Prefetch) -> Admit {
+        let Gpu::Set(uuid) = *self.gpu else {
+            return Admit::Failed;
+        };
         let moved = self
             .file
-            .migrate(p.block << BLOCK_SHIFT, BLOCK_BYTES, Destination::Gpu);
-        if moved.is_ok() {
-            self.st.prefetched += 1;
-            self.head.blocks_prefetched += 1;
-            Admit::Issued
-        } else {
-            self.st.migrate_errors += 1;
-            self.head.migrate_errors += 1;
-            Admit::Failed
+            .migrate(p.block << BLOCK_SHIFT, BLOCK_BYTES, Destination::Gpu(&uuid));
+        match moved {
+            Ok(()) => {
+                self.st.prefetched += 1;
+                self.head.blocks_prefetched += 1;
+                Admit::Issued
+            }
+            Err(e) => {
+                self.st.migrate_errors += 1;
+                self.head.migrate_errors += 1;
+                if e == NvError::InvalidDevice {
+                    rejected_uuid(self.gpu);
+                }
+                Admit::Failed
+            }
         }
     }
+}
+
+/// The driver does not know the space's GPU UUID: stop prefetching (said
+/// once per SET_GPU).
+#[cold]
+fn rejected_uuid(gpu: &mut Gpu) {
+    *gpu = Gpu::Rejected;
+    kernel::pr_warn!("the driver refused the GPU UUID (NV_ERR_INVALID_DEVICE): prefetching stops for this space until SET_GPU\n");
 }
 
 /// Runs one round on `sp`. True if another round would do more (candidates
 /// are queued or the chain runs, and there was room).
 pub(crate) fn round(sp: &mut Space, lim: &Limits, head: &mut StatsHead) -> bool {
-    let max = if lim.prefetch {
+    let max = if lim.prefetch && matches!(sp.gpu, Gpu::Set(_)) {
         lim.per_round.min(MAX_PER_ROUND)
     } else {
         0
     };
     let mut host = SpaceHost {
         file: &sp.file,
+        gpu: &mut sp.gpu,
+        discard: lim.discard,
         st: &mut sp.st,
         head,
     };

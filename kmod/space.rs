@@ -6,7 +6,7 @@ use kernel::prelude::*;
 
 use crate::abi::SpaceStats;
 use crate::engine::Engine;
-use crate::glue::FileRef;
+use crate::glue::{FileRef, Owner};
 use crate::params::Params;
 use crate::pump::Pump;
 
@@ -17,8 +17,13 @@ pub(crate) type SpaceEngine = Engine<VVec<u64>>;
 pub(crate) struct Space {
     /// The handle ATTACH returned (never 0, never reused while loaded).
     pub(crate) handle: u64,
-    /// The process that owns the space (SET_EXEC_ID / MARK_* check it).
-    pub(crate) pid: u64,
+    /// Its slot in `State::spaces` and in the ring's attached table.
+    pub(crate) slot: usize,
+    /// The process that owns the space (SET_EXEC_ID / MARK_* / SET_GPU
+    /// check it): a `struct pid`, so a reused number is not the owner.
+    pub(crate) owner: Owner,
+    /// Where prefetches go: nowhere until SET_GPU names the GPU.
+    pub(crate) gpu: Gpu,
     /// The driver's perf-events pointer of this space, learnt from its
     /// first fault (eviction events carry only this).
     pub(crate) events: u64,
@@ -33,6 +38,29 @@ pub(crate) struct Space {
     pub(crate) st: SpaceStats,
     /// The shared host loop's candidates, kept between rounds.
     pub(crate) pump: Pump,
+}
+
+/// The prefetch destination of a space.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gpu {
+    /// No GPU UUID given: no prefetch.
+    Unknown,
+    /// The driver's processor UUID of the GPU (SET_GPU).
+    Set([u8; 16]),
+    /// The driver answered NV_ERR_INVALID_DEVICE for that UUID: no
+    /// prefetch until SET_GPU again.
+    Rejected,
+}
+
+impl Gpu {
+    /// The GET_STATS value (`abi::GPU_*`).
+    pub(crate) fn abi(self) -> u64 {
+        match self {
+            Gpu::Unknown => crate::abi::GPU_UNKNOWN,
+            Gpu::Set(_) => crate::abi::GPU_SET,
+            Gpu::Rejected => crate::abi::GPU_REJECTED,
+        }
+    }
 }
 
 impl Space {

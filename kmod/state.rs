@@ -8,17 +8,20 @@ use kernel::prelude::*;
 use kernel::sync::Mutex;
 
 use crate::abi::{self, ParamsAbi, MAX_SPACES};
-use crate::glue::{self, FileRef, Global, Running};
+use crate::glue::{self, FileRef, Global, Owner, Running};
 use crate::params::Params;
-use crate::ring::{Record, RING};
+use crate::ring::{Record, ATTACHED, RING};
 use crate::pump::{Limit, Pump, DEFAULT_WATERMARK_PCT};
 use crate::round::{self, Limits};
-use crate::space::{new_engine, Space, SpaceEngine};
+use crate::space::{new_engine, Gpu, Space, SpaceEngine};
 use crate::BLOCK_BYTES;
 
-/// Ring records the worker takes per step before it looks at orphans and
-/// lets the kthread loop check for a stop.
-const RECORDS_PER_STEP: usize = 512;
+/// Ring records the worker takes per step (one hold of the State mutex)
+/// before it looks at orphans, releases the mutex and reschedules.
+const RECORDS_PER_STEP: usize = 64;
+/// Spaces one non-root uid may own at once: no single user fills every
+/// slot (root, the administrator, may).
+const SPACES_PER_UID: usize = MAX_SPACES / 2;
 /// Prefetch rounds after one fault at most, before the next record.
 const ROUNDS_PER_FAULT: u32 = 8;
 
@@ -26,7 +29,10 @@ const ROUNDS_PER_FAULT: u32 = 8;
 /// prescient_main.rs).
 pub(crate) struct State {
     driver_version: u64,
-    /// GPU memory in blocks (the `gpu_blocks` parameter): the default budget.
+    /// The bound driver branch has uvm_api_discard.
+    discard: bool,
+    /// GPU memory in blocks (the `gpu_blocks` parameter): the default
+    /// budget; 0 = unknown (no prefetch or pre-eviction until a budget is set).
     gpu_blocks: u32,
     params: Params,
     inflight_limit: u32,
@@ -36,7 +42,6 @@ pub(crate) struct State {
     next_handle: u64,
     spaces: [Option<Space>; MAX_SPACES],
     head: abi::StatsHead,
-    unattached_faults: u64,
     /// Blocks the driver evicted on its own while the ledger held them.
     driver_evictions: u64,
 }
@@ -47,6 +52,7 @@ pub(crate) struct Totals {
     pub(crate) prefetched: u64,
     pub(crate) queue_drops: u64,
     pub(crate) unattached_faults: u64,
+    pub(crate) cpu_faults: u64,
     pub(crate) driver_evictions: u64,
 }
 
@@ -61,10 +67,10 @@ pub(crate) fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
 
 /// Publishes `st` for the callbacks and starts the worker, the device and
 /// the driver hook.
-pub(crate) fn start(st: State) -> Result<Running<Mutex<State>>> {
+pub(crate) fn start(st: State, branch: u32) -> Result<Running<Mutex<State>>> {
     let boxed = KBox::pin_init(new_mutex!(st), GFP_KERNEL)?;
     RING.init();
-    Running::start(&STATE, boxed)
+    Running::start(&STATE, boxed, branch)
 }
 
 /// Worker step (kthread in glue.c). Returns nonzero if more work is pending.
@@ -75,10 +81,11 @@ extern "C" fn prescient_rs_work() -> c_int {
 
 impl State {
     /// The state at load: no space attached, the kernel defaults for `gpu`
-    /// blocks of GPU memory.
-    pub(crate) fn new(driver_version: u64, gpu: u32, enabled: bool) -> Self {
+    /// blocks of GPU memory (0 = unknown).
+    pub(crate) fn new(driver_version: u64, gpu: u32, enabled: bool, discard: bool) -> Self {
         State {
             driver_version,
+            discard,
             gpu_blocks: gpu,
             params: abi::kernel_default_params(gpu),
             inflight_limit: 16,
@@ -88,7 +95,6 @@ impl State {
             next_handle: 1,
             spaces: Default::default(),
             head: abi::StatsHead::default(),
-            unattached_faults: 0,
             driver_evictions: 0,
         }
     }
@@ -103,11 +109,15 @@ impl State {
         self.gpu_blocks
     }
 
-    fn budget_blocks(&self) -> u64 {
-        if self.budget_bytes == 0 {
-            u64::from(self.gpu_blocks)
+    /// The residency budget in blocks; None while nobody said how large
+    /// the GPU is (no `gpu_blocks` parameter, no SET_PARAMS budget).
+    fn budget_blocks(&self) -> Option<u64> {
+        if self.budget_bytes != 0 {
+            Some(self.budget_bytes / BLOCK_BYTES)
+        } else if self.gpu_blocks != 0 {
+            Some(u64::from(self.gpu_blocks))
         } else {
-            self.budget_bytes / BLOCK_BYTES
+            None
         }
     }
 
@@ -121,7 +131,6 @@ impl State {
     /// The space `handle`, if the caller owns it (or is an administrator):
     /// ENOENT if there is none, EPERM if it is another process's.
     pub(crate) fn owned_space(&mut self, handle: u64, admin: bool) -> Result<&mut Space> {
-        let me = glue::current_tgid();
         match self
             .spaces
             .iter_mut()
@@ -129,14 +138,19 @@ impl State {
             .find(|s| s.handle == handle)
         {
             None => Err(ENOENT),
-            Some(sp) if !admin && sp.pid != me => Err(EPERM),
+            Some(sp) if !admin && !sp.owner.is_current() => Err(EPERM),
             Some(sp) => Ok(sp),
         }
     }
 
     /// Takes parameters that the ioctl validated: new tables for every
     /// space, all allocated before anything changes (ENOMEM changes nothing).
+    /// EINVAL if one space's tables would exceed the `max_table_mib`
+    /// parameter.
     pub(crate) fn set_params(&mut self, a: &ParamsAbi, p: Params) -> Result {
+        if p.storage_bytes() as u64 > glue::max_table_bytes_param() {
+            return Err(EINVAL);
+        }
         let mut fresh: [Option<KBox<SpaceEngine>>; MAX_SPACES] = Default::default();
         for (sp, e) in self.spaces.iter().zip(fresh.iter_mut()) {
             if sp.is_some() {
@@ -165,21 +179,35 @@ impl State {
         }
     }
 
-    /// Attaches the space of `file`, owned by `pid`; returns its handle.
-    /// EEXIST if it is attached already, ENOSPC if every slot is taken.
-    pub(crate) fn attach(&mut self, file: FileRef, pid: u64) -> Result<u64> {
+    /// Attaches the space of `file`, owned by `owner`; returns its handle.
+    /// EEXIST if it is attached already, ENOSPC if every slot is taken or
+    /// the owner's (non-root) uid has [`SPACES_PER_UID`] already.
+    pub(crate) fn attach(&mut self, file: FileRef, owner: Owner) -> Result<u64> {
         if self.space_by_va(file.va_space()).is_some() {
             return Err(EEXIST);
         }
         let Some(slot) = self.spaces.iter().position(|x| x.is_none()) else {
             return Err(ENOSPC);
         };
+        let uid = owner.uid();
+        let same_uid = self
+            .spaces
+            .iter()
+            .flatten()
+            .filter(|s| s.owner.uid() == uid)
+            .count();
+        if uid != 0 && same_uid >= SPACES_PER_UID {
+            return Err(ENOSPC);
+        }
         let engine = new_engine(&self.params)?;
         let handle = self.next_handle;
         self.next_handle += 1;
+        ATTACHED.set(slot, file.va_space());
         self.spaces[slot] = Some(Space {
             handle,
-            pid,
+            slot,
+            owner,
+            gpu: Gpu::Unknown,
             events: 0,
             file,
             engine,
@@ -191,8 +219,9 @@ impl State {
 
     /// Detaches the first space for which `is_it` holds; ENOENT if none.
     pub(crate) fn detach_where(&mut self, is_it: impl Fn(&Space) -> bool) -> Result {
-        for slot in self.spaces.iter_mut() {
+        for (i, slot) in self.spaces.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(&is_it) {
+                ATTACHED.clear(i);
                 *slot = None;
                 return Ok(());
             }
@@ -202,14 +231,19 @@ impl State {
 
     /// GET_VERSION's answer.
     pub(crate) fn version(&self) -> abi::Version {
-        let enabled = if self.enabled {
-            abi::VERSION_FLAG_ENABLED
-        } else {
-            0
-        };
+        let mut flags = abi::VERSION_FLAG_BOUND;
+        if self.enabled {
+            flags |= abi::VERSION_FLAG_ENABLED;
+        }
+        if self.budget_blocks().is_some() {
+            flags |= abi::VERSION_FLAG_GPU_SIZE_KNOWN;
+        }
+        if self.discard {
+            flags |= abi::VERSION_FLAG_DISCARD;
+        }
         abi::Version {
             abi_version: abi::ABI_VERSION,
-            flags: abi::VERSION_FLAG_BOUND | enabled,
+            flags,
             max_spaces: MAX_SPACES as u32,
             reserved0: 0,
             driver_version: self.driver_version,
@@ -234,6 +268,8 @@ impl State {
             ..Default::default()
         };
         s.head.queue_drops = RING.drops();
+        s.head.cpu_faults = glue::cpu_faults();
+        s.head.unattached_faults = ATTACHED.unattached_faults();
         s.head.prefetches_used = s
             .head
             .blocks_prefetched
@@ -243,7 +279,8 @@ impl State {
             s.head.table_bytes += sp.engine.table_bytes() as u64;
             let mut e = sp.st;
             e.handle = sp.handle;
-            e.pid = sp.pid;
+            e.pid = sp.owner.vnr();
+            e.gpu = sp.gpu.abi();
             e.resident_blocks = sp.engine.resident_blocks() as u64;
             s.spaces[n] = e;
             n += 1;
@@ -303,11 +340,17 @@ impl State {
 
     /// A fault: the engine learns it, and the block is resident now.
     fn on_fault(&mut self, va_space: u64, events: u64, block: u64) -> bool {
-        self.head.faults_seen += 1;
-        let Some(sp) = self.space_by_va(va_space) else {
-            self.unattached_faults += 1;
+        // Only attached spaces' faults reach the ring; one of a space
+        // detached since is dropped here.
+        let Some(sp) = self
+            .spaces
+            .iter_mut()
+            .flatten()
+            .find(|s| s.va_space() == va_space)
+        else {
             return false;
         };
+        self.head.faults_seen += 1;
         sp.st.faults += 1;
         sp.events = events;
         let late = sp.engine.is_resident(block);
@@ -340,14 +383,20 @@ impl State {
 
     /// One [`round::round`] per space, with the limits in force. True if a
     /// space's chain still has work.
+    /// No round while the GPU's size is unknown: the module then never
+    /// pre-evicts (nor prefetches) against a size nobody told it.
     fn prefetch_round(&mut self) -> bool {
+        let Some(capacity_blocks) = self.budget_blocks() else {
+            return false;
+        };
         let lim = Limits {
             limit: Limit {
-                capacity_blocks: self.budget_blocks(),
+                capacity_blocks,
                 watermark_pct: self.watermark_pct,
             },
             per_round: self.inflight_limit as usize,
             prefetch: self.enabled,
+            discard: self.discard,
         };
         let mut more = false;
         for sp in self.spaces.iter_mut().flatten() {
@@ -358,10 +407,15 @@ impl State {
 
     /// Detaches spaces whose process has gone (we hold the last reference).
     fn reap_orphans(&mut self) {
-        for slot in self.spaces.iter_mut() {
+        for (i, slot) in self.spaces.iter_mut().enumerate() {
             if slot.as_ref().is_some_and(|sp| sp.file.is_orphaned()) {
+                ATTACHED.clear(i);
                 if let Some(sp) = slot.take() {
-                    pr_info!("pid {} exited, detached handle {}\n", sp.pid, sp.handle);
+                    pr_info!(
+                        "pid {} exited, detached handle {}\n",
+                        sp.owner.nr(),
+                        sp.handle
+                    );
                 }
             }
         }
@@ -370,14 +424,16 @@ impl State {
     /// Detaches every space (dropping engines and file references) and
     /// returns the counters to log at unload.
     pub(crate) fn shut_down(&mut self) -> Totals {
-        for slot in self.spaces.iter_mut() {
+        for (i, slot) in self.spaces.iter_mut().enumerate() {
+            ATTACHED.clear(i);
             *slot = None;
         }
         Totals {
             faults: self.head.faults_seen,
             prefetched: self.head.blocks_prefetched,
             queue_drops: RING.drops(),
-            unattached_faults: self.unattached_faults,
+            unattached_faults: ATTACHED.unattached_faults(),
+            cpu_faults: glue::cpu_faults(),
             driver_evictions: self.driver_evictions,
         }
     }

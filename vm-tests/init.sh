@@ -55,9 +55,13 @@ if [ "${VMTEST_ONLY:-all}" = exec ]; then
   poweroff -f
 fi
 
-# 3. the ioctl surface
+# 3. the ioctl surface; who may call what; pid namespaces; the driver boundary
 insmod $P || mark prescient-load FAIL ""
 $T ioctl
+$T eperm
+$T pidns
+$T cpu-fault
+$T gpu-uuid
 
 # 4. replay with prescient.ko attached
 t0=$(t)
@@ -75,6 +79,9 @@ cat /sys/kernel/debug/nvidia_uvm_standin/stats
 # 4b. two address spaces at once; a fault burst larger than the ring
 $T two
 $T overflow
+
+# 4c. several processes fuzzing ioctl sequences while faults run (bounded: 8 s)
+$T fuzz 8
 
 # 5. rmmod while a replay runs
 $T replay 6 attach /tmp/rm > /tmp/rm.log 2>&1 &
@@ -96,6 +103,20 @@ else
   n=$(dmesg | grep -c 'prescient: nvidia-uvm version')
   case "$line" in *"'999.1.2'"*"refusing to bind"*) mark unknown-version PASS "($n line) ${line#*] }";;
     *) mark unknown-version FAIL "no clear line: $line";; esac
+fi
+rmmod nvidia_uvm
+
+# 6b. driver branch 550 (stand-in with 550's layouts, no uvm_api_discard, the
+# 96-byte thread-context wrapper in use) and prescient.ko told no GPU size
+insmod /lib/nvidia_uvm_550.ko gpu_blocks=$GB kernel_us=$KUS uvm_enable_builtin_tests=1 || mark branch-550 FAIL "insmod stand-in 550"
+if insmod /lib/prescient.ko track_evictions=${VMTEST_TRACK_EVICTIONS:-1}; then
+  line=$(dmesg | grep 'prescient: bound to nvidia-uvm 550' | tail -1)
+  case "$line" in *"branch 550, discard off"*"size unknown"*) echo "branch-550: ${line#*] }";;
+    *) mark branch-550 FAIL "bind line: $line";; esac
+  $T branch-550
+  rmmod prescient
+else
+  mark branch-550 FAIL "insmod prescient.ko against 550 refused"
 fi
 rmmod nvidia_uvm
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # `make vm-test`: deps -> cached kernel -> prescient.ko + stand-in -> guest binary ->
 # initramfs -> QEMU TCG boot (with a timeout) -> pass/fail from serial markers.
-# Env: PRESCIENT_CACHE (kernel cache dir), VMTEST_TIMEOUT (boot timeout, s), JOBS,
+# Env: PRESCIENT_CACHE (kernel cache dir), VMTEST_KDIR (a built kernel tree to use as is), VMTEST_TIMEOUT (boot timeout, s), JOBS,
 # VMTEST_KERNEL_US (simulated run time of one GPU kernel in the stand-in, default 1000),
 # VMTEST_WATERMARK, VMTEST_LOOKAHEAD (execution-id replay), VMTEST_TRACK_EVICTIONS
 # (0: prescient.ko ignores the driver's eviction events), VMTEST_ONLY=exec (only the
@@ -10,12 +10,14 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(dirname "$HERE")
 WORK=$HERE/work; mkdir -p "$WORK"
 T0=$(date +%s); step() { echo "[vm-test +$(( $(date +%s) - T0 ))s] $*"; }
-EXPECT=(no-driver load-unload-20 replay-baseline ioctl-surface replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow rmmod-during-replay unknown-version no-splat sim-agree stack-frames)
+EXPECT=(no-driver load-unload-20 replay-baseline ioctl-surface unprivileged-eperm pidns cpu-fault gpu-uuid replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow ioctl-fuzz rmmod-during-replay unknown-version gpu-size-unknown branch-550 no-splat sim-agree stack-frames)
 [ "${VMTEST_ONLY:-all}" = exec ] && EXPECT=(no-driver load-unload-20 replay-baseline replay-exec fault-cut-exec no-splat sim-agree stack-frames)
 KUS=${VMTEST_KERNEL_US:-1000}
 
 step "deps"; "$HERE/deps.sh"
-step "kernel (cached by key)"; KDIR=$("$HERE/kernel.sh" | tail -1)
+# VMTEST_KDIR: an already built kernel tree (skips kernel.sh and its cache lock).
+if [ -n "${VMTEST_KDIR:-}" ]; then KDIR=$VMTEST_KDIR; step "kernel: $KDIR (VMTEST_KDIR)"
+else step "kernel (cached by key)"; KDIR=$("$HERE/kernel.sh" | tail -1); fi
 step "prescient.ko against $KDIR"
 # kbuild does not notice that the kernel tree changed (PRESCIENT_KCONFIG): clean first then.
 if [ "$(cat "$WORK/kmod.kdir" 2>/dev/null)" != "$KDIR" ]; then
@@ -24,10 +26,13 @@ if [ "$(cat "$WORK/kmod.kdir" 2>/dev/null)" != "$KDIR" ]; then
 fi
 make -s -C "$ROOT" kmod KDIR="$KDIR" >"$WORK/kmod.log" 2>&1 || { cat "$WORK/kmod.log"; exit 1; }
 grep -E 'warning|error' "$WORK/kmod.log" | head -20 || true
-step "nvidia_uvm stand-in (580.159.04, and 999.1.2 for the unknown-version test)"
-for v in known unknown; do
+step "nvidia_uvm stand-in (580.159.04; 999.1.2 for the unknown-version test; 550.163.01 with 550's layouts)"
+for v in known unknown b550; do
   d=$WORK/standin-$v; rm -rf "$d"; mkdir -p "$d"; cp "$HERE"/stand-in/{Kbuild,nvidia_uvm.c,trace.h} "$d/"
-  extra=(); [ $v = unknown ] && extra=(STANDIN_VERSION=999.1.2)
+  # The driver's layouts come from the same generated header the module uses.
+  branch=580; [ $v = b550 ] && branch=550
+  cp "$ROOT/kmod/layout/uvm$branch.h" "$d/uvm_layout.h"
+  extra=(); [ $v = unknown ] && extra=(STANDIN_VERSION=999.1.2); [ $v = b550 ] && extra=(STANDIN_VERSION=550.163.01)
   make -s -C "$KDIR" M="$d" LLVM=-19 "${extra[@]}" modules >"$d/build.log" 2>&1 || { cat "$d/build.log"; exit 1; }
 done
 step "guest test binary (static)"
@@ -37,11 +42,13 @@ step "initramfs"
 "$HERE/mkinitramfs.sh" "$KDIR" "$WORK/initramfs.cpio.gz" \
   /lib/prescient.ko="$ROOT/prescient.ko" /lib/nvidia_uvm.ko="$WORK/standin-known/nvidia_uvm.ko" \
   /lib/nvidia_uvm_unknown.ko="$WORK/standin-unknown/nvidia_uvm.ko" \
+  /lib/nvidia_uvm_550.ko="$WORK/standin-b550/nvidia_uvm.ko" \
   /bin/vmtest="$WORK/guest-target/x86_64-unknown-linux-gnu/release/prescient-vmtest"
 step "boot (QEMU TCG, timeout ${VMTEST_TIMEOUT:-480}s)"
 LOG=$WORK/serial.log
 set +e
-timeout "${VMTEST_TIMEOUT:-480}" qemu-system-x86_64 -m 1G -smp 2 -nographic -no-reboot \
+# -cpu max: SMAP and SMEP on, so a kernel read of a user address oopses as on real hardware.
+timeout "${VMTEST_TIMEOUT:-480}" qemu-system-x86_64 -cpu max -m 1G -smp 2 -nographic -no-reboot \
   -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$WORK/initramfs.cpio.gz" \
   -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=$KUS VMTEST_WATERMARK=${VMTEST_WATERMARK:-90} VMTEST_LOOKAHEAD=${VMTEST_LOOKAHEAD:-16} VMTEST_TRACK_EVICTIONS=${VMTEST_TRACK_EVICTIONS:-1} VMTEST_ONLY=${VMTEST_ONLY:-all}" </dev/null >"$LOG" 2>&1
 qrc=$?

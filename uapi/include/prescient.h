@@ -10,7 +10,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define PRESCIENT_ABI_VERSION 1
+#define PRESCIENT_ABI_VERSION 2
 #define PRESCIENT_IOC_MAGIC 'P'
 #define PRESCIENT_MAX_SPACES 8
 #define PRESCIENT_MAX_INFLIGHT 1024
@@ -21,6 +21,12 @@
 
 #define PRESCIENT_VERSION_FLAG_BOUND   1u
 #define PRESCIENT_VERSION_FLAG_ENABLED 2u
+#define PRESCIENT_VERSION_FLAG_GPU_SIZE_KNOWN 4u  /* else: no prefetch, no pre-eviction */
+#define PRESCIENT_VERSION_FLAG_DISCARD 8u         /* the driver branch has uvm_api_discard */
+
+#define PRESCIENT_GPU_UNKNOWN  0u  /* no SET_GPU yet: no prefetch */
+#define PRESCIENT_GPU_SET      1u
+#define PRESCIENT_GPU_REJECTED 2u  /* the driver refused the UUID */
 
 struct prescient_version {
 	__u32 abi_version;
@@ -52,6 +58,7 @@ struct prescient_space_stats {
 	__u64 pre_evictions;
 	__u64 discards;
 	__u64 migrate_errors;
+	__u64 gpu;              /* PRESCIENT_GPU_* */
 };
 
 struct prescient_stats_head {
@@ -65,6 +72,8 @@ struct prescient_stats_head {
 	__u64 queue_drops;
 	__u64 inflight;
 	__u64 migrate_errors;
+	__u64 cpu_faults;       /* counted only */
+	__u64 unattached_faults;
 	__u32 n_spaces;
 	__u32 reserved0;
 };
@@ -96,6 +105,13 @@ struct prescient_range {
 	__u64 len;              /* 4 KiB multiple, > 0 */
 };
 
+/* SET_GPU: the driver's processor UUID of the GPU prefetches go to */
+struct prescient_gpu {
+	__u64 handle;
+	__u64 uuid_lo;          /* UUID bytes 0-7, little-endian */
+	__u64 uuid_hi;          /* UUID bytes 8-15 */
+};
+
 #define PRESCIENT_IOC_GET_VERSION  _IOR(PRESCIENT_IOC_MAGIC, 0x00, struct prescient_version)
 #define PRESCIENT_IOC_GET_PARAMS   _IOR(PRESCIENT_IOC_MAGIC, 0x01, struct prescient_params)
 #define PRESCIENT_IOC_SET_PARAMS   _IOW(PRESCIENT_IOC_MAGIC, 0x02, struct prescient_params)
@@ -106,5 +122,6 @@ struct prescient_range {
 #define PRESCIENT_IOC_SET_EXEC_ID  _IOW(PRESCIENT_IOC_MAGIC, 0x07, struct prescient_exec_id)
 #define PRESCIENT_IOC_MARK_DEAD    _IOW(PRESCIENT_IOC_MAGIC, 0x08, struct prescient_range)
 #define PRESCIENT_IOC_MARK_ALIVE   _IOW(PRESCIENT_IOC_MAGIC, 0x09, struct prescient_range)
+#define PRESCIENT_IOC_SET_GPU      _IOW(PRESCIENT_IOC_MAGIC, 0x0a, struct prescient_gpu)
 
 #endif /* PRESCIENT_UAPI_H */

@@ -12,7 +12,7 @@
 use crate::pcore::{Mode, ParamError, Params, BLOCK_BYTES};
 
 /// Version of this ABI. Bump on any incompatible change.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 /// ioctl type ("magic") byte.
 pub const IOC_MAGIC: u8 = b'P';
 /// Most address spaces attached at once (and entries in [`Stats::spaces`]).
@@ -94,6 +94,7 @@ pub enum Field {
     Kind,
     Id,
     Handle,
+    Uuid,
     Reserved,
 }
 
@@ -109,6 +110,7 @@ impl Field {
             Field::Kind => "kind",
             Field::Id => "id",
             Field::Handle => "handle",
+            Field::Uuid => "uuid",
             Field::Reserved => "reserved",
         }
     }
@@ -229,6 +231,13 @@ macro_rules! abi_struct {
 pub const VERSION_FLAG_BOUND: u32 = 1;
 /// `flags` of [`Version`]: prefetching enabled.
 pub const VERSION_FLAG_ENABLED: u32 = 2;
+/// `flags` of [`Version`]: the GPU's size is known (the `gpu_blocks`
+/// parameter or a SET_PARAMS residency budget); without it the module
+/// neither prefetches nor pre-evicts.
+pub const VERSION_FLAG_GPU_SIZE_KNOWN: u32 = 4;
+/// `flags` of [`Version`]: the bound driver branch has uvm_api_discard (580);
+/// without it dead blocks are migrated to the CPU instead.
+pub const VERSION_FLAG_DISCARD: u32 = 8;
 
 abi_struct! {
     /// GET_VERSION response.
@@ -427,8 +436,18 @@ abi_struct! {
         pub pre_evictions: u64,
         pub discards: u64,
         pub migrate_errors: u64,
+        /// `GPU_*`: whether prefetches have a destination (SET_GPU).
+        pub gpu: u64,
     }
 }
+
+/// [`SpaceStats::gpu`]: no GPU UUID given (SET_GPU): no prefetch.
+pub const GPU_UNKNOWN: u64 = 0;
+/// [`SpaceStats::gpu`]: prefetches go to the UUID SET_GPU gave.
+pub const GPU_SET: u64 = 1;
+/// [`SpaceStats::gpu`]: the driver refused that UUID (NV_ERR_INVALID_DEVICE:
+/// not a GPU of this address space): no prefetch until SET_GPU again.
+pub const GPU_REJECTED: u64 = 2;
 
 abi_struct! {
     /// GET_STATS response, without the per-space array (see [`Stats`]).
@@ -446,6 +465,11 @@ abi_struct! {
         pub queue_drops: u64,
         pub inflight: u64,
         pub migrate_errors: u64,
+        /// CPU faults on managed memory (counted only: the engine predicts
+        /// the GPU's faults).
+        pub cpu_faults: u64,
+        /// GPU faults of address spaces nobody attached (not queued).
+        pub unattached_faults: u64,
         pub n_spaces: u32,
         pub reserved0: u32,
     }
@@ -638,6 +662,62 @@ impl RangeAbi {
     }
 }
 
+abi_struct! {
+    /// SET_GPU argument: the GPU that prefetches of an attached space go to,
+    /// as the driver names it (its processor UUID, 16 bytes: bytes 0-7 in
+    /// `uuid_lo`, 8-15 in `uuid_hi`, each little-endian).
+    pub struct GpuAbi {
+        /// Attached space (ATTACH's handle).
+        pub handle: u64,
+        pub uuid_lo: u64,
+        pub uuid_hi: u64,
+    }
+}
+
+/// The CPU's processor UUID in UVM_MIGRATE_PARAMS (not a GPU).
+pub const UUID_CPU: [u8; 16] = [
+    0xa6, 0x5e, 0x0f, 0x4e, 0xd7, 0xd4, 0x7b, 0xa2, 0x50, 0x47, 0x41, 0x2c, 0x14, 0x2a, 0x77, 0x73,
+];
+
+impl GpuAbi {
+    /// The argument for `uuid`.
+    pub fn new(handle: u64, uuid: [u8; 16]) -> Self {
+        let mut lo = [0u8; 8];
+        let mut hi = [0u8; 8];
+        lo.copy_from_slice(&uuid[..8]);
+        hi.copy_from_slice(&uuid[8..]);
+        GpuAbi {
+            handle,
+            uuid_lo: u64::from_le_bytes(lo),
+            uuid_hi: u64::from_le_bytes(hi),
+        }
+    }
+    /// The UUID's 16 bytes.
+    pub fn uuid(&self) -> [u8; 16] {
+        let mut u = [0u8; 16];
+        u[..8].copy_from_slice(&self.uuid_lo.to_le_bytes());
+        u[8..].copy_from_slice(&self.uuid_hi.to_le_bytes());
+        u
+    }
+    /// A handle, and a UUID that is neither all zero nor the CPU's.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.handle == 0 {
+            return Err(Error::Field {
+                field: Field::Handle,
+                value: 0,
+            });
+        }
+        let u = self.uuid();
+        if u == [0; 16] || u == UUID_CPU {
+            return Err(Error::Field {
+                field: Field::Uuid,
+                value: self.uuid_lo,
+            });
+        }
+        Ok(())
+    }
+}
+
 pub const NR_GET_VERSION: u8 = 0x00;
 pub const NR_GET_PARAMS: u8 = 0x01;
 pub const NR_SET_PARAMS: u8 = 0x02;
@@ -648,6 +728,7 @@ pub const NR_DETACH: u8 = 0x06;
 pub const NR_SET_EXEC_ID: u8 = 0x07;
 pub const NR_MARK_DEAD: u8 = 0x08;
 pub const NR_MARK_ALIVE: u8 = 0x09;
+pub const NR_SET_GPU: u8 = 0x0a;
 
 pub const PRESCIENT_IOC_GET_VERSION: u32 = ioc(IOC_READ, IOC_MAGIC, NR_GET_VERSION, Version::SIZE);
 pub const PRESCIENT_IOC_GET_PARAMS: u32 = ioc(IOC_READ, IOC_MAGIC, NR_GET_PARAMS, ParamsAbi::SIZE);
@@ -660,6 +741,7 @@ pub const PRESCIENT_IOC_SET_EXEC_ID: u32 =
     ioc(IOC_WRITE, IOC_MAGIC, NR_SET_EXEC_ID, ExecIdAbi::SIZE);
 pub const PRESCIENT_IOC_MARK_DEAD: u32 = ioc(IOC_WRITE, IOC_MAGIC, NR_MARK_DEAD, RangeAbi::SIZE);
 pub const PRESCIENT_IOC_MARK_ALIVE: u32 = ioc(IOC_WRITE, IOC_MAGIC, NR_MARK_ALIVE, RangeAbi::SIZE);
+pub const PRESCIENT_IOC_SET_GPU: u32 = ioc(IOC_WRITE, IOC_MAGIC, NR_SET_GPU, GpuAbi::SIZE);
 
 /// A decoded ioctl command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -674,10 +756,11 @@ pub enum Cmd {
     SetExecId,
     MarkDead,
     MarkAlive,
+    SetGpu,
 }
 
 /// Every command with its number, for tables and tests.
-pub const COMMANDS: [(Cmd, u32, &str); 10] = [
+pub const COMMANDS: [(Cmd, u32, &str); 11] = [
     (
         Cmd::GetVersion,
         PRESCIENT_IOC_GET_VERSION,
@@ -720,6 +803,7 @@ pub const COMMANDS: [(Cmd, u32, &str); 10] = [
         PRESCIENT_IOC_MARK_ALIVE,
         "PRESCIENT_IOC_MARK_ALIVE",
     ),
+    (Cmd::SetGpu, PRESCIENT_IOC_SET_GPU, "PRESCIENT_IOC_SET_GPU"),
 ];
 
 impl Cmd {
@@ -771,7 +855,8 @@ impl Cmd {
 }
 
 /// Packs a driver version "580.159.04" as major << 32 | minor << 16 | patch.
-/// None if it is not three dot-separated decimal numbers that fit.
+/// NVIDIA also ships two-component versions ("580.142", "575.64"): patch 0.
+/// None if it is not two or three dot-separated decimal numbers that fit.
 pub fn parse_driver_version(s: &[u8]) -> Option<u64> {
     let mut parts = [0u64; 3];
     let mut n = 0;
@@ -783,9 +868,6 @@ pub fn parse_driver_version(s: &[u8]) -> Option<u64> {
     for &c in &s[..end] {
         match c {
             b'0'..=b'9' => {
-                if n >= 3 {
-                    return None;
-                }
                 parts[n] = parts[n] * 10 + (c - b'0') as u64;
                 digits += 1;
                 if parts[n] > 0xffff {
@@ -793,22 +875,41 @@ pub fn parse_driver_version(s: &[u8]) -> Option<u64> {
                 }
             }
             b'.' => {
-                if digits == 0 {
+                if digits == 0 || n == 2 {
                     return None;
                 }
                 n += 1;
                 digits = 0;
-                if n >= 3 {
-                    return None;
-                }
             }
             _ => return None,
         }
     }
-    if n != 2 || digits == 0 {
+    if n == 0 || digits == 0 {
         return None;
     }
     Some(parts[0] << 32 | parts[1] << 16 | parts[2])
+}
+
+/// The driver branches whose layouts the module carries
+/// (kmod/layout/uvm<branch>.h), each with the versions it covers
+/// (packed as [`parse_driver_version`] does, both ends inclusive).
+pub const DRIVER_BRANCHES: [(u32, u64, u64); 2] = [
+    // Debian trixie's nvidia-open-kernel-source; no uvm_api_discard.
+    (550, 550 << 32, 550 << 32 | 0xffff << 16 | 0xffff),
+    // fault.space removed and UVM_DISCARD added in 580.65.06, the first 580 tag.
+    (580, 580 << 32 | 65 << 16 | 6, 580 << 32 | 0xffff << 16 | 0xffff),
+];
+
+/// The supported ranges, for the refusal line.
+pub const DRIVER_BRANCHES_TEXT: &str = "550.x, 580.65.06 to 580.x";
+
+/// The branch (550, 580) whose layout serves the packed driver version `v`;
+/// None for any other version.
+pub fn driver_branch(v: u64) -> Option<u32> {
+    DRIVER_BRANCHES
+        .iter()
+        .find(|(_, lo, hi)| (*lo..=*hi).contains(&v))
+        .map(|(b, _, _)| *b)
 }
 
 #[cfg(test)]
@@ -903,10 +1004,45 @@ mod tests {
             parse_driver_version(b"580.159.04\n"),
             Some(580 << 32 | 159 << 16 | 4)
         );
-        assert_eq!(parse_driver_version(b"580.159"), None);
+        assert_eq!(parse_driver_version(b"580.142"), Some(580 << 32 | 142 << 16));
+        assert_eq!(parse_driver_version(b"575.64\n"), Some(575 << 32 | 64 << 16));
+        assert_eq!(parse_driver_version(b"580"), None);
+        assert_eq!(parse_driver_version(b"580."), None);
+        assert_eq!(parse_driver_version(b".580"), None);
         assert_eq!(parse_driver_version(b"580..4"), None);
         assert_eq!(parse_driver_version(b"a.b.c"), None);
         assert_eq!(parse_driver_version(b"1.2.3.4"), None);
+    }
+
+    #[test]
+    fn driver_branches() {
+        let v = |s: &str| parse_driver_version(s.as_bytes()).unwrap();
+        assert_eq!(driver_branch(v("580.142")), Some(580));
+        assert_eq!(driver_branch(v("580.159.04")), Some(580));
+        assert_eq!(driver_branch(v("580.65.06")), Some(580));
+        assert_eq!(driver_branch(v("580.65.05")), None);
+        assert_eq!(driver_branch(v("550.163.01")), Some(550));
+        assert_eq!(driver_branch(v("550.54")), Some(550));
+        assert_eq!(driver_branch(v("575.64")), None);
+        assert_eq!(driver_branch(v("535.261.03")), None);
+        assert_eq!(driver_branch(v("999.1.2")), None);
+    }
+
+    #[test]
+    fn gpu_uuid() {
+        let u: [u8; 16] = core::array::from_fn(|i| i as u8 + 1);
+        let g = GpuAbi::new(3, u);
+        assert_eq!(g.uuid(), u);
+        assert_eq!(GpuAbi::from_bytes(&g.to_bytes()).unwrap(), g);
+        g.check().unwrap();
+        assert!(GpuAbi::new(0, u).check().is_err());
+        assert!(GpuAbi::new(3, [0; 16]).check().is_err());
+        assert_eq!(
+            GpuAbi::new(3, UUID_CPU).check().unwrap_err().errno(),
+            errno::EINVAL
+        );
+        assert_eq!(Cmd::decode(PRESCIENT_IOC_SET_GPU), Ok(Cmd::SetGpu));
+        assert!(!Cmd::SetGpu.needs_admin());
     }
 
     #[test]

@@ -93,6 +93,7 @@ proptest! {
         let _ = Target::from_bytes(&bytes).map(|t| (t.check_attach(), t.check_detach()));
         let _ = ExecIdAbi::from_bytes(&bytes).map(|t| t.check());
         let _ = RangeAbi::from_bytes(&bytes).map(|t| t.check());
+        let _ = GpuAbi::from_bytes(&bytes).map(|t| t.check());
         if let Ok(s) = Stats::from_bytes(&bytes) { prop_assert_eq!(s.to_bytes().to_vec(), bytes.clone()); }
     }
 
@@ -100,7 +101,10 @@ proptest! {
     fn driver_versions(s in "[0-9.]{0,14}") {
         if let Some(v) = parse_driver_version(s.as_bytes()) {
             let text = format!("{}.{}.{}", v >> 32, (v >> 16) & 0xffff, v & 0xffff);
-            let norm: Vec<u64> = s.split('.').map(|p| p.parse().unwrap()).collect();
+            let mut norm: Vec<u64> = s.split('.').map(|p| p.parse().unwrap()).collect();
+            // Two components ("580.142"): patch 0.
+            prop_assert!(norm.len() == 2 || norm.len() == 3, "{}", text);
+            norm.resize(3, 0);
             prop_assert_eq!(norm, vec![v >> 32, (v >> 16) & 0xffff, v & 0xffff], "{}", text);
         }
     }

@@ -20,6 +20,7 @@ fn structs() -> Vec<(&'static str, usize, Fields)> {
         ("prescient_target", Target::SIZE, Target::FIELDS),
         ("prescient_exec_id", ExecIdAbi::SIZE, ExecIdAbi::FIELDS),
         ("prescient_range", RangeAbi::SIZE, RangeAbi::FIELDS),
+        ("prescient_gpu", GpuAbi::SIZE, GpuAbi::FIELDS),
     ]
 }
 

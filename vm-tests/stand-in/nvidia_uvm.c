@@ -1,21 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * TEST DOUBLE of NVIDIA's nvidia-uvm driver (open kernel modules, 580 branch).
+ * TEST DOUBLE of NVIDIA's nvidia-uvm driver (open kernel modules, 580 or 550
+ * branch: the layout header uvm_layout.h, a copy of kmod/layout/uvm<branch>.h,
+ * says which).
  *
  * This is NOT the NVIDIA driver and drives no GPU. It exists so that the real
  * prescient.ko can be tested in a QEMU guest: it has the same module name, the
  * same symbol names, argument layouts and data layouts as driver 580 for the
  * part of the driver Prescient binds to (see shared/notes/uvm-facts.md):
  *   - uvm_perf_event_notify(), uvm_perf_register_event_callback(),
- *     uvm_perf_unregister_event_callback() with uvm_perf_event_data_t.fault
- *     (block* @0, proc_id @8, preferred_location @12, buffer_entry* @16,
- *     batch_id @24, is_duplicate @28);
+ *     uvm_perf_unregister_event_callback() with uvm_perf_event_data_t
+ *     declared field by field as in the driver's uvm_perf_events.h of the
+ *     branch (GPU faults: gpu.buffer_entry; CPU faults: proc_id = CPU and
+ *     cpu.fault_va, a USER address, in the same union), every offset checked
+ *     with BUILD_BUG_ON against the generated layout header, which is
+ *     offsetof on NVIDIA's own headers;
  *   - uvm_fault_buffer_entry_t (fault_address @0, timestamp @8, type word @44,
  *     va_space* @48, gpu* @56, 96 bytes);
  *   - uvm_va_block_t (kref, lock (struct mutex), range*, start, end);
- *   - uvm_api_migrate(UVM_MIGRATE_PARAMS *, struct file *) and
+ *   - uvm_api_migrate(UVM_MIGRATE_PARAMS *, struct file *) and, on 580 only,
  *     uvm_api_discard(UVM_DISCARD_PARAMS *, struct file *), which require a
- *     registered uvm_thread_context (uvm_thread_context_add/remove);
+ *     registered uvm_thread_context (uvm_thread_context_add/remove); with
+ *     uvm_enable_builtin_tests=1 the context is the 96-byte wrapper, as in
+ *     the driver (uvm_thread_context.c), and its tail is written;
+ *   - a destination UUID that is neither the CPU's nor the space's GPU's is
+ *     refused with NV_ERR_INVALID_DEVICE, as uvm_api_migrate does;
  *   - /dev/nvidia-uvm whose file private_data = va_space | 2;
  *   - MODULE_VERSION = STANDIN_VERSION (580.159.04 unless built otherwise),
  *     visible at /sys/module/nvidia_uvm/version.
@@ -50,8 +59,10 @@
 #include <linux/rwsem.h>
 #include <linux/kref.h>
 #include <linux/sched/signal.h>
+#include <linux/unaligned.h>
 
 #include "trace.h"
+#include "uvm_layout.h"
 
 #ifndef STANDIN_VERSION
 #define STANDIN_VERSION "580.159.04"
@@ -60,6 +71,10 @@
 static unsigned int gpu_blocks = 24;
 module_param(gpu_blocks, uint, 0444);
 MODULE_PARM_DESC(gpu_blocks, "simulated GPU memory per address space, in 2 MB blocks");
+static bool uvm_enable_builtin_tests;
+module_param(uvm_enable_builtin_tests, bool, 0444);
+MODULE_PARM_DESC(uvm_enable_builtin_tests,
+		 "as the driver's: thread contexts are the larger wrapper (its tail is written)");
 static unsigned int kernel_us = 200;
 module_param(kernel_us, uint, 0644);
 MODULE_PARM_DESC(kernel_us, "simulated run time of one GPU kernel (us)");
@@ -68,6 +83,7 @@ typedef u32 NV_STATUS;
 typedef u64 NvU64;
 typedef u32 NvU32;
 #define NV_OK 0x0
+#define NV_ERR_INVALID_DEVICE 0x26
 #define NV_ERR_INVALID_ADDRESS 0x1e
 #define NV_ERR_INVALID_ARGUMENT 0x1f
 #define NV_ERR_INVALID_STATE 0x40
@@ -104,36 +120,58 @@ typedef struct uvm_va_block_struct {
 	u32 index;
 } uvm_va_block_t;
 
+/*
+ * uvm_perf_event_data_t, field by field as in the branch's uvm_perf_events.h
+ * (uvm_processor_id_t is { NvU32 val }, CPU = 0). Offsets: BUILD_BUG_ON in
+ * standin_init against uvm_layout.h.
+ */
 typedef union {
 	struct {
-		uvm_va_block_t *block;			/* @0 */
-		NvU32 proc_id;				/* @8 */
-		NvU32 preferred_location;		/* @12 */
-		uvm_fault_buffer_entry_t *buffer_entry;	/* @16 */
-		NvU32 batch_id;				/* @24 */
-		u8 is_duplicate;			/* @28 */
+#if UVM_L_BRANCH == 550
+		void *space;				/* uvm_va_space_t* (gone in 580.65.06) */
+#endif
+		uvm_va_block_t *block;
+		NvU32 proc_id;
+		NvU32 preferred_location;
+		union {
+			struct {
+				uvm_fault_buffer_entry_t *buffer_entry;
+				NvU32 batch_id;
+				bool is_duplicate;
+			} gpu;
+			struct {
+				NvU64 fault_va;			/* a USER address */
+#if UVM_L_BRANCH == 580
+				NvU32 cpu_num;
+#endif
+				bool is_write;
+				NvU64 pc;
+			} cpu;
+		};
 	} fault;
 	/*
 	 * MIGRATION: raised for every migration, including the driver's own
-	 * evictions (uvm_perf_event_notify_migration). Layout as in the
-	 * driver's uvm_perf_events.h (push/cpu_start_timestamp, block, dst,
-	 * src, dst_nid, src_nid, address, bytes, transfer_mode, cause,
-	 * make_resident_context); the stand-in fills what it models.
+	 * evictions (uvm_perf_event_notify_migration).
 	 */
 	struct {
-		void *push;				/* @0 */
-		uvm_va_block_t *block;			/* @8 */
-		NvU32 dst;				/* @16 uvm_processor_id_t */
-		NvU32 src;				/* @20 */
-		u16 dst_nid;				/* @24 */
-		u16 src_nid;				/* @26 */
-		NvU64 address;				/* @32 */
-		NvU64 bytes;				/* @40 */
-		NvU32 transfer_mode;			/* @48 MOVE = 1 */
-		NvU32 cause;				/* @52 uvm_make_resident_cause_t */
-		void *make_resident_context;		/* @56 */
+		union {
+			void *push;
+			NvU64 cpu_start_timestamp;
+		};
+		uvm_va_block_t *block;
+		NvU32 dst;				/* uvm_processor_id_t */
+		NvU32 src;
+		s16 dst_nid;
+		s16 src_nid;
+		NvU64 address;
+		NvU64 bytes;
+		NvU32 transfer_mode;			/* MOVE = 1 */
+#if UVM_L_BRANCH == 580
+		NvU32 access_counters_buffer_index;
+#endif
+		NvU32 cause;				/* uvm_make_resident_cause_t */
+		void *make_resident_context;
 	} migration;
-	u8 pad[64];
 } uvm_perf_event_data_t;
 
 /* uvm_make_resident_cause_t */
@@ -172,6 +210,7 @@ typedef struct {
 	NvU32 pad1;
 } UVM_MIGRATE_PARAMS;
 
+#if UVM_L_HAS_DISCARD
 typedef struct {
 	NvU64 base;			/* @0 */
 	NvU64 length;			/* @8 */
@@ -179,6 +218,7 @@ typedef struct {
 	NV_STATUS rmStatus;		/* @24 */
 	NvU32 pad0;
 } UVM_DISCARD_PARAMS;
+#endif
 
 static const u8 uuid_cpu[16] = { 0xa6, 0x5e, 0x0f, 0x4e, 0xd7, 0xd4, 0x7b, 0xa2,
 				 0x50, 0x47, 0x41, 0x2c, 0x14, 0x2a, 0x77, 0x73 };
@@ -215,11 +255,14 @@ typedef struct uvm_va_space_struct {
 	u32 nres;
 	u32 debt_us;			/* kernel time not yet slept (STANDIN_IOCTL_KERNEL) */
 	pid_t pid;
+	u8 gpu_uuid[16];		/* the one GPU registered in this space */
 } uvm_va_space_t;
 
 /* The driver's global entry points (not exported, found by name). */
 NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp);
+#if UVM_L_HAS_DISCARD
 NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp);
+#endif
 NV_STATUS uvm_perf_register_event_callback(uvm_perf_va_space_events_t *ev, int id,
 					   uvm_perf_event_callback_t cb);
 void uvm_perf_unregister_event_callback(uvm_perf_va_space_events_t *ev, int id,
@@ -229,11 +272,17 @@ void uvm_perf_event_notify(uvm_perf_va_space_events_t *ev, int id, uvm_perf_even
 /* global counters (debugfs) */
 static atomic64_t c_faults, c_accesses, c_fault_migrations, c_driver_evictions,
 	c_migrate_calls, c_migrated_in, c_migrated_out, c_discard_calls, c_discarded,
-	c_prefetch_hits, c_no_context, c_bad_args, c_replays, c_spaces, c_fault_raced;
+	c_prefetch_hits, c_no_context, c_bad_args, c_replays, c_spaces, c_fault_raced,
+	c_cpu_faults, c_bad_uuid;
 static atomic64_t c_fault_after[GONE_N];
 
 /* ----- thread context (uvm_thread_context_add/remove) ----- */
 typedef struct { void *task; u8 opaque[48]; } uvm_thread_context_t;	/* 56 bytes */
+/* used instead iff UVM_IS_DEBUG() || uvm_enable_builtin_tests (lock-tracking state after it) */
+typedef struct {
+	uvm_thread_context_t context;
+	u8 context_lock[UVM_L_THREAD_CONTEXT_WRAPPER_SIZE - UVM_L_THREAD_CONTEXT_SIZE];
+} uvm_thread_context_wrapper_t;
 bool uvm_thread_context_add(uvm_thread_context_t *ctx);
 void uvm_thread_context_remove(uvm_thread_context_t *ctx);
 #define MAX_CTX 16
@@ -254,6 +303,10 @@ noinline bool uvm_thread_context_add(uvm_thread_context_t *ctx)
 		}
 	spin_unlock(&ctx_lock);
 	ctx->task = current;
+	/* As the driver's thread_context_non_interrupt_add: the wrapper's tail is written. */
+	if (uvm_enable_builtin_tests)
+		memset(container_of(ctx, uvm_thread_context_wrapper_t, context)->context_lock, 0,
+		       sizeof(((uvm_thread_context_wrapper_t *)0)->context_lock));
 	return ok;
 }
 
@@ -431,6 +484,11 @@ noinline NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp
 		return params->rmStatus = NV_ERR_INVALID_ADDRESS;
 	}
 	to_cpu = !memcmp(params->destinationUuid, uuid_cpu, 16);
+	if (!to_cpu && memcmp(params->destinationUuid, vs->gpu_uuid, 16)) {
+		/* uvm_migrate.c: the destination is not a processor of this space */
+		atomic64_inc(&c_bad_uuid);
+		return params->rmStatus = NV_ERR_INVALID_DEVICE;
+	}
 	down_read(&vs->lock);
 	mutex_lock(&vs->gpu_lock);
 	for (b = first; b <= last; b++) {
@@ -448,6 +506,7 @@ noinline NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp
 	return params->rmStatus = NV_OK;
 }
 
+#if UVM_L_HAS_DISCARD
 noinline NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp)
 {
 	uvm_va_space_t *vs = va_space_of(filp);
@@ -473,6 +532,7 @@ noinline NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp
 	up_read(&vs->lock);
 	return params->rmStatus = NV_OK;
 }
+#endif
 
 /* ----- fault generator ----- */
 #define STANDIN_IOCTL_REPLAY 0x7e000001u	/* test-only, not a real UVM number */
@@ -480,6 +540,7 @@ noinline NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp
 #define STANDIN_IOCTL_STORM  0x7e000003u
 #define STANDIN_IOCTL_KERNEL 0x7e000004u	/* arg = kernel index: run that one kernel */
 #define STANDIN_IOCTL_FAULTLOG 0x7e000005u	/* copy out and clear the fault log */
+#define STANDIN_IOCTL_CPU_FAULTS 0x7e000006u	/* struct standin_cpu_faults: CPU faults */
 #define STANDIN_MAX_ITERS 64
 struct standin_replay {
 	u32 iterations;
@@ -498,6 +559,12 @@ struct standin_info {
 	u32 gpu_blocks;
 	u32 kernels;
 	u32 accesses;
+	u8 gpu_uuid[16];		/* the space's GPU, as the driver's processor table names it */
+};
+struct standin_cpu_faults {
+	u64 user_base;			/* a user mapping of the caller (TRACE_BLOCKS x 2 MB) */
+	u32 n;				/* faults to raise */
+	u32 pad;
 };
 
 /* One access of the running kernel: fault (notify + service) if not resident. */
@@ -528,10 +595,13 @@ static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u32 k
 	entry.type_bits = (write ? 2 : 1) << 6;
 	entry.va_space = vs;
 	memset(&data, 0, sizeof(data));
+#if UVM_L_BRANCH == 550
+	data.fault.space = vs;
+#endif
 	data.fault.block = vs->blocks[b];
-	data.fault.proc_id = 1;
-	data.fault.buffer_entry = &entry;
-	data.fault.batch_id = batch;
+	data.fault.proc_id = UVM_ID_GPU0;
+	data.fault.gpu.buffer_entry = &entry;
+	data.fault.gpu.batch_id = batch;
 	uvm_perf_event_notify(&vs->perf_events, UVM_PERF_EVENT_FAULT, &data);
 
 	mutex_lock(&vs->gpu_lock);
@@ -622,7 +692,11 @@ static long storm(uvm_va_space_t *vs, unsigned long n)
 	memset(&data, 0, sizeof(data));
 	entry.va_space = vs;
 	entry.type_bits = 1 << 6;
-	data.fault.buffer_entry = &entry;
+#if UVM_L_BRANCH == 550
+	data.fault.space = vs;
+#endif
+	data.fault.proc_id = UVM_ID_GPU0;
+	data.fault.gpu.buffer_entry = &entry;
 	down_read(&vs->lock);
 	mutex_lock(&vs->gpu_lock);
 	for (i = 0; i < n; i++) {
@@ -631,7 +705,7 @@ static long storm(uvm_va_space_t *vs, unsigned long n)
 		entry.fault_address = STANDIN_BASE + ((u64)b << BLOCK_SHIFT);
 		entry.timestamp = ktime_get_ns();
 		data.fault.block = vs->blocks[b];
-		data.fault.batch_id = i;
+		data.fault.gpu.batch_id = i;
 		uvm_perf_event_notify(&vs->perf_events, UVM_PERF_EVENT_FAULT, &data);
 		if ((i & 1023) == 1023)
 			cond_resched();
@@ -639,6 +713,50 @@ static long storm(uvm_va_space_t *vs, unsigned long n)
 	mutex_unlock(&vs->gpu_lock);
 	up_read(&vs->lock);
 	atomic64_add(n, &c_faults);
+	return 0;
+}
+
+/*
+ * CPU faults as the driver raises them (uvm_va_block_cpu_fault ->
+ * uvm_perf_event_notify_cpu_fault): proc_id = CPU, cpu.fault_va = the
+ * faulting USER address (here inside the caller's own mapping at
+ * user_base, not yet present), cpu_num, is_write, pc (a user address too),
+ * under the va_space lock. A client must never follow these pointers.
+ */
+static long cpu_faults(uvm_va_space_t *vs, struct standin_cpu_faults __user *uarg)
+{
+	struct standin_cpu_faults a;
+	uvm_perf_event_data_t data;
+	u32 i;
+
+	if (copy_from_user(&a, uarg, sizeof(a)))
+		return -EFAULT;
+	if (a.n > 1000000 || !a.user_base || a.user_base >= TASK_SIZE_MAX ||
+	    a.user_base + ((u64)TRACE_BLOCKS << BLOCK_SHIFT) > TASK_SIZE_MAX)
+		return -EINVAL;
+	down_read(&vs->lock);
+	for (i = 0; i < a.n; i++) {
+		u32 b = i % TRACE_BLOCKS;
+
+		memset(&data, 0, sizeof(data));
+#if UVM_L_BRANCH == 550
+		data.fault.space = vs;
+#endif
+		data.fault.block = vs->blocks[b];
+		data.fault.proc_id = UVM_ID_CPU;
+		data.fault.preferred_location = UVM_ID_CPU;
+		data.fault.cpu.fault_va = a.user_base + ((u64)b << BLOCK_SHIFT) + 0x10000;
+#if UVM_L_BRANCH == 580
+		data.fault.cpu.cpu_num = raw_smp_processor_id();
+#endif
+		data.fault.cpu.is_write = i & 1;
+		data.fault.cpu.pc = a.user_base;
+		uvm_perf_event_notify(&vs->perf_events, UVM_PERF_EVENT_FAULT, &data);
+		if ((i & 1023) == 1023)
+			cond_resched();
+	}
+	up_read(&vs->lock);
+	atomic64_add(a.n, &c_cpu_faults);
 	return 0;
 }
 
@@ -691,6 +809,7 @@ static long faultlog(uvm_va_space_t *vs, struct standin_faultlog __user *uarg)
 /* ----- /dev/nvidia-uvm ----- */
 static int uvm_open(struct inode *inode, struct file *filp)
 {
+	static atomic_t opens = ATOMIC_INIT(0);
 	uvm_va_space_t *vs;
 	u32 b, i;
 
@@ -720,6 +839,9 @@ static int uvm_open(struct inode *inode, struct file *filp)
 		vs->blocks[b] = blk;
 	}
 	vs->pid = task_tgid_nr(current);
+	/* "GPU-" + 12 bytes that differ per space: a UUID of one space is not another's GPU */
+	memcpy(vs->gpu_uuid, "GPU-stand-in", 12);
+	put_unaligned_be32(atomic_inc_return(&opens), vs->gpu_uuid + 12);
 	filp->private_data = (void *)((unsigned long)vs | UVM_FD_VA_SPACE);
 	atomic64_inc(&c_spaces);
 	return 0;
@@ -758,11 +880,15 @@ static long uvm_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return storm(vs, arg);
 	case STANDIN_IOCTL_FAULTLOG:
 		return faultlog(vs, (struct standin_faultlog __user *)arg);
+	case STANDIN_IOCTL_CPU_FAULTS:
+		return cpu_faults(vs, (struct standin_cpu_faults __user *)arg);
 	case STANDIN_IOCTL_INFO: {
 		struct standin_info info = {
 			.base = STANDIN_BASE, .blocks = TRACE_BLOCKS, .gpu_blocks = gpu_blocks,
 			.kernels = ARRAY_SIZE(trace_kernel) - 1, .accesses = ARRAY_SIZE(trace_access),
 		};
+
+		memcpy(info.gpu_uuid, vs->gpu_uuid, 16);
 		return copy_to_user((void __user *)arg, &info, sizeof(info)) ? -EFAULT : 0;
 	}
 	}
@@ -792,7 +918,8 @@ static int stats_show(struct seq_file *m, void *v)
 #define C(x) seq_printf(m, "%-18s %lld\n", #x, atomic64_read(&c_##x))
 	C(faults); C(accesses); C(fault_migrations); C(driver_evictions); C(migrate_calls);
 	C(migrated_in); C(migrated_out); C(discard_calls); C(discarded); C(prefetch_hits);
-	C(no_context); C(bad_args); C(replays); C(spaces); C(fault_raced);
+	C(no_context); C(bad_args); C(replays); C(spaces); C(fault_raced); C(cpu_faults);
+	C(bad_uuid);
 #undef C
 	{
 		int i;
@@ -811,26 +938,61 @@ static int __init standin_init(void)
 {
 	int ret;
 
+	/* The driver's structs as declared above against offsetof on NVIDIA's headers. */
 	BUILD_BUG_ON(sizeof(uvm_fault_buffer_entry_t) != 96);
-	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, timestamp) != 8);
+	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, timestamp) != UVM_L_ENTRY_TIMESTAMP);
 	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, type_bits) != 44);
-	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, va_space) != 48);
+	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, va_space) != UVM_L_ENTRY_VA_SPACE);
 	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, gpu) != 56);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.proc_id) != 8);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.preferred_location) != 12);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.buffer_entry) != 16);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.batch_id) != 24);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.is_duplicate) != 28);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.block) != 8);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.dst) != 16);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.address) != 32);
-	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.cause) != 52);
-	BUILD_BUG_ON(sizeof(uvm_perf_event_data_t) != 64);
-	BUILD_BUG_ON(sizeof(UVM_MIGRATE_PARAMS) != 80);
-	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, flags) != 32);
-	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, rmStatus) != 72);
-	BUILD_BUG_ON(sizeof(UVM_DISCARD_PARAMS) != 32);
-	BUILD_BUG_ON(sizeof(uvm_thread_context_t) != 56);
+	BUILD_BUG_ON(sizeof(uvm_perf_event_data_t) != UVM_L_EVENT_DATA_SIZE);
+#if UVM_L_BRANCH == 550
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.space) != UVM_L_FAULT_SPACE);
+#else
+	BUILD_BUG_ON(UVM_L_FAULT_SPACE != UVM_L_ABSENT);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.cpu.cpu_num) != UVM_L_FAULT_CPU_CPU_NUM);
+#endif
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.block) != UVM_L_FAULT_BLOCK);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.proc_id) != UVM_L_FAULT_PROC_ID);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.preferred_location) !=
+		     UVM_L_FAULT_PREFERRED_LOCATION);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.gpu.buffer_entry) !=
+		     UVM_L_FAULT_GPU_BUFFER_ENTRY);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.gpu.batch_id) != UVM_L_FAULT_GPU_BATCH_ID);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.cpu.fault_va) != UVM_L_FAULT_CPU_FAULT_VA);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.cpu.is_write) != UVM_L_FAULT_CPU_IS_WRITE);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, fault.cpu.pc) != UVM_L_FAULT_CPU_PC);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.block) != UVM_L_MIGRATION_BLOCK);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.dst) != UVM_L_MIGRATION_DST);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.src) != UVM_L_MIGRATION_SRC);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.address) != UVM_L_MIGRATION_ADDRESS);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.bytes) != UVM_L_MIGRATION_BYTES);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.transfer_mode) !=
+		     UVM_L_MIGRATION_TRANSFER_MODE);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.cause) != UVM_L_MIGRATION_CAUSE);
+	BUILD_BUG_ON(offsetof(uvm_perf_event_data_t, migration.make_resident_context) !=
+		     UVM_L_MIGRATION_MAKE_RESIDENT_CONTEXT);
+	BUILD_BUG_ON(UVM_PERF_EVENT_FAULT != UVM_L_PERF_EVENT_FAULT);
+	BUILD_BUG_ON(UVM_PERF_EVENT_MIGRATION != UVM_L_PERF_EVENT_MIGRATION);
+	BUILD_BUG_ON(CAUSE_EVICTION != UVM_L_CAUSE_EVICTION);
+	BUILD_BUG_ON(UVM_ID_CPU != UVM_L_ID_CPU);
+	BUILD_BUG_ON(UVM_FD_VA_SPACE != UVM_L_FD_VA_SPACE);
+	BUILD_BUG_ON(UVM_FD_TYPE_MASK != UVM_L_FD_TYPE_MASK);
+	BUILD_BUG_ON(sizeof(UVM_MIGRATE_PARAMS) != UVM_L_MIGRATE_SIZE);
+	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, base) != UVM_L_MIGRATE_BASE);
+	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, length) != UVM_L_MIGRATE_LENGTH);
+	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, destinationUuid) != UVM_L_MIGRATE_DESTINATION_UUID);
+	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, flags) != UVM_L_MIGRATE_FLAGS);
+	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, cpuNumaNode) != UVM_L_MIGRATE_CPU_NUMA_NODE);
+	BUILD_BUG_ON(offsetof(UVM_MIGRATE_PARAMS, rmStatus) != UVM_L_MIGRATE_RM_STATUS);
+	BUILD_BUG_ON(UVM_MIGRATE_FLAG_ASYNC != UVM_L_MIGRATE_FLAG_ASYNC);
+#if UVM_L_HAS_DISCARD
+	BUILD_BUG_ON(sizeof(UVM_DISCARD_PARAMS) != UVM_L_DISCARD_SIZE);
+	BUILD_BUG_ON(offsetof(UVM_DISCARD_PARAMS, length) != UVM_L_DISCARD_LENGTH);
+	BUILD_BUG_ON(offsetof(UVM_DISCARD_PARAMS, flags) != UVM_L_DISCARD_FLAGS);
+	BUILD_BUG_ON(offsetof(UVM_DISCARD_PARAMS, rmStatus) != UVM_L_DISCARD_RM_STATUS);
+#endif
+	BUILD_BUG_ON(sizeof(uvm_thread_context_t) != UVM_L_THREAD_CONTEXT_SIZE);
+	BUILD_BUG_ON(sizeof(uvm_thread_context_wrapper_t) != UVM_L_THREAD_CONTEXT_WRAPPER_SIZE);
 
 	if (gpu_blocks < 1 || gpu_blocks > TRACE_BLOCKS)
 		return -EINVAL;
@@ -839,8 +1001,8 @@ static int __init standin_init(void)
 		return ret;
 	dbg_dir = debugfs_create_dir("nvidia_uvm_standin", NULL);
 	debugfs_create_file("stats", 0444, dbg_dir, NULL, &stats_fops);
-	pr_info("nvidia_uvm: TEST DOUBLE %s (not NVIDIA's driver), trace %s, %u blocks, gpu %u blocks\n",
-		STANDIN_VERSION, TRACE_NAME, TRACE_BLOCKS, gpu_blocks);
+	pr_info("nvidia_uvm: TEST DOUBLE %s (not NVIDIA's driver; layouts of %s), trace %s, %u blocks, gpu %u blocks\n",
+		STANDIN_VERSION, UVM_L_TAG, TRACE_NAME, TRACE_BLOCKS, gpu_blocks);
 	return 0;
 }
 

@@ -340,6 +340,7 @@ impl Backend for Userspace {
                 pre_evictions: blocks(s.evict_bytes),
                 discards: s.discarded_blocks,
                 migrate_errors: errors,
+                gpu: uapi::GPU_UNKNOWN,
             };
             add_counters(&mut st.head, &s);
             st.head.n_spaces += 1;

@@ -4,6 +4,10 @@ use prescient_uapi as u;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 
+mod driver;
+mod fuzz;
+mod security;
+
 const STANDIN_IOCTL_REPLAY: u64 = 0x7e00_0001;
 const STANDIN_IOCTL_INFO: u64 = 0x7e00_0002;
 const STANDIN_IOCTL_STORM: u64 = 0x7e00_0003;
@@ -92,6 +96,27 @@ struct Info {
     gpu_blocks: u32,
     kernels: u32,
     accesses: u32,
+    /// The space's GPU as the driver names it (what prescientd reads from
+    /// the driver's processor table).
+    gpu_uuid: [u8; 16],
+}
+
+/// The stand-in's description of the space behind `f`.
+fn info(f: &File) -> Info {
+    let mut info = Info::default();
+    ioc(
+        f.as_raw_fd(),
+        STANDIN_IOCTL_INFO,
+        &mut info as *mut Info as *mut u8,
+    )
+    .expect("INFO");
+    info
+}
+
+/// SET_GPU: the GPU prefetches of space `handle` go to.
+fn set_gpu(p: &File, handle: u64, uuid: [u8; 16]) -> Result<(), i32> {
+    let mut g = u::GpuAbi::new(handle, uuid).to_bytes();
+    ioc(p.as_raw_fd(), u::PRESCIENT_IOC_SET_GPU as u64, g.as_mut_ptr())
 }
 
 fn marker(name: &str, ok: bool, detail: &str) -> bool {
@@ -187,13 +212,7 @@ fn replay(iters: u32, attach_it: bool, out: Option<&str>) -> Vec<u64> {
 /// has attached this one (or fails after that many seconds).
 fn replay_as(iters: u32, attach_it: bool, wait_secs: Option<f64>, out: Option<&str>) -> Vec<u64> {
     let f = uvm();
-    let mut info = Info::default();
-    ioc(
-        f.as_raw_fd(),
-        STANDIN_IOCTL_INFO,
-        &mut info as *mut Info as *mut u8,
-    )
-    .expect("INFO");
+    let info = info(&f);
     if let Some(w) = wait_secs {
         if !wait_attached(w) {
             return vec![];
@@ -203,6 +222,7 @@ fn replay_as(iters: u32, attach_it: bool, wait_secs: Option<f64>, out: Option<&s
     if attach_it {
         let p = prescient();
         handle = attach(&p, f.as_raw_fd()).expect("ATTACH");
+        set_gpu(&p, handle, info.gpu_uuid).expect("SET_GPU");
         // /dev/prescient is closed again: the attachment lives in the module.
     }
     let mut r = Replay {
@@ -282,14 +302,9 @@ fn replay_exec(iters: usize, out: &str) -> bool {
         );
     }
     let f = uvm();
-    let mut info = Info::default();
-    ioc(
-        f.as_raw_fd(),
-        STANDIN_IOCTL_INFO,
-        &mut info as *mut Info as *mut u8,
-    )
-    .expect("INFO");
+    let info = info(&f);
     let h = attach(&p, f.as_raw_fd()).expect("ATTACH");
+    set_gpu(&p, h, info.gpu_uuid).expect("SET_GPU");
     let t0 = std::time::Instant::now();
     let mut v = vec![];
     let mut ok = true;
@@ -680,7 +695,43 @@ fn ioctl_surface() -> bool {
             Err(EFAULT),
         );
     }
+    let gi = info(&f);
+    check("SET_GPU", set_gpu(&p, h, gi.gpu_uuid), Ok(()));
+    check("SET_GPU zero uuid", set_gpu(&p, h, [0; 16]), Err(EINVAL));
+    check("SET_GPU cpu uuid", set_gpu(&p, h, u::UUID_CPU), Err(EINVAL));
+    check("SET_GPU handle 0", set_gpu(&p, 0, gi.gpu_uuid), Err(EINVAL));
+    check(
+        "SET_GPU bad handle",
+        set_gpu(&p, h + 100, gi.gpu_uuid),
+        Err(ENOENT),
+    );
+    check(
+        "SET_GPU bad ptr",
+        ioc(fd, u::PRESCIENT_IOC_SET_GPU as u64, 8 as *mut u8),
+        Err(EFAULT),
+    );
+    // Table memory is capped (max_table_mib): 2048 exec-id tables of 8192
+    // rows x 16 ways would be tens of GB per space.
+    check(
+        "SET_PARAMS tables over the cap",
+        set(u::ParamsAbi {
+            mode: u::MODE_EXEC_ID,
+            rows: 8192,
+            assoc: 16,
+            ..p0
+        }),
+        Err(EINVAL),
+    );
     let s = stats(&p);
+    check(
+        "stats show space gpu",
+        if s.spaces[0].gpu == u::GPU_SET {
+            Ok(())
+        } else {
+            Err(s.spaces[0].gpu as i32)
+        },
+        Ok(()),
+    );
     check(
         "stats show space",
         if s.head.n_spaces == 1 && s.spaces[0].handle == h {
@@ -841,6 +892,12 @@ fn main() {
         "ioctl" => ioctl_surface(),
         "overflow" => overflow(),
         "two" => two_spaces(),
+        "cpu-fault" => driver::cpu_fault(),
+        "gpu-uuid" => driver::gpu_uuid(),
+        "branch-550" => driver::branch_550(),
+        "eperm" => security::unprivileged_eperm(),
+        "pidns" => security::pidns(),
+        "fuzz" => fuzz::ioctl_fuzz(a(2).parse().unwrap_or(8)),
         "stats" => {
             let s = stats(
                 &OpenOptions::new()

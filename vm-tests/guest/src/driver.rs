@@ -1,0 +1,272 @@
+//! Scenarios about the driver boundary: CPU-fault events shaped as the real
+//! driver's, the prefetch destination (SET_GPU and the driver's
+//! NV_ERR_INVALID_DEVICE), and the 550 branch (no discard, size unknown).
+use crate::{attach, info, ioc, marker, prescient, set_gpu, stats, uvm, Info};
+use prescient_uapi as u;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+const STANDIN_IOCTL_CPU_FAULTS: u64 = 0x7e00_0006;
+const STANDIN_IOCTL_KERNEL: u64 = 0x7e00_0004;
+const BLOCK: usize = 2 << 20;
+
+#[repr(C)]
+struct CpuFaults {
+    user_base: u64,
+    n: u32,
+    pad: u32,
+}
+
+/// A reserved, never-populated user mapping as large as the managed range:
+/// the addresses the stand-in's CPU faults name (as the driver's name the
+/// faulting address of the process's managed mapping).
+fn user_range(inf: &Info) -> u64 {
+    let len = inf.blocks as usize * BLOCK;
+    // SAFETY: an anonymous PROT_NONE reservation; never touched, never freed
+    // (the process is short-lived).
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap");
+    p as u64
+}
+
+/// Has the stand-in raise `n` CPU faults in the space of `f`.
+fn cpu_faults(f: &File, base: u64, n: u32) -> Result<(), i32> {
+    let mut a = CpuFaults {
+        user_base: base,
+        n,
+        pad: 0,
+    };
+    ioc(
+        f.as_raw_fd(),
+        STANDIN_IOCTL_CPU_FAULTS,
+        &mut a as *mut CpuFaults as *mut u8,
+    )
+}
+
+/// Runs kernels `ks` of the trace in the space of `f`; faults raised.
+fn run_kernels(f: &File, ks: std::ops::Range<u32>) -> u64 {
+    let mut faults = 0;
+    for k in ks {
+        // SAFETY: a test ioctl whose argument is a plain number.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_KERNEL as _, k as libc::c_ulong) };
+        if r > 0 {
+            faults += r as u64 & 0xffff;
+        }
+    }
+    faults
+}
+
+/// Waits until the worker has taken everything queued (a fault count that
+/// stops moving), at most 3 s.
+fn settle(p: &File) -> u::StatsHead {
+    let mut last = stats(p).head;
+    for _ in 0..30 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = stats(p).head;
+        if now.faults_seen == last.faults_seen && now.cpu_faults == last.cpu_faults {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// One counter of the stand-in's debugfs file.
+fn standin_counter(name: &str) -> u64 {
+    std::fs::read_to_string("/sys/kernel/debug/nvidia_uvm_standin/stats")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(name)).then(|| w.next().and_then(|v| v.parse().ok()))?
+        })
+        .unwrap_or(0)
+}
+
+/// The space `h` in GET_STATS.
+fn space(p: &File, h: u64) -> u::SpaceStats {
+    let s = stats(p);
+    s.spaces[..s.head.n_spaces as usize]
+        .iter()
+        .find(|e| e.handle == h)
+        .copied()
+        .unwrap_or_default()
+}
+
+fn detach(p: &File, h: u64) {
+    let mut d = u::Target {
+        kind: u::TARGET_HANDLE,
+        id: 0,
+        handle: h,
+    }
+    .to_bytes();
+    let _ = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_DETACH as u64, d.as_mut_ptr());
+}
+
+/// CPU faults (proc_id = CPU, cpu.fault_va a user address) in an attached
+/// and an unattached space: counted, never decoded; GPU faults still are.
+/// Before the fix the module read cpu.fault_va + 48 in kernel mode: an oops.
+pub(crate) fn cpu_fault() -> bool {
+    let p = prescient();
+    let f = uvm();
+    let inf = info(&f);
+    let h = attach(&p, f.as_raw_fd()).expect("ATTACH");
+    let base = user_range(&inf);
+    let before = settle(&p);
+    let n = 2000;
+    let r1 = cpu_faults(&f, base, n);
+    let g = uvm();
+    let r2 = cpu_faults(&g, base, n);
+    let mid = settle(&p);
+    let gpu_faults = run_kernels(&f, 0..20);
+    let after = settle(&p);
+    detach(&p, h);
+    let cpu = mid.cpu_faults - before.cpu_faults;
+    let seen_cpu = mid.faults_seen - before.faults_seen;
+    let seen_gpu = after.faults_seen - mid.faults_seen;
+    marker(
+        "cpu-fault",
+        r1.is_ok() && r2.is_ok() && cpu == 2 * n as u64 && seen_cpu == 0 && seen_gpu == gpu_faults && gpu_faults > 0,
+        &format!(
+            "{} CPU-fault events (attached and not): {cpu} counted, {seen_cpu} fed to the engine; then {gpu_faults} GPU faults, {seen_gpu} seen",
+            2 * n
+        ),
+    )
+}
+
+/// No SET_GPU: no prefetch. Another space's GPU UUID: the driver answers
+/// NV_ERR_INVALID_DEVICE and prefetching stops (GPU_REJECTED). The space's
+/// own UUID: prefetches land.
+pub(crate) fn gpu_uuid() -> bool {
+    let p = prescient();
+    let f = uvm();
+    let inf = info(&f);
+    let other = info(&uvm());
+    let h = attach(&p, f.as_raw_fd()).expect("ATTACH");
+    let k = inf.kernels;
+    run_kernels(&f, 0..k);
+    settle(&p);
+    let none = space(&p, h);
+    let bad_before = standin_counter("bad_uuid");
+    let set_other = set_gpu(&p, h, other.gpu_uuid);
+    run_kernels(&f, 0..k);
+    settle(&p);
+    let wrong = space(&p, h);
+    let bad = standin_counter("bad_uuid") - bad_before;
+    let set_own = set_gpu(&p, h, inf.gpu_uuid);
+    run_kernels(&f, 0..k);
+    run_kernels(&f, 0..k);
+    settle(&p);
+    let right = space(&p, h);
+    detach(&p, h);
+    let ok = none.gpu == u::GPU_UNKNOWN
+        && none.prefetched == 0
+        && set_other.is_ok()
+        && wrong.gpu == u::GPU_REJECTED
+        && wrong.prefetched == 0
+        && bad > 0
+        && set_own.is_ok()
+        && right.gpu == u::GPU_SET
+        && right.prefetched > 0;
+    marker(
+        "gpu-uuid",
+        ok,
+        &format!(
+            "no UUID: gpu {} prefetched {}; another space's UUID: gpu {} prefetched {}, driver refused {bad}; own UUID: gpu {} prefetched {}",
+            none.gpu, none.prefetched, wrong.gpu, wrong.prefetched, right.gpu, right.prefetched
+        ),
+    )
+}
+
+/// Against the stand-in built with 550's layouts (no uvm_api_discard),
+/// loaded with uvm_enable_builtin_tests=1, and prescient.ko without
+/// gpu_blocks: size unknown -> no prefetch or pre-eviction; a residency
+/// budget -> prefetches, dead blocks migrated (never discarded); GPU faults
+/// decoded at 550's offsets, CPU faults counted.
+pub(crate) fn branch_550() -> bool {
+    let p = prescient();
+    let fd = p.as_raw_fd();
+    let mut vb = [0u8; u::Version::SIZE];
+    ioc(fd, u::PRESCIENT_IOC_GET_VERSION as u64, vb.as_mut_ptr()).expect("GET_VERSION");
+    let v = u::Version::from_bytes(&vb).expect("version");
+    let f = uvm();
+    let inf = info(&f);
+    let h = attach(&p, f.as_raw_fd()).expect("ATTACH");
+    set_gpu(&p, h, inf.gpu_uuid).expect("SET_GPU");
+    let k = inf.kernels;
+    let faults0 = run_kernels(&f, 0..k);
+    settle(&p);
+    let unknown = space(&p, h);
+    let unknown_ok = v.flags & u::VERSION_FLAG_GPU_SIZE_KNOWN == 0
+        && unknown.faults == faults0
+        && unknown.prefetched == 0
+        && unknown.pre_evictions == 0
+        && unknown.discards == 0;
+    marker(
+        "gpu-size-unknown",
+        unknown_ok,
+        &format!(
+            "no gpu_blocks: flags {:#x}, {} faults seen, prefetched {}, pre-evicted {}",
+            v.flags, unknown.faults, unknown.prefetched, unknown.pre_evictions
+        ),
+    );
+    let mut pb = [0u8; u::ParamsAbi::SIZE];
+    ioc(fd, u::PRESCIENT_IOC_GET_PARAMS as u64, pb.as_mut_ptr()).expect("GET_PARAMS");
+    let p0 = u::ParamsAbi::from_bytes(&pb).expect("params");
+    let mut b = u::ParamsAbi {
+        residency_budget_bytes: u64::from(inf.gpu_blocks) * BLOCK as u64,
+        ..p0
+    }
+    .to_bytes();
+    let set = ioc(fd, u::PRESCIENT_IOC_SET_PARAMS as u64, b.as_mut_ptr());
+    ioc(fd, u::PRESCIENT_IOC_GET_VERSION as u64, vb.as_mut_ptr()).expect("GET_VERSION");
+    let v2 = u::Version::from_bytes(&vb).expect("version");
+    let mut dead = u::RangeAbi {
+        handle: h,
+        addr: inf.base,
+        len: u64::from(inf.blocks) * BLOCK as u64,
+    }
+    .to_bytes();
+    let marked = ioc(fd, u::PRESCIENT_IOC_MARK_DEAD as u64, dead.as_mut_ptr());
+    run_kernels(&f, 0..k);
+    run_kernels(&f, 0..k);
+    let base = user_range(&inf);
+    let before = stats(&p).head.cpu_faults;
+    let cpu = cpu_faults(&f, base, 100);
+    let head = settle(&p);
+    let known = space(&p, h);
+    detach(&p, h);
+    let ok = v.driver_version == (550u64 << 32 | 163 << 16 | 1)
+        && v.flags & u::VERSION_FLAG_DISCARD == 0
+        && set.is_ok()
+        && marked.is_ok()
+        && v2.flags & u::VERSION_FLAG_GPU_SIZE_KNOWN != 0
+        && known.prefetched > 0
+        && known.discards == 0
+        && cpu.is_ok()
+        && head.cpu_faults - before == 100
+        && standin_counter("no_context") == 0;
+    marker(
+        "branch-550",
+        ok,
+        &format!(
+            "550.163.01: flags {:#x} -> {:#x} with a budget; prefetched {}, pre-evicted {}, discarded {} (no uvm_api_discard), 100 CPU faults counted {}, thread contexts refused {}",
+            v.flags,
+            v2.flags,
+            known.prefetched,
+            known.pre_evictions,
+            known.discards,
+            head.cpu_faults - before,
+            standin_counter("no_context")
+        ),
+    )
+}
