@@ -10,7 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
 . "$ROOT/tools/uvm-layouts/lib.sh"
 KDIR=$(readlink -f "$1")
 CACHE=${PRESCIENT_CACHE:-$HOME/.cache/prescient}
-W=$ROOT/vm-tests/work/dkms; rm -rf "$W/src" "$W/tree" "$W/norust"; mkdir -p "$W"
+W=$ROOT/vm-tests/work/dkms; rm -rf "$W/src" "$W/tree" "$W/norust"; mkdir -p "$W/tree"
 fail() { echo "VMTEST: dkms-build FAIL ($*)"; exit 1; }
 command -v dkms >/dev/null || fail "no dkms tool (vm-tests/deps.sh installs Debian's dkms)"
 VER=$(make -s -C "$ROOT" dkms-version)
@@ -40,5 +40,7 @@ T0=$(date +%s)
 NVIDIA_SRC="$NV" "${D[@]}" build >>"$W/dkms.log" 2>&1 || { tail -20 "$W/dkms.log"; find "$W/tree" -name make.log -exec tail -20 {} \; ; fail "dkms build"; }
 ko=$(find "$W/tree/prescient/$VER" -name prescient.ko | head -1)
 [ -n "$ko" ] || fail "dkms build made no prescient.ko"
-grep -h 'agrees with driver' "$W/tree/prescient/$VER/build/make.log" 2>/dev/null | sed 's/^/dkms-build: /'
-echo "VMTEST: dkms-build PASS (dkms $(dkms --version | awk '{print $NF}') built $(modinfo -F vermagic "$ko" | cut -d' ' -f1) prescient.ko against Debian's $(basename "$DEB" .deb) in $(( $(date +%s) - T0 ))s, layouts checked; 3 refusals one line each)"
+agree=$(find "$W/tree/prescient/$VER" -name make.log -exec grep -h 'agrees with driver' {} + | sed 's/.*agrees/kmod\/layout: agrees/')
+[ -n "$agree" ] || fail "dkms built without the layout check"
+echo "dkms-build: $agree"
+echo "VMTEST: dkms-build PASS (dkms $(dkms --version | sed 's/^dkms-//') built $(modinfo -F vermagic "$ko" | cut -d' ' -f1) prescient.ko against Debian's $(basename "$DEB" .deb) in $(( $(date +%s) - T0 ))s, layouts checked; 3 refusals one line each)"

@@ -26,7 +26,14 @@ else srcsum=$(sha256sum "$SRC" | cut -c1-12); fi
 recipe=$( { cat "$HERE/build.sh" "$HERE/stub/"* "$ROOT/tools/uvm-layouts/lib.sh"; echo "$srcsum"; } | sha256sum | cut -c1-12)
 WORK=$CACHE/real-uvm/work
 exec 8>"$CACHE/.real-uvm.lock"; flock 8
-DRV=$(driver_tree "$SRC" "$WORK/drv") || { log "'$SRC' holds no NVIDIA open kernel-module tree"; exit 1; }
+# The work tree is kept after a failure for the same source and kernel (kbuild then resumes).
+stamp="$SRC $KDIR"
+if [ "$(cat "$WORK/stamp" 2>/dev/null)" = "$stamp" ] && DRV=$(driver_kbuild_dir "$WORK/drv"); then :
+else
+  rm -rf "$WORK"; mkdir -p "$WORK"
+  DRV=$(driver_tree "$SRC" "$WORK/drv") || { log "'$SRC' holds no NVIDIA open kernel-module tree"; exit 1; }
+  echo "$stamp" > "$WORK/stamp"
+fi
 VERSION=$(driver_version "$DRV")
 OUT=$CACHE/real-uvm/$VERSION-$(basename "$KDIR")-$recipe
 if [ -f "$OUT/nvidia-uvm.ko" ] && [ -f "$OUT/nvidia.ko" ]; then
@@ -34,7 +41,7 @@ if [ -f "$OUT/nvidia-uvm.ko" ] && [ -f "$OUT/nvidia.ko" ]; then
 fi
 log "building nvidia-uvm $VERSION for $KDIR (log: $WORK/build.log)"
 mapfile -t CCARGS < <(kbuild_cc_args "$KDIR")
-if ! grep -q '^CONFIG_MMU_NOTIFIER=y' "$KDIR/.config"; then
+if ! grep -q '^CONFIG_MMU_NOTIFIER=y' "$KDIR/.config" && ! grep -q 'prescient real-uvm' "$DRV/nvidia-uvm/uvm_linux.h"; then
   log "kernel without CONFIG_MMU_NOTIFIER: UVM_CAN_USE_MMU_NOTIFIERS() off (one line in uvm_linux.h)"
   h=$DRV/nvidia-uvm/uvm_linux.h
   # before the header's closing #endif, so every user of the macro sees the redefinition

@@ -9,7 +9,7 @@ O=$1; KDIR=$2; HERE=$(cd "$(dirname "$0")" && pwd)
 kernel=$(mktemp); trap 'rm -f "$kernel"' EXIT
 awk '{print $2}' "$KDIR/Module.symvers" | sort -u > "$kernel"
 core=$(grep -o 'EXPORT_SYMBOL([A-Za-z0-9_]*)' "$HERE/stub_core.c" | sed 's/EXPORT_SYMBOL(\(.*\))/\1/' | sort)
-need=$(nm -u "$O" | awk '{print $2}' | sort -u | comm -23 - "$kernel" | comm -23 - <(echo "$core"))
+need=$(nm -u "$O" | awk '{print $2}' | grep -vx __this_module | sort -u | comm -23 - "$kernel" | comm -23 - <(echo "$core"))
 other=$(grep -v '^nvUvmInterface' <<<"$need" || true)
 [ -z "$other" ] || { echo "mkstub: nvidia-uvm imports non-nvUvmInterface symbols the stub cannot provide: $other" >&2; exit 1; }
 echo "// SPDX-License-Identifier: GPL-2.0"

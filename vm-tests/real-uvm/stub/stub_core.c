@@ -3,12 +3,18 @@
  * A GPU-less stand-in for nvidia.ko under the REAL nvidia-uvm: with zero GPUs, nvidia-uvm calls
  * only these four of its nvUvmInterface* imports (uvm_global.c: session create/destroy, the
  * callback registration and its undo; ../shared/notes/real-uvm.md Q3). Built with the driver's
- * own common/inc headers so the argument types are the driver's. Every other import is in
+ * own common/inc type headers so the argument types (UvmPlatformInfo's size) are the driver's. Every other import is in
  * stub_gen.c (generated from nvidia-uvm.o's undefined symbols), returning NV_ERR_NOT_SUPPORTED.
  */
 #include <linux/module.h>
 #include <linux/string.h>
-#include "nv_uvm_interface.h"
+#include "nv_uvm_types.h" /* the driver's own types (its nv_uvm_interface.h needs the whole driver) */
+
+/* the prototypes, as nv_uvm_interface.h declares them */
+NV_STATUS nvUvmInterfaceSessionCreate(uvmGpuSessionHandle *session, UvmPlatformInfo *platformInfo);
+NV_STATUS nvUvmInterfaceSessionDestroy(uvmGpuSessionHandle session);
+NV_STATUS nvUvmInterfaceRegisterUvmCallbacks(struct UvmOpsUvmEvents *importedUvmOps);
+void nvUvmInterfaceDeRegisterUvmOps(void);
 
 static int session_token;
 
