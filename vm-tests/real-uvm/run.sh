@@ -5,10 +5,10 @@
 # Env: REAL_UVM_KDIR (a kernel tree instead of VARIANT=kasan kernel.sh's), REAL_UVM_SOURCE (a
 #   driver source instead of Debian's .deb: upstream kernel-open/ for 580 while developing),
 #   REAL_UVM_DRIVER_DIR (prebuilt nvidia.ko + nvidia-uvm.ko), REAL_UVM_PRESCIENT_KO (a prebuilt prescient.ko instead of this tree's), REAL_UVM_TIMEOUT (s),
-#   REAL_UVM_EXPECT (the markers to require; default all), REAL_UVM_NO_DKMS=1 (skip dkms-build).
+#   REAL_UVM_WORK (work dir), REAL_UVM_EXPECT (the markers to require; default all), REAL_UVM_NO_DKMS=1 (skip dkms-build).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); VM=$(dirname "$HERE"); ROOT=$(dirname "$VM")
-WORK=$VM/work/real-uvm; mkdir -p "$WORK"
+WORK=${REAL_UVM_WORK:-$VM/work/real-uvm}; mkdir -p "$WORK"
 T0=$(date +%s); step() { echo "[real-uvm +$(( $(date +%s) - T0 ))s] $*"; }
 EXPECT=(${REAL_UVM_EXPECT:-real-uvm-cpu-fault real-uvm-migrate real-uvm-discard real-uvm-tools real-uvm-exit-attached real-uvm-rmmod-refused real-uvm-rmmod-during-faults kasan-clean})
 
