@@ -26,7 +26,10 @@ const RANGE: usize = 8 << 20;
 const PAGE: usize = 4096;
 
 fn marker(name: &str, ok: bool, detail: &str) -> bool {
-    println!("VMTEST: {name} {} {detail}", if ok { "PASS" } else { "FAIL" });
+    println!(
+        "VMTEST: {name} {} {detail}",
+        if ok { "PASS" } else { "FAIL" }
+    );
     ok
 }
 
@@ -59,7 +62,11 @@ fn get32(b: &[u8], at: usize) -> u32 {
 /// The bound driver's branch (550, 580) from /sys/module/nvidia_uvm/version.
 fn branch() -> u32 {
     let v = std::fs::read_to_string("/sys/module/nvidia_uvm/version").unwrap_or_default();
-    v.trim().split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0)
+    v.trim()
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0)
 }
 
 /// /dev/nvidia-uvm (minor 0) and /dev/nvidia-uvm-tools (minor 1): nvidia-uvm only allocates a
@@ -68,14 +75,20 @@ fn nodes() -> bool {
     let devs = std::fs::read_to_string("/proc/devices").unwrap_or_default();
     let Some(major) = devs.lines().find_map(|l| {
         let (n, name) = l.trim().split_once(' ')?;
-        (name == "nvidia-uvm").then(|| n.parse::<u32>().ok()).flatten()
+        (name == "nvidia-uvm")
+            .then(|| n.parse::<u32>().ok())
+            .flatten()
     }) else {
         return marker("real-uvm-nodes", false, "no nvidia-uvm in /proc/devices");
     };
     for (path, minor) in [("/dev/nvidia-uvm\0", 0), ("/dev/nvidia-uvm-tools\0", 1)] {
         // SAFETY: a NUL-terminated path; mknod has no memory effects on this process.
         let r = unsafe {
-            libc::mknod(path.as_ptr().cast(), libc::S_IFCHR | 0o666, libc::makedev(major, minor))
+            libc::mknod(
+                path.as_ptr().cast(),
+                libc::S_IFCHR | 0o666,
+                libc::makedev(major, minor),
+            )
         };
         if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
             return marker("real-uvm-nodes", false, &format!("mknod {path}"));
@@ -98,15 +111,27 @@ fn va_space() -> File {
 fn managed(f: &File) -> *mut u8 {
     // SAFETY: an anonymous PROT_NONE reservation; only this function uses the addresses.
     let res = unsafe {
-        libc::mmap(std::ptr::null_mut(), RANGE * 2, libc::PROT_NONE,
-                   libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            RANGE * 2,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
     };
     assert_ne!(res, libc::MAP_FAILED, "reserve");
     let addr = (res as usize + (2 << 20) - 1) & !((2 << 20) - 1);
     // SAFETY: MAP_FIXED over our own reservation, at offset = address as the driver requires.
     let m = unsafe {
-        libc::mmap(addr as *mut _, RANGE, libc::PROT_READ | libc::PROT_WRITE,
-                   libc::MAP_SHARED | libc::MAP_FIXED, f.as_raw_fd(), addr as libc::off_t)
+        libc::mmap(
+            addr as *mut _,
+            RANGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            f.as_raw_fd(),
+            addr as libc::off_t,
+        )
     };
     assert_eq!(m as usize, addr, "mmap /dev/nvidia-uvm at offset = address");
     m.cast()
@@ -120,14 +145,20 @@ fn touch(m: *mut u8, salt: u8) -> bool {
         unsafe { m.add(off).write_volatile((off / PAGE) as u8 ^ salt) };
     }
     // SAFETY: as above.
-    (0..RANGE).step_by(PAGE).all(|off| unsafe { m.add(off).read_volatile() } == (off / PAGE) as u8 ^ salt)
+    (0..RANGE)
+        .step_by(PAGE)
+        .all(|off| unsafe { m.add(off).read_volatile() } == (off / PAGE) as u8 ^ salt)
 }
 
 /// GET_STATS; the default (all zero) if the module refuses it (an older ABI: the CPU-fault
 /// scenario must still touch the memory, to show what that module does then).
 fn prescient_stats(p: &File) -> u::Stats {
     let mut b = [0u8; u::Stats::SIZE];
-    match ioc(p.as_raw_fd(), u::PRESCIENT_IOC_GET_STATS as u64, b.as_mut_ptr()) {
+    match ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_GET_STATS as u64,
+        b.as_mut_ptr(),
+    ) {
         Ok(()) => u::Stats::from_bytes(&b).unwrap_or_default(),
         Err(e) => {
             println!("realuvm: GET_STATS errno {e}");
@@ -138,14 +169,28 @@ fn prescient_stats(p: &File) -> u::Stats {
 
 fn prescient_version(p: &File) -> u::Version {
     let mut b = [0u8; u::Version::SIZE];
-    ioc(p.as_raw_fd(), u::PRESCIENT_IOC_GET_VERSION as u64, b.as_mut_ptr()).expect("GET_VERSION");
+    ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_GET_VERSION as u64,
+        b.as_mut_ptr(),
+    )
+    .expect("GET_VERSION");
     u::Version::from_bytes(&b).expect("version")
 }
 
 /// ATTACH the va_space behind `uvm` to prescient; the handle.
 fn attach(p: &File, uvm: &File) -> Result<u64, i32> {
-    let mut t = u::Target { kind: u::TARGET_FD, id: uvm.as_raw_fd() as u32, handle: 0 }.to_bytes();
-    ioc(p.as_raw_fd(), u::PRESCIENT_IOC_ATTACH as u64, t.as_mut_ptr())?;
+    let mut t = u::Target {
+        kind: u::TARGET_FD,
+        id: uvm.as_raw_fd() as u32,
+        handle: 0,
+    }
+    .to_bytes();
+    ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_ATTACH as u64,
+        t.as_mut_ptr(),
+    )?;
     Ok(u::Target::from_bytes(&t).map_err(|_| -1)?.handle)
 }
 
@@ -186,8 +231,12 @@ fn migrate() -> bool {
     let to_bad = run(&[0x42; 16]);
     let still = touch(m, 0x33) && data;
     let ok = h.is_ok() && to_cpu == Ok(NV_OK) && to_bad == Ok(NV_ERR_INVALID_DEVICE) && still;
-    marker("real-uvm-migrate", ok, &format!(
-        "(to CPU: {to_cpu:x?}, to an unknown GPU: {to_bad:x?} (want Ok(26)), data after: {still})"))
+    marker(
+        "real-uvm-migrate",
+        ok,
+        &format!(
+        "(to CPU: {to_cpu:x?}, to an unknown GPU: {to_bad:x?} (want Ok(26)), data after: {still})"),
+    )
 }
 
 /// UVM_DISCARD where the branch has it (580: NV_OK); on 550 the driver has no such ioctl and
@@ -204,22 +253,40 @@ fn discard() -> bool {
     let r = ioc(f.as_raw_fd(), UVM_DISCARD, b.as_mut_ptr()).map(|_| get32(&b, 24));
     let has = flags & u::VERSION_FLAG_DISCARD != 0;
     let (ok, what) = match branch() {
-        550 => (r.is_err() && !has, "550 has no UVM_DISCARD/uvm_api_discard: prescient degrades (discard off); \
-                 its 580 discard path runs only through the stand-in (vm-tests/run.sh)"),
-        _ => (r == Ok(NV_OK) && has, "the real driver's UVM_DISCARD, prescient's discard on"),
+        550 => (
+            r.is_err() && !has,
+            "550 has no UVM_DISCARD/uvm_api_discard: prescient degrades (discard off); \
+                 its 580 discard path runs only through the stand-in (vm-tests/run.sh)",
+        ),
+        _ => (
+            r == Ok(NV_OK) && has,
+            "the real driver's UVM_DISCARD, prescient's discard on",
+        ),
     };
-    marker("real-uvm-discard", ok, &format!("(nvidia-uvm {}: UVM_DISCARD {r:x?}, prescient discard flag {has}; {what})", branch()))
+    marker(
+        "real-uvm-discard",
+        ok,
+        &format!(
+            "(nvidia-uvm {}: UVM_DISCARD {r:x?}, prescient discard flag {has}; {what})",
+            branch()
+        ),
+    )
 }
 
 /// The tools event queue of this branch: (init ioctl, params size, version field, entry size).
 /// 550: V1 entries (64 B) through UVM_TOOLS_INIT_EVENT_TRACKER (56) with requestedVersion 1 at
 /// +52; 580: UVM_TOOLS_INIT_EVENT_TRACKER_V2 (76), 56-byte params, 72-byte entries.
 fn tools_abi() -> (u64, usize, Option<usize>, usize) {
-    if branch() >= 580 { (76, 56, None, 72) } else { (56, 64, Some(52), 64) }
+    if branch() >= 580 {
+        (76, 56, None, 72)
+    } else {
+        (56, 64, Some(52), 64)
+    }
 }
 
 /// The tools event queue: a tracker on /dev/nvidia-uvm-tools for this va_space with CPU-fault
-/// events on; after the touches and UVM_TOOLS_FLUSH_EVENTS (67) the queue holds CPU faults.
+/// events on; after the touches and UVM_TOOLS_FLUSH_EVENTS (67, an ioctl of the va_space fd, not
+/// of the tools fd) the queue holds CPU faults.
 fn tools() -> bool {
     let f = va_space();
     let t = rw("/dev/nvidia-uvm-tools");
@@ -244,7 +311,7 @@ fn tools() -> bool {
     let r_en = ioc(t.as_raw_fd(), 58, en.as_mut_ptr()).map(|_| get32(&en, 8));
     let touched = touch(managed(&f), 0x11);
     let mut fl = [0u8; 4];
-    let r_fl = ioc(t.as_raw_fd(), 67, fl.as_mut_ptr()).map(|_| get32(&fl, 0));
+    let r_fl = ioc(f.as_raw_fd(), 67, fl.as_mut_ptr()).map(|_| get32(&fl, 0));
     // SAFETY: ca is inside `ctl`, 4-byte aligned; the driver writes put_behind (+12) there.
     let put_behind = unsafe { (ca as *const u32).add(3).read_volatile() } as usize;
     let cpu = (0..put_behind.min(count))
@@ -277,8 +344,11 @@ fn exit_attached() -> bool {
             prescient_stats(&p).head.n_spaces
         })
         .find(|&n| n == 0);
-    marker("real-uvm-exit-attached", st == 0 && left == Some(0), &format!(
-        "(child status {st}, attached spaces after its exit: {left:?})"))
+    marker(
+        "real-uvm-exit-attached",
+        st == 0 && left == Some(0),
+        &format!("(child status {st}, attached spaces after its exit: {left:?})"),
+    )
 }
 
 /// Faults for SECS seconds on fresh managed ranges (for rmmod of prescient.ko meanwhile).
@@ -288,11 +358,19 @@ fn fault_loop(secs: u64) -> bool {
     while std::time::Instant::now() < end {
         let f = va_space();
         // attached, then /dev/prescient closed: an open fd would pin the module (no rmmod)
-        if let Ok(p) = OpenOptions::new().read(true).write(true).open("/dev/prescient") {
+        if let Ok(p) = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/prescient")
+        {
             let _ = attach(&p, &f);
         }
         if !touch(managed(&f), rounds as u8) {
-            return marker("real-uvm-fault-loop", false, &format!("data wrong in round {rounds}"));
+            return marker(
+                "real-uvm-fault-loop",
+                false,
+                &format!("data wrong in round {rounds}"),
+            );
         }
         rounds += 1;
     }
