@@ -35,7 +35,7 @@ WORK=${UVM_LAYOUTS_WORK:-$(mktemp -d)}
 [ -n "${UVM_LAYOUTS_WORK:-}" ] || trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK"
 # a kept work dir serves one run at a time
-exec 7>"$WORK.lock"; flock 7
+[ -z "${UVM_LAYOUTS_WORK:-}" ] || { exec 7>"$WORK.lock"; flock 7; }
 
 . "$HERE/lib.sh"
 # The driver tree, copied (the source stays untouched) or unpacked; a kept work dir
