@@ -21,7 +21,6 @@
 #include <linux/sched.h>
 #include <linux/capability.h>
 #include <linux/irq_work.h>
-#include <linux/cred.h>
 
 #include "glue.h"
 #include "uvm.h"
@@ -30,9 +29,14 @@ static unsigned int gpu_blocks;
 module_param(gpu_blocks, uint, 0444);
 MODULE_PARM_DESC(gpu_blocks,
 		 "GPU memory in 2 MB blocks: the default residency budget (0 = unknown: no prefetch or pre-eviction until SET_PARAMS sets a residency budget)");
+static char *gpu_uuid;
+module_param(gpu_uuid, charp, 0444);
+MODULE_PARM_DESC(gpu_uuid,
+		 "prefetch destination for spaces no SET_GPU named: the GPU's UUID as nvidia-smi -L prints it (GPU-xxxxxxxx-xxxx-...), for one-GPU hosts; none by default (no prefetch without SET_GPU)");
 static unsigned int max_table_mib = 256;
 module_param(max_table_mib, uint, 0444);
-MODULE_PARM_DESC(max_table_mib, "most MiB of prediction tables per attached space that SET_PARAMS may ask for");
+MODULE_PARM_DESC(max_table_mib,
+		 "most MiB of prediction tables of all attached spaces together (SET_PARAMS beyond it: EINVAL; ATTACH: ENOMEM)");
 static unsigned int enable = 1;
 module_param(enable, uint, 0444);
 MODULE_PARM_DESC(enable, "prefetch and pre-evict from the start (0 = observe only)");
@@ -145,6 +149,32 @@ static struct miscdevice prescient_misc = {
 /* ----- helpers called from Rust ----- */
 unsigned int prescient_c_gpu_blocks(void) { return gpu_blocks; }
 unsigned int prescient_c_max_table_mib(void) { return max_table_mib; }
+
+/*
+ * The gpu_uuid parameter as 16 bytes: 0 if unset, 1 if set, -EINVAL (one
+ * line logged) if it is not "GPU-" and 32 hex digits (dashes anywhere).
+ */
+int prescient_c_default_gpu(u8 *out)
+{
+	const char *p = gpu_uuid;
+	char hex[33];
+	int n = 0;
+
+	if (!p || !*p)
+		return 0;
+	if (strncmp(p, "GPU-", 4) == 0)
+		p += 4;
+	for (; *p && n < 32; p++)
+		if (*p != '-')
+			hex[n++] = *p;
+	hex[n] = 0;
+	if (n != 32 || *p || hex2bin(out, hex, 16)) {
+		pr_err("prescient: gpu_uuid '%s' is not GPU- and 32 hex digits: refusing to load\n",
+		       gpu_uuid);
+		return -EINVAL;
+	}
+	return 1;
+}
 void prescient_c_cond_resched(void) { cond_resched(); }
 unsigned int prescient_c_enable(void) { return enable; }
 int prescient_c_capable_admin(void) { return capable(CAP_SYS_ADMIN); }

@@ -16,6 +16,7 @@ void prescient_c_stop(void);
 void prescient_c_kick(void);
 unsigned int prescient_c_gpu_blocks(void);
 unsigned int prescient_c_max_table_mib(void);
+int prescient_c_default_gpu(u8 *out);
 void prescient_c_cond_resched(void);
 int prescient_c_has_discard(void);
 u64 prescient_c_cpu_faults(void);

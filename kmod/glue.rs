@@ -19,6 +19,7 @@ extern "C" {
     fn prescient_c_kick();
     fn prescient_c_gpu_blocks() -> c_uint;
     fn prescient_c_max_table_mib() -> c_uint;
+    fn prescient_c_default_gpu(out: *mut u8) -> c_int;
     fn prescient_c_cond_resched();
     fn prescient_c_has_discard() -> c_int;
     fn prescient_c_cpu_faults() -> u64;
@@ -235,10 +236,23 @@ pub(crate) fn gpu_blocks_param() -> u32 {
     unsafe { prescient_c_gpu_blocks() }
 }
 
-/// The `max_table_mib` module parameter: the most table memory per space.
+/// The `max_table_mib` module parameter: the most table memory of all
+/// spaces together.
 pub(crate) fn max_table_bytes_param() -> u64 {
     // SAFETY: reads a module parameter, fixed (0444) since load.
     u64::from(unsafe { prescient_c_max_table_mib() }) << 20
+}
+
+/// The `gpu_uuid` module parameter: the prefetch destination of spaces no
+/// SET_GPU named; None if unset, EINVAL if malformed (logged).
+pub(crate) fn default_gpu_param() -> Result<Option<[u8; 16]>> {
+    let mut u = [0u8; 16];
+    // SAFETY: `u` is 16 writable bytes, as the C side writes at most.
+    match unsafe { prescient_c_default_gpu(u.as_mut_ptr()) } {
+        0 => Ok(None),
+        1 => Ok(Some(u)),
+        e => Err(Error::from_errno(e)),
+    }
 }
 
 /// Lets the scheduler run something else (process context, no spinlock

@@ -12,7 +12,7 @@ use crate::abi::{self, Cmd, Error as AbiError, ParamsAbi};
 use crate::glue::{self, FileRef, Owner};
 use crate::params::Params;
 use crate::ring::{self, Record};
-use crate::space::Gpu;
+use crate::space::{new_engine, Gpu};
 use crate::state::with_state;
 use crate::BLOCK_BYTES;
 
@@ -102,8 +102,10 @@ fn get_stats(arg: usize) -> Result {
 }
 
 /// SET_PARAMS: validates the parameters, then gives every space new tables.
+/// The tables (up to `max_table_mib` of them) are allocated and zeroed with
+/// no lock held, so GET_STATS and the worker do not wait for them.
 fn set_params(input: &[u8]) -> Result {
-    with_state(|s| {
+    let (a, p, n) = with_state(|s| -> Result<(ParamsAbi, Params, usize)> {
         let (a, mut p) = ParamsAbi::decode_valid(input, s.params())?;
         // The ledger must hold every block that can be resident.
         let budget_blocks = (a.residency_budget_bytes / BLOCK_BYTES) as u32;
@@ -112,9 +114,15 @@ fn set_params(input: &[u8]) -> Result {
             .max(budget_blocks)
             .clamp(1, Params::MAX_RESIDENT_BLOCKS);
         p.validate().map_err(AbiError::Param)?;
-        s.set_params(&a, p)
+        let n = s.engines_for(&p)?;
+        Ok((a, p, n))
     })
-    .unwrap_or(Err(ENODEV))
+    .unwrap_or(Err(ENODEV))?;
+    let mut fresh = KVec::with_capacity(n, GFP_KERNEL)?;
+    for _ in 0..n {
+        fresh.push(Some(new_engine(&p)?), GFP_KERNEL)?;
+    }
+    with_state(|s| s.set_params(&a, p, fresh)).unwrap_or(Err(ENODEV))
 }
 
 /// RESET_TABLES: every space's engine forgets what it learnt.

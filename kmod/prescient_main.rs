@@ -27,7 +27,9 @@
 //!    uvm_api_migrate / uvm_api_discard while we hold 1.
 //!
 //! The fault path (kprobe, called under the driver's va_space lock) takes no
-//! lock of ours: it only touches the ring (lock-free) and wakes the worker.
+//! lock of ours: it only reads the attached-slot table (atomics, written
+//! under 1), touches the ring (lock-free) and wakes the worker. MARK_* and
+//! SET_PARAMS' allocations release 1 between chunks / before they allocate.
 //! So the driver's locks are never held while waiting for 1.
 
 use kernel::prelude::*;
@@ -124,7 +126,9 @@ struct GpuSize(u32);
 impl core::fmt::Display for GpuSize {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         if self.0 == 0 {
-            f.write_str("size unknown (no prefetch or pre-eviction until a residency budget is set)")
+            f.write_str(
+                "size unknown (no prefetch or pre-eviction until a residency budget is set)",
+            )
         } else {
             write!(f, "{} blocks", self.0)
         }
@@ -154,7 +158,8 @@ impl kernel::Module for PrescientModule {
         };
         // 0 = unknown: the module then neither prefetches nor pre-evicts.
         let gpu = glue::gpu_blocks_param().min(params::Params::MAX_RESIDENT_BLOCKS);
-        let st = state::State::new(v, gpu, glue::enable_param(), branch == 580);
+        let default_gpu = glue::default_gpu_param()?;
+        let st = state::State::new(v, gpu, glue::enable_param(), branch == 580, default_gpu);
         let p = *st.params();
         let running = state::start(st, branch)?;
         pr_info!(

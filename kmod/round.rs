@@ -120,5 +120,7 @@ pub(crate) fn round(sp: &mut Space, lim: &Limits, head: &mut StatsHead) -> bool 
         st: &mut sp.st,
         head,
     };
-    sp.pump.round(&mut *sp.engine, lim.limit, max, &mut host).more
+    sp.pump
+        .round(&mut *sp.engine, lim.limit, max, &mut host)
+        .more
 }

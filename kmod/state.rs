@@ -10,8 +10,8 @@ use kernel::sync::Mutex;
 use crate::abi::{self, ParamsAbi, MAX_SPACES};
 use crate::glue::{self, FileRef, Global, Owner, Running};
 use crate::params::Params;
-use crate::ring::{Record, ATTACHED, RING};
 use crate::pump::{Limit, Pump, DEFAULT_WATERMARK_PCT};
+use crate::ring::{Record, ATTACHED, RING};
 use crate::round::{self, Limits};
 use crate::space::{new_engine, Gpu, Space, SpaceEngine};
 use crate::BLOCK_BYTES;
@@ -31,6 +31,8 @@ pub(crate) struct State {
     driver_version: u64,
     /// The bound driver branch has uvm_api_discard.
     discard: bool,
+    /// The `gpu_uuid` parameter: where spaces no SET_GPU named prefetch to.
+    default_gpu: Option<[u8; 16]>,
     /// GPU memory in blocks (the `gpu_blocks` parameter): the default
     /// budget; 0 = unknown (no prefetch or pre-eviction until a budget is set).
     gpu_blocks: u32,
@@ -82,10 +84,17 @@ extern "C" fn prescient_rs_work() -> c_int {
 impl State {
     /// The state at load: no space attached, the kernel defaults for `gpu`
     /// blocks of GPU memory (0 = unknown).
-    pub(crate) fn new(driver_version: u64, gpu: u32, enabled: bool, discard: bool) -> Self {
+    pub(crate) fn new(
+        driver_version: u64,
+        gpu: u32,
+        enabled: bool,
+        discard: bool,
+        default_gpu: Option<[u8; 16]>,
+    ) -> Self {
         State {
             driver_version,
             discard,
+            default_gpu,
             gpu_blocks: gpu,
             params: abi::kernel_default_params(gpu),
             inflight_limit: 16,
@@ -143,22 +152,33 @@ impl State {
         }
     }
 
-    /// Takes parameters that the ioctl validated: new tables for every
-    /// space, all allocated before anything changes (ENOMEM changes nothing).
-    /// EINVAL if one space's tables would exceed the `max_table_mib`
-    /// parameter.
-    pub(crate) fn set_params(&mut self, a: &ParamsAbi, p: Params) -> Result {
-        if p.storage_bytes() as u64 > glue::max_table_bytes_param() {
-            return Err(EINVAL);
+    /// The engines SET_PARAMS must build for `p` (one per attached space),
+    /// or EINVAL if their tables together (at least one space's) would
+    /// exceed the `max_table_mib` parameter.
+    pub(crate) fn engines_for(&self, p: &Params) -> Result<usize> {
+        let n = self.attached();
+        if self.tables_fit(p, n.max(1)) {
+            Ok(n)
+        } else {
+            Err(EINVAL)
         }
-        let mut fresh: [Option<KBox<SpaceEngine>>; MAX_SPACES] = Default::default();
-        for (sp, e) in self.spaces.iter().zip(fresh.iter_mut()) {
-            if sp.is_some() {
-                *e = Some(new_engine(&p)?);
-            }
+    }
+
+    /// Takes parameters that the ioctl validated, with the engines it built
+    /// for them outside the lock ([`State::engines_for`]); a space attached
+    /// since gets one built here. ENOMEM changes nothing.
+    pub(crate) fn set_params(
+        &mut self,
+        a: &ParamsAbi,
+        p: Params,
+        mut fresh: KVec<Option<KBox<SpaceEngine>>>,
+    ) -> Result {
+        self.engines_for(&p)?;
+        while fresh.len() < self.attached() {
+            fresh.push(Some(new_engine(&p)?), GFP_KERNEL)?;
         }
-        for (sp, e) in self.spaces.iter_mut().zip(fresh.iter_mut()) {
-            if let (Some(sp), Some(e)) = (sp.as_mut(), e.take()) {
+        for (sp, e) in self.spaces.iter_mut().flatten().zip(fresh.iter_mut()) {
+            if let Some(e) = e.take() {
                 sp.engine = e;
                 sp.pump.restart();
             }
@@ -171,6 +191,17 @@ impl State {
         Ok(())
     }
 
+    /// Attached spaces.
+    fn attached(&self) -> usize {
+        self.spaces.iter().flatten().count()
+    }
+
+    /// True if `spaces` engines with the tables of `p` stay within the
+    /// `max_table_mib` parameter.
+    fn tables_fit(&self, p: &Params, spaces: usize) -> bool {
+        (p.storage_bytes() as u64).saturating_mul(spaces as u64) <= glue::max_table_bytes_param()
+    }
+
     /// Forgets what every space's engine learnt (RESET_TABLES).
     pub(crate) fn reset_tables(&mut self) {
         for sp in self.spaces.iter_mut().flatten() {
@@ -181,7 +212,8 @@ impl State {
 
     /// Attaches the space of `file`, owned by `owner`; returns its handle.
     /// EEXIST if it is attached already, ENOSPC if every slot is taken or
-    /// the owner's (non-root) uid has [`SPACES_PER_UID`] already.
+    /// the owner's (non-root) uid has [`SPACES_PER_UID`] already, ENOMEM if
+    /// one more space's tables would exceed `max_table_mib`.
     pub(crate) fn attach(&mut self, file: FileRef, owner: Owner) -> Result<u64> {
         if self.space_by_va(file.va_space()).is_some() {
             return Err(EEXIST);
@@ -199,6 +231,9 @@ impl State {
         if uid != 0 && same_uid >= SPACES_PER_UID {
             return Err(ENOSPC);
         }
+        if !self.tables_fit(&self.params, self.attached() + 1) {
+            return Err(ENOMEM);
+        }
         let engine = new_engine(&self.params)?;
         let handle = self.next_handle;
         self.next_handle += 1;
@@ -207,7 +242,7 @@ impl State {
             handle,
             slot,
             owner,
-            gpu: Gpu::Unknown,
+            gpu: self.default_gpu.map_or(Gpu::Unknown, Gpu::Set),
             events: 0,
             file,
             engine,

@@ -30,6 +30,15 @@ for i in $(seq 20); do
   rmmod prescient || { ok=FAIL; break; }
 done
 mark load-unload-20 $ok "from $t0 s to $(t) s"
+# a malformed gpu_uuid parameter: refused with one line, nothing left loaded
+if insmod $P gpu_uuid=GPU-not-a-uuid 2>/dev/null; then
+  mark bad-gpu-uuid FAIL "insmod succeeded"; rmmod prescient
+else
+  line=$(dmesg | grep "prescient: gpu_uuid 'GPU-not-a-uuid'" | tail -1)
+  if [ -n "$line" ] && ! grep -q '^prescient ' /proc/modules && rmmod nvidia_uvm && insmod /lib/nvidia_uvm.ko gpu_blocks=$GB kernel_us=$KUS; then
+    mark bad-gpu-uuid PASS "${line#*] } (nvidia_uvm released)"
+  else mark bad-gpu-uuid FAIL "line '$line'"; fi
+fi
 
 # 2. replay without prescient.ko
 t0=$(t)
@@ -55,10 +64,34 @@ if [ "${VMTEST_ONLY:-all}" = exec ]; then
   poweroff -f
 fi
 
+# VMTEST_ONLY=cpu-fault: only CPU-fault events against the module (VMTEST_KO: an older one)
+if [ "${VMTEST_ONLY:-all}" = cpu-fault ]; then
+  insmod $P || mark prescient-load FAIL ""
+  $T cpu-fault-raw
+  rmmod prescient
+  echo "VMTEST-END uptime=$(t)s"
+  poweroff -f
+fi
+
+# VMTEST_ONLY=security: only who-may-call-what, pid namespaces, the driver boundary and the fuzz
+if [ "${VMTEST_ONLY:-all}" = security ]; then
+  insmod $P || mark prescient-load FAIL ""
+  for s in cpu-fault eperm slots-per-uid pidns gpu-uuid ring-share "fuzz 8"; do $T $s; done
+  rmmod prescient
+  if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|lockdep: |INFO: |general protection|Call Trace|kernel panic' >/tmp/splat; then
+    cat /tmp/splat; mark no-splat FAIL "see above"
+  else
+    mark no-splat PASS "dmesg clean"
+  fi
+  echo "VMTEST-END uptime=$(t)s"
+  poweroff -f
+fi
+
 # 3. the ioctl surface; who may call what; pid namespaces; the driver boundary
 insmod $P || mark prescient-load FAIL ""
 $T ioctl
 $T eperm
+$T slots-per-uid
 $T pidns
 $T cpu-fault
 $T gpu-uuid
@@ -79,6 +112,7 @@ cat /sys/kernel/debug/nvidia_uvm_standin/stats
 # 4b. two address spaces at once; a fault burst larger than the ring
 $T two
 $T overflow
+$T ring-share
 
 # 4c. several processes fuzzing ioctl sequences while faults run (bounded: 8 s)
 $T fuzz 8

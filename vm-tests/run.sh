@@ -1,17 +1,22 @@
 #!/bin/bash
 # `make vm-test`: deps -> cached kernel -> prescient.ko + stand-in -> guest binary ->
 # initramfs -> QEMU TCG boot (with a timeout) -> pass/fail from serial markers.
-# Env: PRESCIENT_CACHE (kernel cache dir), VMTEST_KDIR (a built kernel tree to use as is), VMTEST_TIMEOUT (boot timeout, s), JOBS,
+# Env: PRESCIENT_CACHE (kernel cache dir), VMTEST_KDIR (a built kernel tree to use as is),
+# VMTEST_KO (boot this prescient.ko instead of the one built here: an older module's behaviour), VMTEST_TIMEOUT (boot timeout, s), JOBS,
 # VMTEST_KERNEL_US (simulated run time of one GPU kernel in the stand-in, default 1000),
 # VMTEST_WATERMARK, VMTEST_LOOKAHEAD (execution-id replay), VMTEST_TRACK_EVICTIONS
 # (0: prescient.ko ignores the driver's eviction events), VMTEST_ONLY=exec (only the
-# baseline and execution-id replays: a short diagnostic boot).
+# baseline and execution-id replays: a short diagnostic boot; VMTEST_ONLY=security: the
+# permission, pid-namespace, driver-boundary and fuzz scenarios; VMTEST_ONLY=cpu-fault: only
+# CPU-fault events, for an older module given as VMTEST_KO).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(dirname "$HERE")
 WORK=$HERE/work; mkdir -p "$WORK"
 T0=$(date +%s); step() { echo "[vm-test +$(( $(date +%s) - T0 ))s] $*"; }
-EXPECT=(no-driver load-unload-20 replay-baseline ioctl-surface unprivileged-eperm pidns cpu-fault gpu-uuid replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow ioctl-fuzz rmmod-during-replay unknown-version gpu-size-unknown branch-550 no-splat sim-agree stack-frames)
+EXPECT=(no-driver load-unload-20 bad-gpu-uuid replay-baseline ioctl-surface unprivileged-eperm slots-per-uid pidns cpu-fault gpu-uuid replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow ring-share ioctl-fuzz rmmod-during-replay unknown-version gpu-size-unknown branch-550 no-splat sim-agree stack-frames)
 [ "${VMTEST_ONLY:-all}" = exec ] && EXPECT=(no-driver load-unload-20 replay-baseline replay-exec fault-cut-exec no-splat sim-agree stack-frames)
+[ "${VMTEST_ONLY:-all}" = cpu-fault ] && EXPECT=(no-driver load-unload-20 replay-baseline cpu-fault-raw)
+[ "${VMTEST_ONLY:-all}" = security ] && EXPECT=(no-driver load-unload-20 replay-baseline unprivileged-eperm slots-per-uid pidns cpu-fault gpu-uuid ring-share ioctl-fuzz no-splat stack-frames)
 KUS=${VMTEST_KERNEL_US:-1000}
 
 step "deps"; "$HERE/deps.sh"
@@ -40,7 +45,7 @@ step "guest test binary (static)"
    --target x86_64-unknown-linux-gnu --target-dir "$WORK/guest-target")
 step "initramfs"
 "$HERE/mkinitramfs.sh" "$KDIR" "$WORK/initramfs.cpio.gz" \
-  /lib/prescient.ko="$ROOT/prescient.ko" /lib/nvidia_uvm.ko="$WORK/standin-known/nvidia_uvm.ko" \
+  /lib/prescient.ko="${VMTEST_KO:-$ROOT/prescient.ko}" /lib/nvidia_uvm.ko="$WORK/standin-known/nvidia_uvm.ko" \
   /lib/nvidia_uvm_unknown.ko="$WORK/standin-unknown/nvidia_uvm.ko" \
   /lib/nvidia_uvm_550.ko="$WORK/standin-b550/nvidia_uvm.ko" \
   /bin/vmtest="$WORK/guest-target/x86_64-unknown-linux-gnu/release/prescient-vmtest"

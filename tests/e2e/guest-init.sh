@@ -25,7 +25,9 @@ ip addr add 10.0.2.15/24 dev eth0; ip route add default via 10.0.2.2
 echo "E2E-BOOT: $(uname -r) eth0 $(cat /sys/class/net/eth0/operstate)"
 
 insmod /lib/nvidia_uvm.ko gpu_blocks=$GB kernel_us=$KUS || mark setup FAIL "insmod nvidia_uvm"
-insmod /lib/prescient.ko gpu_blocks=$GB || mark setup FAIL "insmod prescient"
+# The stand-in's one GPU (prescientd does not send SET_GPU yet).
+GPU=GPU-4750552d-7374-616e-642d-696e00000001
+insmod /lib/prescient.ko gpu_blocks=$GB gpu_uuid=$GPU || mark setup FAIL "insmod prescient"
 
 cat > /etc/prescient/prescientd.toml <<CFG
 poll_interval_ms = 200
@@ -91,7 +93,7 @@ if rmmod prescient; then
     || mark module-unloaded FAIL "no log line"
   echo "E2E-CHECK3 down"
   ack ack3
-  insmod /lib/prescient.ko gpu_blocks=$GB
+  insmod /lib/prescient.ko gpu_blocks=$GB gpu_uuid=$GPU
   sleep 1
   mp=$(prescientctl status --json | oneline)
   case "$mp" in *'"module_params": { "rows": 512, "assoc": 4, "succs": 2'*) mark module-reloaded PASS "parameters re-applied: assoc 4, succs 2";;

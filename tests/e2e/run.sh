@@ -16,6 +16,7 @@ step "kernel (cached by key)"; KDIR=$("$VM/kernel.sh" | tail -1)
 step "prescient.ko and the nvidia_uvm stand-in"
 make -s -C "$ROOT" kmod KDIR="$KDIR" >"$WORK/kmod.log" 2>&1 || { cat "$WORK/kmod.log"; exit 1; }
 SI=$WORK/standin; rm -rf "$SI"; mkdir -p "$SI"; cp "$VM"/stand-in/{Kbuild,nvidia_uvm.c,trace.h} "$SI/"
+cp "$ROOT/kmod/layout/uvm580.h" "$SI/uvm_layout.h"
 make -s -C "$KDIR" M="$SI" LLVM=-19 modules >"$SI/build.log" 2>&1 || { cat "$SI/build.log"; exit 1; }
 step "static prescientd, prescientctl and the guest test binary"
 export RUSTFLAGS="-C target-feature=+crt-static"

@@ -897,7 +897,11 @@ pub const DRIVER_BRANCHES: [(u32, u64, u64); 2] = [
     // Debian trixie's nvidia-open-kernel-source; no uvm_api_discard.
     (550, 550 << 32, 550 << 32 | 0xffff << 16 | 0xffff),
     // fault.space removed and UVM_DISCARD added in 580.65.06, the first 580 tag.
-    (580, 580 << 32 | 65 << 16 | 6, 580 << 32 | 0xffff << 16 | 0xffff),
+    (
+        580,
+        580 << 32 | 65 << 16 | 6,
+        580 << 32 | 0xffff << 16 | 0xffff,
+    ),
 ];
 
 /// The supported ranges, for the refusal line.
@@ -1004,8 +1008,14 @@ mod tests {
             parse_driver_version(b"580.159.04\n"),
             Some(580 << 32 | 159 << 16 | 4)
         );
-        assert_eq!(parse_driver_version(b"580.142"), Some(580 << 32 | 142 << 16));
-        assert_eq!(parse_driver_version(b"575.64\n"), Some(575 << 32 | 64 << 16));
+        assert_eq!(
+            parse_driver_version(b"580.142"),
+            Some(580 << 32 | 142 << 16)
+        );
+        assert_eq!(
+            parse_driver_version(b"575.64\n"),
+            Some(575 << 32 | 64 << 16)
+        );
         assert_eq!(parse_driver_version(b"580"), None);
         assert_eq!(parse_driver_version(b"580."), None);
         assert_eq!(parse_driver_version(b".580"), None);

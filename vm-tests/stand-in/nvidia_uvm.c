@@ -809,7 +809,6 @@ static long faultlog(uvm_va_space_t *vs, struct standin_faultlog __user *uarg)
 /* ----- /dev/nvidia-uvm ----- */
 static int uvm_open(struct inode *inode, struct file *filp)
 {
-	static atomic_t opens = ATOMIC_INIT(0);
 	uvm_va_space_t *vs;
 	u32 b, i;
 
@@ -839,9 +838,9 @@ static int uvm_open(struct inode *inode, struct file *filp)
 		vs->blocks[b] = blk;
 	}
 	vs->pid = task_tgid_nr(current);
-	/* "GPU-" + 12 bytes that differ per space: a UUID of one space is not another's GPU */
+	/* one simulated GPU, registered in every space (a one-GPU machine) */
 	memcpy(vs->gpu_uuid, "GPU-stand-in", 12);
-	put_unaligned_be32(atomic_inc_return(&opens), vs->gpu_uuid + 12);
+	put_unaligned_be32(1, vs->gpu_uuid + 12);
 	filp->private_data = (void *)((unsigned long)vs | UVM_FD_VA_SPACE);
 	atomic64_inc(&c_spaces);
 	return 0;

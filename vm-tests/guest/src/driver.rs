@@ -57,7 +57,8 @@ fn run_kernels(f: &File, ks: std::ops::Range<u32>) -> u64 {
     let mut faults = 0;
     for k in ks {
         // SAFETY: a test ioctl whose argument is a plain number.
-        let r = unsafe { libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_KERNEL as _, k as libc::c_ulong) };
+        let r =
+            unsafe { libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_KERNEL as _, k as libc::c_ulong) };
         if r > 0 {
             faults += r as u64 & 0xffff;
         }
@@ -109,7 +110,11 @@ fn detach(p: &File, h: u64) {
         handle: h,
     }
     .to_bytes();
-    let _ = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_DETACH as u64, d.as_mut_ptr());
+    let _ = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_DETACH as u64,
+        d.as_mut_ptr(),
+    );
 }
 
 /// CPU faults (proc_id = CPU, cpu.fault_va a user address) in an attached
@@ -143,21 +148,38 @@ pub(crate) fn cpu_fault() -> bool {
     )
 }
 
-/// No SET_GPU: no prefetch. Another space's GPU UUID: the driver answers
-/// NV_ERR_INVALID_DEVICE and prefetching stops (GPU_REJECTED). The space's
-/// own UUID: prefetches land.
+/// Only the CPU-fault events, with no other ioctl of the module (any ABI
+/// version): for booting an older prescient.ko (VMTEST_KO) and seeing what
+/// the real driver's CPU faults do to it.
+pub(crate) fn cpu_fault_raw() -> bool {
+    let f = uvm();
+    let inf = info(&f);
+    let base = user_range(&inf);
+    println!("cpu-fault-raw: raising 100 CPU-fault events");
+    let r = cpu_faults(&f, base, 100);
+    marker(
+        "cpu-fault-raw",
+        r.is_ok(),
+        "the module survived 100 CPU-fault events",
+    )
+}
+
+/// No SET_GPU: no prefetch. A UUID that is not a GPU of the space: the
+/// driver answers NV_ERR_INVALID_DEVICE and prefetching stops
+/// (GPU_REJECTED). The space's own GPU's UUID: prefetches land.
 pub(crate) fn gpu_uuid() -> bool {
     let p = prescient();
     let f = uvm();
     let inf = info(&f);
-    let other = info(&uvm());
+    let mut other = inf.gpu_uuid;
+    other[15] ^= 0x5a;
     let h = attach(&p, f.as_raw_fd()).expect("ATTACH");
     let k = inf.kernels;
     run_kernels(&f, 0..k);
     settle(&p);
     let none = space(&p, h);
     let bad_before = standin_counter("bad_uuid");
-    let set_other = set_gpu(&p, h, other.gpu_uuid);
+    let set_other = set_gpu(&p, h, other);
     run_kernels(&f, 0..k);
     settle(&p);
     let wrong = space(&p, h);
@@ -181,7 +203,7 @@ pub(crate) fn gpu_uuid() -> bool {
         "gpu-uuid",
         ok,
         &format!(
-            "no UUID: gpu {} prefetched {}; another space's UUID: gpu {} prefetched {}, driver refused {bad}; own UUID: gpu {} prefetched {}",
+            "no UUID: gpu {} prefetched {}; a UUID not of this space: gpu {} prefetched {}, driver refused {bad}; its GPU's UUID: gpu {} prefetched {}",
             none.gpu, none.prefetched, wrong.gpu, wrong.prefetched, right.gpu, right.prefetched
         ),
     )
@@ -267,6 +289,43 @@ pub(crate) fn branch_550() -> bool {
             known.discards,
             head.cpu_faults - before,
             standin_counter("no_context")
+        ),
+    )
+}
+
+/// A fault storm in one attached space while the worker is held up (it
+/// waits for that space's lock in a migration, as on a real fault batch)
+/// and another attached space runs kernels: the storm may use only its
+/// slot's share of the ring, so none of the other space's faults is lost.
+pub(crate) fn ring_share() -> bool {
+    const STANDIN_IOCTL_STORM: u64 = 0x7e00_0003;
+    let p = prescient();
+    let a = uvm();
+    let b = uvm();
+    let ha = attach(&p, a.as_raw_fd()).expect("ATTACH a");
+    set_gpu(&p, ha, info(&a).gpu_uuid).expect("SET_GPU a");
+    let hb = attach(&p, b.as_raw_fd()).expect("ATTACH b");
+    let kernels = info(&b).kernels;
+    let before = space(&p, hb).faults;
+    let drops0 = stats(&p).head.queue_drops;
+    let afd = a.as_raw_fd();
+    let storm = std::thread::spawn(move || {
+        // SAFETY: a test ioctl whose argument is a plain number.
+        unsafe { libc::ioctl(afd, STANDIN_IOCTL_STORM as _, 300_000 as libc::c_ulong) }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let raised = run_kernels(&b, 0..kernels.min(200));
+    let storm_rc = storm.join().unwrap_or(-1);
+    settle(&p);
+    let seen = space(&p, hb).faults - before;
+    let drops = stats(&p).head.queue_drops - drops0;
+    detach(&p, ha);
+    detach(&p, hb);
+    marker(
+        "ring-share",
+        storm_rc == 0 && raised > 0 && seen == raised && drops > 0,
+        &format!(
+            "300,000-event storm in one space ({drops} of its events dropped) while another ran kernels: {raised} faults raised there, {seen} seen"
         ),
     )
 }

@@ -67,7 +67,12 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
                     (1, _) => (u::TARGET_PID, std::process::id()),
                     _ => (u::TARGET_PID, 1 + rng.below(400) as u32),
                 };
-                let mut t = u::Target { kind, id, handle: 0 }.to_bytes();
+                let mut t = u::Target {
+                    kind,
+                    id,
+                    handle: 0,
+                }
+                .to_bytes();
                 let r = ioc(fd, u::PRESCIENT_IOC_ATTACH as u64, t.as_mut_ptr());
                 if r.is_ok() {
                     handles.push(u::Target::from_bytes(&t).map(|x| x.handle).unwrap_or(0));
@@ -80,23 +85,59 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
                 } else {
                     (u::TARGET_PID, std::process::id())
                 };
-                let mut t = u::Target { kind, id, handle: if kind == u::TARGET_HANDLE { h.max(1) } else { 0 } }.to_bytes();
-                note("DETACH", ioc(fd, u::PRESCIENT_IOC_DETACH as u64, t.as_mut_ptr()));
+                let mut t = u::Target {
+                    kind,
+                    id,
+                    handle: if kind == u::TARGET_HANDLE {
+                        h.max(1)
+                    } else {
+                        0
+                    },
+                }
+                .to_bytes();
+                note(
+                    "DETACH",
+                    ioc(fd, u::PRESCIENT_IOC_DETACH as u64, t.as_mut_ptr()),
+                );
             }
             5 => {
                 let uuid = files.first().map(|f| info(f).gpu_uuid).unwrap_or([7; 16]);
                 let mut g = u::GpuAbi::new(h, uuid).to_bytes();
-                note("SET_GPU", ioc(fd, u::PRESCIENT_IOC_SET_GPU as u64, g.as_mut_ptr()));
+                note(
+                    "SET_GPU",
+                    ioc(fd, u::PRESCIENT_IOC_SET_GPU as u64, g.as_mut_ptr()),
+                );
             }
             6 => {
-                let mut x = u::ExecIdAbi { handle: h, exec_id: rng.below(5000) as u32, reserved0: 0 }.to_bytes();
-                note("SET_EXEC_ID", ioc(fd, u::PRESCIENT_IOC_SET_EXEC_ID as u64, x.as_mut_ptr()));
+                let mut x = u::ExecIdAbi {
+                    handle: h,
+                    exec_id: rng.below(5000) as u32,
+                    reserved0: 0,
+                }
+                .to_bytes();
+                note(
+                    "SET_EXEC_ID",
+                    ioc(fd, u::PRESCIENT_IOC_SET_EXEC_ID as u64, x.as_mut_ptr()),
+                );
             }
             7 | 8 => {
-                let len = if rng.below(4) == 0 { u::MAX_RANGE_LEN } else { (1 + rng.below(64)) << 21 };
+                let len = if rng.below(4) == 0 {
+                    u::MAX_RANGE_LEN
+                } else {
+                    (1 + rng.below(64)) << 21
+                };
                 let addr = (rng.below(1 << 30) << 12) & !((1 << 21) - 1);
-                let mut r = u::RangeAbi { handle: h, addr, len }.to_bytes();
-                let cmd = if rng.below(2) == 0 { u::PRESCIENT_IOC_MARK_DEAD } else { u::PRESCIENT_IOC_MARK_ALIVE };
+                let mut r = u::RangeAbi {
+                    handle: h,
+                    addr,
+                    len,
+                }
+                .to_bytes();
+                let cmd = if rng.below(2) == 0 {
+                    u::PRESCIENT_IOC_MARK_DEAD
+                } else {
+                    u::PRESCIENT_IOC_MARK_ALIVE
+                };
                 note("MARK", ioc(fd, cmd as u64, r.as_mut_ptr()));
             }
             9 => {
@@ -104,13 +145,29 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
                 match rng.below(4) {
                     0 => pa.rows = 1 << rng.below(12),
                     1 => pa.assoc = 1 + rng.below(8) as u32,
-                    2 => pa.mode = if rng.below(2) == 0 { u::MODE_EXEC_ID } else { u::MODE_TRANSPARENT },
+                    2 => {
+                        pa.mode = if rng.below(2) == 0 {
+                            u::MODE_EXEC_ID
+                        } else {
+                            u::MODE_TRANSPARENT
+                        }
+                    }
                     _ => pa.residency_budget_bytes = rng.below(64) << 21,
                 }
                 let mut b = pa.to_bytes();
-                note("SET_PARAMS", ioc(fd, u::PRESCIENT_IOC_SET_PARAMS as u64, b.as_mut_ptr()));
+                note(
+                    "SET_PARAMS",
+                    ioc(fd, u::PRESCIENT_IOC_SET_PARAMS as u64, b.as_mut_ptr()),
+                );
             }
-            10 => note("RESET_TABLES", ioc(fd, u::PRESCIENT_IOC_RESET_TABLES as u64, std::ptr::null_mut())),
+            10 => note(
+                "RESET_TABLES",
+                ioc(
+                    fd,
+                    u::PRESCIENT_IOC_RESET_TABLES as u64,
+                    std::ptr::null_mut(),
+                ),
+            ),
             11 => {
                 let _ = stats(&p);
             }
@@ -120,7 +177,11 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
                     // SAFETY: test ioctls whose arguments are plain numbers.
                     unsafe {
                         libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_KERNEL as _, k as libc::c_ulong);
-                        libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_STORM as _, 300 as libc::c_ulong);
+                        libc::ioctl(
+                            f.as_raw_fd(),
+                            STANDIN_IOCTL_STORM as _,
+                            300 as libc::c_ulong,
+                        );
                     }
                 }
             }
@@ -144,7 +205,12 @@ fn standin_spaces() -> u64 {
 pub(crate) fn ioctl_fuzz(secs: u64) -> bool {
     let p = prescient();
     let mut pb = [0u8; u::ParamsAbi::SIZE];
-    ioc(p.as_raw_fd(), u::PRESCIENT_IOC_GET_PARAMS as u64, pb.as_mut_ptr()).expect("GET_PARAMS");
+    ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_GET_PARAMS as u64,
+        pb.as_mut_ptr(),
+    )
+    .expect("GET_PARAMS");
     let p0 = u::ParamsAbi::from_bytes(&pb).expect("params");
     let procs = 4;
     let spaces0 = standin_spaces();
@@ -173,7 +239,11 @@ pub(crate) fn ioctl_fuzz(secs: u64) -> bool {
     let rcs: Vec<i32> = kids.into_iter().map(wait).collect();
     let took = t0.elapsed().as_secs_f64();
     let mut back = p0.to_bytes();
-    let restored = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_SET_PARAMS as u64, back.as_mut_ptr());
+    let restored = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_SET_PARAMS as u64,
+        back.as_mut_ptr(),
+    );
     // Every fuzzing process has exited: the worker reaps their spaces.
     std::thread::sleep(Duration::from_millis(500));
     let left = stats(&p).head.n_spaces;

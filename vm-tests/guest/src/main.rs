@@ -116,7 +116,11 @@ fn info(f: &File) -> Info {
 /// SET_GPU: the GPU prefetches of space `handle` go to.
 fn set_gpu(p: &File, handle: u64, uuid: [u8; 16]) -> Result<(), i32> {
     let mut g = u::GpuAbi::new(handle, uuid).to_bytes();
-    ioc(p.as_raw_fd(), u::PRESCIENT_IOC_SET_GPU as u64, g.as_mut_ptr())
+    ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_SET_GPU as u64,
+        g.as_mut_ptr(),
+    )
 }
 
 fn marker(name: &str, ok: bool, detail: &str) -> bool {
@@ -893,10 +897,13 @@ fn main() {
         "overflow" => overflow(),
         "two" => two_spaces(),
         "cpu-fault" => driver::cpu_fault(),
+        "cpu-fault-raw" => driver::cpu_fault_raw(),
         "gpu-uuid" => driver::gpu_uuid(),
+        "ring-share" => driver::ring_share(),
         "branch-550" => driver::branch_550(),
         "eperm" => security::unprivileged_eperm(),
         "pidns" => security::pidns(),
+        "slots-per-uid" => security::slots_per_uid(),
         "fuzz" => fuzz::ioctl_fuzz(a(2).parse().unwrap_or(8)),
         "stats" => {
             let s = stats(

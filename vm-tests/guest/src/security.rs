@@ -55,7 +55,9 @@ pub(crate) fn become_nobody() {
 
 fn read_u64(r: &mut File) -> u64 {
     let mut b = [0u8; 8];
-    r.read_exact(&mut b).map(|_| u64::from_le_bytes(b)).unwrap_or(0)
+    r.read_exact(&mut b)
+        .map(|_| u64::from_le_bytes(b))
+        .unwrap_or(0)
 }
 
 fn write_u64(w: &mut File, v: u64) {
@@ -86,28 +88,85 @@ fn nobody_calls(p: &File, other: u64, own: u64, own_uuid: [u8; 16], uvm_fd: i32)
         }
     };
     let mut b = [0u8; u::Stats::SIZE];
-    check("GET_VERSION", ioc(fd, u::PRESCIENT_IOC_GET_VERSION as u64, b.as_mut_ptr()), Ok(()));
-    check("GET_PARAMS", ioc(fd, u::PRESCIENT_IOC_GET_PARAMS as u64, b.as_mut_ptr()), Ok(()));
-    check("GET_STATS", ioc(fd, u::PRESCIENT_IOC_GET_STATS as u64, b.as_mut_ptr()), Ok(()));
+    check(
+        "GET_VERSION",
+        ioc(fd, u::PRESCIENT_IOC_GET_VERSION as u64, b.as_mut_ptr()),
+        Ok(()),
+    );
+    check(
+        "GET_PARAMS",
+        ioc(fd, u::PRESCIENT_IOC_GET_PARAMS as u64, b.as_mut_ptr()),
+        Ok(()),
+    );
+    check(
+        "GET_STATS",
+        ioc(fd, u::PRESCIENT_IOC_GET_STATS as u64, b.as_mut_ptr()),
+        Ok(()),
+    );
     let mut params = [0u8; u::ParamsAbi::SIZE];
     let _ = ioc(fd, u::PRESCIENT_IOC_GET_PARAMS as u64, params.as_mut_ptr());
-    check("SET_PARAMS", ioc(fd, u::PRESCIENT_IOC_SET_PARAMS as u64, params.as_mut_ptr()), Err(EPERM));
-    check("RESET_TABLES", ioc(fd, u::PRESCIENT_IOC_RESET_TABLES as u64, std::ptr::null_mut()), Err(EPERM));
+    check(
+        "SET_PARAMS",
+        ioc(fd, u::PRESCIENT_IOC_SET_PARAMS as u64, params.as_mut_ptr()),
+        Err(EPERM),
+    );
+    check(
+        "RESET_TABLES",
+        ioc(
+            fd,
+            u::PRESCIENT_IOC_RESET_TABLES as u64,
+            std::ptr::null_mut(),
+        ),
+        Err(EPERM),
+    );
     let mut t = target(u::TARGET_FD, uvm_fd as u32, 0);
-    check("ATTACH fd", ioc(fd, u::PRESCIENT_IOC_ATTACH as u64, t.as_mut_ptr()), Err(EPERM));
+    check(
+        "ATTACH fd",
+        ioc(fd, u::PRESCIENT_IOC_ATTACH as u64, t.as_mut_ptr()),
+        Err(EPERM),
+    );
     let mut t = target(u::TARGET_PID, 1, 0);
-    check("ATTACH pid", ioc(fd, u::PRESCIENT_IOC_ATTACH as u64, t.as_mut_ptr()), Err(EPERM));
+    check(
+        "ATTACH pid",
+        ioc(fd, u::PRESCIENT_IOC_ATTACH as u64, t.as_mut_ptr()),
+        Err(EPERM),
+    );
     let mut t = target(u::TARGET_HANDLE, 0, other);
-    check("DETACH", ioc(fd, u::PRESCIENT_IOC_DETACH as u64, t.as_mut_ptr()), Err(EPERM));
+    check(
+        "DETACH",
+        ioc(fd, u::PRESCIENT_IOC_DETACH as u64, t.as_mut_ptr()),
+        Err(EPERM),
+    );
     let mut t = target(u::TARGET_HANDLE, 0, own);
-    check("DETACH own", ioc(fd, u::PRESCIENT_IOC_DETACH as u64, t.as_mut_ptr()), Err(EPERM));
+    check(
+        "DETACH own",
+        ioc(fd, u::PRESCIENT_IOC_DETACH as u64, t.as_mut_ptr()),
+        Err(EPERM),
+    );
     for (h, want, who) in [(other, Err(EPERM), "other's"), (own, Ok(()), "own")] {
-        let mut x = u::ExecIdAbi { handle: h, exec_id: 3, reserved0: 0 }.to_bytes();
-        check(&format!("SET_EXEC_ID {who}"), ioc(fd, u::PRESCIENT_IOC_SET_EXEC_ID as u64, x.as_mut_ptr()), want);
+        let mut x = u::ExecIdAbi {
+            handle: h,
+            exec_id: 3,
+            reserved0: 0,
+        }
+        .to_bytes();
+        check(
+            &format!("SET_EXEC_ID {who}"),
+            ioc(fd, u::PRESCIENT_IOC_SET_EXEC_ID as u64, x.as_mut_ptr()),
+            want,
+        );
         let mut r = range(h, 0x7f00_0000_0000);
-        check(&format!("MARK_DEAD {who}"), ioc(fd, u::PRESCIENT_IOC_MARK_DEAD as u64, r.as_mut_ptr()), want);
+        check(
+            &format!("MARK_DEAD {who}"),
+            ioc(fd, u::PRESCIENT_IOC_MARK_DEAD as u64, r.as_mut_ptr()),
+            want,
+        );
         let mut r = range(h, 0x7f00_0000_0000);
-        check(&format!("MARK_ALIVE {who}"), ioc(fd, u::PRESCIENT_IOC_MARK_ALIVE as u64, r.as_mut_ptr()), want);
+        check(
+            &format!("MARK_ALIVE {who}"),
+            ioc(fd, u::PRESCIENT_IOC_MARK_ALIVE as u64, r.as_mut_ptr()),
+            want,
+        );
         check(&format!("SET_GPU {who}"), set_gpu(p, h, own_uuid), want);
     }
     bad
@@ -122,7 +181,12 @@ pub(crate) fn unprivileged_eperm() -> bool {
     let other = crate::attach(&p, mine.as_raw_fd()).expect("ATTACH");
     let (mut to_child_r, mut to_child_w) = pipe();
     let (mut to_parent_r, mut to_parent_w) = pipe();
+    let mine_fd = mine.as_raw_fd();
     let child = fork(|| {
+        // The inherited copy of the parent's space would be found first by
+        // ATTACH by pid (the first VA-space file in the table): close it.
+        // SAFETY: closes this child's copy of an fd it owns.
+        unsafe { libc::close(mine_fd) };
         let f = uvm();
         let uuid = info(&f).gpu_uuid;
         become_nobody();
@@ -133,19 +197,27 @@ pub(crate) fn unprivileged_eperm() -> bool {
     });
     let ready = read_u64(&mut to_parent_r);
     let mut t = target(u::TARGET_PID, child as u32, 0);
-    let attached = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_ATTACH as u64, t.as_mut_ptr());
+    let attached = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_ATTACH as u64,
+        t.as_mut_ptr(),
+    );
     let own = u::Target::from_bytes(&t).map(|x| x.handle).unwrap_or(0);
     write_u64(&mut to_child_w, own);
     let rc = wait(child);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let left = stats(&p).head.n_spaces;
     let mut d = target(u::TARGET_HANDLE, 0, other);
-    let _ = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_DETACH as u64, d.as_mut_ptr());
+    let _ = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_DETACH as u64,
+        d.as_mut_ptr(),
+    );
     marker(
         "unprivileged-eperm",
         ready == 1 && attached.is_ok() && rc == 0 && left == 1,
         &format!(
-            "uid 65534: GET_* allowed; SET_PARAMS, RESET_TABLES, ATTACH (fd, pid), DETACH: EPERM; SET_EXEC_ID, MARK_DEAD, MARK_ALIVE, SET_GPU: EPERM on another's space, allowed on its own; mismatches {rc}"
+            "uid 65534: GET_* allowed; SET_PARAMS, RESET_TABLES, ATTACH (fd, pid), DETACH: EPERM; SET_EXEC_ID, MARK_DEAD, MARK_ALIVE, SET_GPU: EPERM on another's space, allowed on its own; ATTACH by pid {attached:?}; mismatches {rc}"
         ),
     )
 }
@@ -193,15 +265,32 @@ fn in_namespace(out: &mut File) -> i32 {
         let h = read_u64(go_r);
         let p = prescient();
         let mut r = range(h, 0x7f00_0000_0000);
-        let dead = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_MARK_DEAD as u64, r.as_mut_ptr());
-        let mut x = u::ExecIdAbi { handle: h, exec_id: 1, reserved0: 0 }.to_bytes();
-        let exec = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_SET_EXEC_ID as u64, x.as_mut_ptr());
+        let dead = ioc(
+            p.as_raw_fd(),
+            u::PRESCIENT_IOC_MARK_DEAD as u64,
+            r.as_mut_ptr(),
+        );
+        let mut x = u::ExecIdAbi {
+            handle: h,
+            exec_id: 1,
+            reserved0: 0,
+        }
+        .to_bytes();
+        let exec = ioc(
+            p.as_raw_fd(),
+            u::PRESCIENT_IOC_SET_EXEC_ID as u64,
+            x.as_mut_ptr(),
+        );
         i32::from(dead.is_err() || exec.is_err())
     });
     let g_global = read_u64(&mut g_r);
     expect("G is pid 2 here", g == 2);
     let mut t = target(u::TARGET_PID, g as u32, 0);
-    let att = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_ATTACH as u64, t.as_mut_ptr());
+    let att = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_ATTACH as u64,
+        t.as_mut_ptr(),
+    );
     expect("ATTACH by namespace pid", att.is_ok());
     let h = u::Target::from_bytes(&t).map(|x| x.handle).unwrap_or(0);
     expect("stats pid in this namespace", pid_of(&p, h) == g as u64);
@@ -215,7 +304,11 @@ fn in_namespace(out: &mut File) -> i32 {
         become_nobody();
         let p = prescient();
         let mut r = range(h, 0x7f00_0000_0000);
-        let dead = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_MARK_DEAD as u64, r.as_mut_ptr());
+        let dead = ioc(
+            p.as_raw_fd(),
+            u::PRESCIENT_IOC_MARK_DEAD as u64,
+            r.as_mut_ptr(),
+        );
         write_u64(&mut ready_w, 1);
         let _ = read_u64(&mut go_r);
         i32::from(dead != Err(EPERM))
@@ -223,7 +316,11 @@ fn in_namespace(out: &mut File) -> i32 {
     let _ = read_u64(&mut ready_r);
     expect("the reused number is a new process", g2 == g);
     let mut d = target(u::TARGET_PID, g2 as u32, 0);
-    let det = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_DETACH as u64, d.as_mut_ptr());
+    let det = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_DETACH as u64,
+        d.as_mut_ptr(),
+    );
     expect("DETACH by the reused number: ENOENT", det == Err(ENOENT));
     write_u64(&mut go_w, 1);
     expect("the reused number may not mark", wait(g2) == 0);
@@ -249,12 +346,76 @@ pub(crate) fn pidns() -> bool {
     let seen_here = pid_of(&p, h);
     let rc = wait(init);
     let mut d = target(u::TARGET_HANDLE, 0, h);
-    let _ = ioc(p.as_raw_fd(), u::PRESCIENT_IOC_DETACH as u64, d.as_mut_ptr());
+    let _ = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_DETACH as u64,
+        d.as_mut_ptr(),
+    );
     marker(
         "pidns",
         rc == 0 && g_global > 2 && seen_here == g_global,
         &format!(
             "attached by pid 2 inside a new namespace: the space is process {g_global} here ({seen_here}); its owner marked as uid 65534; the reused number refused; failures {rc}"
         ),
+    )
+}
+
+/// Five uid-65534 processes, each with a VA space, attached by pid: one
+/// user owns at most MAX_SPACES / 2 slots, the fifth gets ENOSPC (root may
+/// still fill the rest).
+pub(crate) fn slots_per_uid() -> bool {
+    let p = prescient();
+    let (mut ready_r, mut ready_w) = pipe();
+    let (mut go_r, mut go_w) = pipe();
+    let n = u::MAX_SPACES / 2 + 1;
+    let kids: Vec<_> = (0..n)
+        .map(|_| {
+            fork(|| {
+                let _f = uvm();
+                become_nobody();
+                write_u64(&mut ready_w, 1);
+                let _ = read_u64(&mut go_r);
+                0
+            })
+        })
+        .collect();
+    let mut got = vec![];
+    let mut handles = vec![];
+    for &k in &kids {
+        let _ = read_u64(&mut ready_r);
+        let mut t = target(u::TARGET_PID, k as u32, 0);
+        let r = ioc(
+            p.as_raw_fd(),
+            u::PRESCIENT_IOC_ATTACH as u64,
+            t.as_mut_ptr(),
+        );
+        if r.is_ok() {
+            handles.push(u::Target::from_bytes(&t).map(|x| x.handle).unwrap_or(0));
+        }
+        got.push(r);
+    }
+    let root = uvm();
+    let root_ok = crate::attach(&p, root.as_raw_fd());
+    for _ in &kids {
+        write_u64(&mut go_w, 1);
+    }
+    for k in kids {
+        wait(k);
+    }
+    for h in handles.into_iter().chain(root_ok.ok()) {
+        let mut d = target(u::TARGET_HANDLE, 0, h);
+        let _ = ioc(
+            p.as_raw_fd(),
+            u::PRESCIENT_IOC_DETACH as u64,
+            d.as_mut_ptr(),
+        );
+    }
+    let want: Vec<Result<(), i32>> = (0..n)
+        .map(|i| if i + 1 < n { Ok(()) } else { Err(ENOSPC) })
+        .collect();
+    marker(
+        "slots-per-uid",
+        got == want && root_ok.is_ok(),
+        &format!("{n} spaces of uid 65534 attached by pid: {got:?}; then root's: {root_ok:?}"),
     )
 }
