@@ -3,7 +3,7 @@ CARGO ?= cargo
 SIM := target/release/prescient-sim
 TRACES := sim/traces
 
-.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test e2e install
+.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test real-uvm e2e install dkms dkms-stage dkms-version
 
 # The kernel module builds against a Rust-enabled kernel tree: the one
 # vm-tests/kernel.sh keeps in its cache, unless KDIR says otherwise.
@@ -18,6 +18,8 @@ help:
 	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
 	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios; then make e2e"
 	@echo "make e2e     prescient.ko + prescientd + prescientctl in QEMU, scraped by a real Prometheus on the host"
+	@echo "make real-uvm prescient.ko with the REAL nvidia-uvm (Debian's 550) in a KASAN+kmemleak guest; the DKMS build test"
+	@echo "make dkms    install the source to /usr/src/prescient-<version> and build/install prescient.ko with dkms (root)"
 	@echo "make install install prescientd, prescientctl, the runtime prescientctl run preloads, the systemd unit, the sample config, completions, man page (DESTDIR, PREFIX)"
 	@echo "make bench   criterion benchmarks of the engine"
 	@echo "make sweep   DeepUM's table-parameter study on the five bundled traces"
@@ -74,9 +76,32 @@ vm-kernel:
 	vm-tests/deps.sh
 	vm-tests/kernel.sh
 
-# The module's scenarios, then the end-to-end test; both always run.
+# The module's scenarios, the real-driver scenarios, then the end-to-end test; all always run.
 vm-test:
-	@rc=0; vm-tests/run.sh || rc=1; tests/e2e/run.sh || rc=1; exit $$rc
+	@rc=0; vm-tests/run.sh || rc=1; vm-tests/real-uvm/run.sh || rc=1; tests/e2e/run.sh || rc=1; exit $$rc
+
+# The real nvidia-uvm (vm-tests/real-uvm/) in the KASAN + kmemleak guest, and `dkms-build`.
+real-uvm:
+	vm-tests/real-uvm/run.sh
+
+# DKMS (packaging/dkms): the module's source tree as dkms wants it, under $(DKMS_SRC).
+DKMS_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+DKMS_SRC ?= $(DESTDIR)/usr/src/prescient-$(DKMS_VERSION)
+dkms-version:
+	@echo $(DKMS_VERSION)
+dkms-stage:
+	rm -rf $(DKMS_SRC) && mkdir -p $(DKMS_SRC)/core $(DKMS_SRC)/uapi $(DKMS_SRC)/tools/uvm-layouts $(DKMS_SRC)/packaging/dkms
+	cp -r Kbuild kmod $(DKMS_SRC)/ && rm -f $(DKMS_SRC)/kmod/*.o $(DKMS_SRC)/kmod/.*.cmd
+	cp -r core/src $(DKMS_SRC)/core/ && cp -r uapi/src $(DKMS_SRC)/uapi/
+	cp tools/uvm-layouts/uvm-layouts.sh tools/uvm-layouts/lib.sh tools/uvm-layouts/layouts.c tools/uvm-layouts/fields.h $(DKMS_SRC)/tools/uvm-layouts/
+	cp packaging/dkms/build.sh $(DKMS_SRC)/packaging/dkms/
+	sed 's/@VERSION@/$(DKMS_VERSION)/' packaging/dkms/dkms.conf > $(DKMS_SRC)/dkms.conf
+# For the running kernel (KVER=...: another); build.sh refuses in one line what it cannot build.
+KVER ?= $(shell uname -r)
+dkms: dkms-stage
+	dkms remove -m prescient -v $(DKMS_VERSION) --all >/dev/null 2>&1 || true
+	dkms add -m prescient -v $(DKMS_VERSION)
+	dkms install -m prescient -v $(DKMS_VERSION) -k $(KVER)
 
 e2e:
 	tests/e2e/run.sh

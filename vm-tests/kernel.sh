@@ -12,11 +12,19 @@ CACHE=${PRESCIENT_CACHE:-$HOME/.cache/prescient}
 JOBS=${JOBS:-$(nproc)}
 # PRESCIENT_KCONFIG: another fragment (kernel-nolockdep.config: the lockdep cost measurement).
 FRAG=${PRESCIENT_KCONFIG:-$HERE/kernel.config}
+# VARIANT=kasan: the same fragment plus kernel-kasan.config (KASAN, kmemleak, MMU_NOTIFIER), for
+# the real-driver scenarios (vm-tests/real-uvm/); its own cache key, since the key hashes both.
+FRAGS=("$FRAG")
+case "${VARIANT:-}" in
+  '') ;;
+  kasan) FRAGS+=("$HERE/kernel-kasan.config") ;;
+  *) echo "kernel: unknown VARIANT '$VARIANT' (known: kasan)" >&2; exit 1 ;;
+esac
 mkdir -p "$CACHE"
 have=$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || true)
 [ -n "$have" ] || { echo "kernel: no linux-source-6.12 installed (run vm-tests/deps.sh)" >&2; exit 1; }
 [ "$have" = "$KVER" ] || { echo "kernel: need linux-source-6.12=$KVER, have '${have:-none}' (run vm-tests/deps.sh)" >&2; exit 1; }
-KEY=$( { echo "$KVER"; cat "$FRAG"; rustc -vV; bindgen --version; clang-19 --version | head -1; } | sha256sum | cut -c1-16)
+KEY=$( { echo "$KVER"; cat "${FRAGS[@]}"; rustc -vV; bindgen --version; clang-19 --version | head -1; } | sha256sum | cut -c1-16)
 SRC=$CACHE/src-$KVER/linux-source-6.12
 KB=$CACHE/kernel-$KEY
 TAR=$CACHE/kernel-$KEY.tar.zst
@@ -42,15 +50,16 @@ else
   M="make -s -C $SRC O=$KB LLVM=-19"
   $M rustavailable >&2
   $M tinyconfig >/dev/null
-  "$SRC/scripts/kconfig/merge_config.sh" -m -O "$KB" "$KB/.config" "$FRAG" >/dev/null
+  "$SRC/scripts/kconfig/merge_config.sh" -m -O "$KB" "$KB/.config" "${FRAGS[@]}" >/dev/null
   $M olddefconfig >/dev/null
   # every line of the fragment must have stuck
   bad=0
   while read -r l; do
     case "$l" in CONFIG_*=*) grep -qxF "$l" "$KB/.config" || { log "did not stick: $l"; bad=1; };; esac
-  done < "$FRAG"
+  done < <(cat "${FRAGS[@]}")
   [ $bad = 0 ] || exit 1
-  if ! nice -n 10 make -C "$SRC" O="$KB" LLVM=-19 -j"$JOBS" all > "$KB.log" 2>&1; then
+  # One kernel build on the machine at a time (/tmp/kbuild.lock), whatever the cache dir.
+  if ! flock /tmp/kbuild.lock nice -n 10 make -C "$SRC" O="$KB" LLVM=-19 -j"$JOBS" all > "$KB.log" 2>&1; then
     tail -40 "$KB.log" >&2; exit 1
   fi
   log "saving $TAR"
