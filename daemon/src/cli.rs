@@ -161,9 +161,9 @@ pub struct MarksArgs {
     /// copied, when pre-evicted.
     #[arg(long, value_name = "PATH")]
     pub marks_socket: Option<PathBuf>,
-    /// Permission bits of --marks-socket, octal (only the target's own pid
-    /// is accepted on it, whoever connects).
-    #[arg(long, value_name = "MODE", default_value = "666", value_parser = parse_mode)]
+    /// Permission bits of --marks-socket, octal. The socket belongs to the
+    /// target's user, and only the target process itself may mark on it.
+    #[arg(long, value_name = "MODE", default_value = "600", value_parser = parse_mode)]
     pub marks_socket_mode: u32,
     /// Evict dead blocks like live ones (no UVM_DISCARD).
     #[arg(long)]
