@@ -401,3 +401,125 @@ pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
     s.seen = true;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::metrics::{DaemonCounters, Metrics};
+    use super::*;
+    use crate::backend::{Backend, MarkFrom};
+    use prescient_uapi as uapi;
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::Mutex;
+
+    /// A backend that attaches whatever it is asked to and then, like
+    /// prescient.ko after an rmmod/insmod, reports no process attached.
+    #[derive(Default)]
+    struct Forgetful {
+        attached: Mutex<Vec<i32>>,
+    }
+
+    impl Backend for Forgetful {
+        fn kind(&self) -> &'static str {
+            "module"
+        }
+        fn needs(&self) -> &'static str {
+            "prescient.ko"
+        }
+        fn path(&self) -> &std::path::Path {
+            std::path::Path::new("/dev/prescient")
+        }
+        fn version(&self) -> Result<uapi::Version, DevError> {
+            Ok(uapi::Version {
+                abi_version: uapi::ABI_VERSION,
+                flags: uapi::VERSION_FLAG_BOUND,
+                ..Default::default()
+            })
+        }
+        fn params(&self) -> Result<uapi::ParamsAbi, DevError> {
+            Ok(EngineParams::default().into())
+        }
+        fn set_params(&self, _: &uapi::ParamsAbi) -> Result<(), DevError> {
+            Ok(())
+        }
+        fn stats(&self) -> Result<uapi::Stats, DevError> {
+            Ok(uapi::Stats::default())
+        }
+        fn reset_tables(&self) -> Result<(), DevError> {
+            Ok(())
+        }
+        fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
+            self.attached.lock().unwrap().push(pid);
+            Ok(1)
+        }
+        fn detach_pid(&self, _: i32) -> Result<(), DevError> {
+            Ok(())
+        }
+        fn mark(&self, _: MarkFrom<'_>) -> Result<prescient_uapi::control::Applied, DevError> {
+            Err(DevError::Declined {
+                op: "MARK",
+                errno: libc::EOPNOTSUPP,
+                what: "no marks".into(),
+            })
+        }
+    }
+
+    fn service(dev: Arc<Forgetful>, attached: BTreeMap<i32, Attachment>) -> Service {
+        let cfg = Config::default();
+        Service {
+            config_path: "/dev/null".into(),
+            dev,
+            started: std::time::Instant::now(),
+            metrics: Metrics::new().unwrap(),
+            st: std::sync::Mutex::new(State {
+                patterns: Vec::new(),
+                desired: (&cfg.engine).into(),
+                up: true,
+                seen: true,
+                module: None,
+                stats: Stats::default(),
+                attached,
+                attaching: Vec::new(),
+                failed: HashMap::new(),
+                daemon: DaemonCounters::default(),
+                last_poll_error: None,
+                shutting_down: false,
+                cfg,
+            }),
+            stop: tokio::sync::watch::channel(None).0,
+        }
+    }
+
+    #[test]
+    fn a_lost_attachment_is_reattached_only_if_it_is_the_same_process() {
+        // Review finding 14: any process that had the pid was re-attached.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_fd = Pidfd::open(gone.id() as i32).unwrap();
+        gone.wait().unwrap();
+        let mut live = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let live_pid = live.id() as i32;
+        // Our own pid stands for a number reused by another process: it
+        // exists, but the process attached under it has exited.
+        let reused = std::process::id() as i32;
+        let at = |p: Pidfd| Attachment {
+            comm: String::new(),
+            reason: Reason::Ctl,
+            process: Some(Arc::new(p)),
+        };
+        let dev = Arc::new(Forgetful::default());
+        let svc = service(
+            dev.clone(),
+            BTreeMap::from([
+                (reused, at(gone_fd)),
+                (live_pid, at(Pidfd::open(live_pid).unwrap())),
+            ]),
+        );
+        svc.poll();
+        assert_eq!(*dev.attached.lock().unwrap(), vec![live_pid]);
+        let s = svc.lock();
+        assert!(s.attached.contains_key(&live_pid));
+        assert!(!s.attached.contains_key(&reused));
+        drop(s);
+        live.kill().unwrap();
+        live.wait().unwrap();
+    }
+}

@@ -201,10 +201,7 @@ impl Service {
     /// marks nothing), and own it.
     fn mark(&self, peer: &Peer, owner: &Arc<Owner>, dead: bool, ranges: &[[u64; 2]]) -> Response {
         if peer.live_process().is_none() {
-            let m = match peer.pid {
-                Some(pid) if peer.process.is_some() => format!("mark: the process that opened this connection (pid {pid}) has exited; a connection that outlives its process marks nothing (its pid may belong to another process now)"),
-                _ => "mark: the sender's process is unknown (no SO_PEERCRED pid or pidfd); marks are taken only from the process they are about".into(),
-            };
+            let m = crate::userspace::marks::no_process(peer);
             tracing::warn!(pid = ?peer.pid, uid = ?peer.uid, "{m}");
             return error("permission", m);
         }

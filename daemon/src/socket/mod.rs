@@ -46,12 +46,17 @@ where
     F: Fn(Peer) -> Arc<C> + Send + Sync + 'static,
 {
     let slots = Slots::new(limits);
+    // Refusals are logged at 1, 2, 4, 8 ... so that a flood cannot flood the log.
+    let mut refused = 0u64;
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 let peer = Peer::of(&stream);
                 let Some(slot) = slots.take(peer.uid) else {
-                    tracing::warn!(uid = ?peer.uid, pid = ?peer.pid, "{what}: connection refused: {}", slots.why(peer.uid));
+                    refused += 1;
+                    if refused.is_power_of_two() {
+                        tracing::warn!(uid = ?peer.uid, pid = ?peer.pid, refused, "{what}: connection refused: {}", slots.why(peer.uid));
+                    }
                     tokio::spawn(refuse(stream, slots.why(peer.uid)));
                     continue;
                 };

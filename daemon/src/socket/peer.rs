@@ -21,15 +21,6 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// A peer known by uid and pid only (tests; a socket without SO_PEERCRED).
-    pub fn unverified(uid: u32, pid: i32) -> Peer {
-        Peer {
-            uid: Some(uid),
-            pid: Some(pid),
-            process: None,
-        }
-    }
-
     /// The peer of `stream`, or a peer with no identity if the kernel gives none.
     pub fn of(stream: &tokio::net::UnixStream) -> Peer {
         let Ok(c) = stream.peer_cred() else {

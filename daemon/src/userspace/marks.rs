@@ -367,12 +367,7 @@ pub fn send_error_reply(e: &SendError) -> Response {
 /// reply's sentence.
 pub fn check_peer(peer: &Peer, target: &Pidfd) -> Result<(), String> {
     let Some(p) = peer.live_process() else {
-        return Err(match peer.pid {
-            Some(pid) if peer.process.is_some() => format!(
-                "mark: the process that opened this connection (pid {pid}) has exited; a connection that outlives its process marks nothing (its pid may belong to another process now)"
-            ),
-            _ => "mark: the sender's process is unknown (no SO_PEERCRED pid or pidfd); marks are taken only from the process they are about".into(),
-        });
+        return Err(no_process(peer));
     };
     if p.pid != target.pid {
         return Err(format!(
@@ -392,6 +387,17 @@ pub fn check_peer(peer: &Peer, target: &Pidfd) -> Result<(), String> {
         return Err(format!("mark: pid {} has exited", target.pid));
     }
     Ok(())
+}
+
+/// Why a peer with no live process marks nothing, as the reply says it.
+#[cold]
+pub fn no_process(peer: &Peer) -> String {
+    match peer.pid {
+        Some(pid) => format!(
+            "mark: the process that opened this connection (pid {pid}) has exited (or was gone before it could be held by pidfd); a connection that outlives its process marks nothing, whichever process has pid {pid} now"
+        ),
+        None => "mark: the sender's process is unknown (no SO_PEERCRED pid); marks are taken only from the process they are about".into(),
+    }
 }
 
 /// A connection to the socket that takes only marks, from `target` (the
@@ -701,7 +707,7 @@ mod tests {
         let e = check_peer(&peer, &target).unwrap_err();
         assert!(e.contains("has exited"), "{e}");
         // A peer known by number only is refused too.
-        let e = check_peer(&Peer::unverified(0, target.pid), &target).unwrap_err();
+        let e = check_peer(&Peer::default(), &target).unwrap_err();
         assert!(e.contains("unknown"), "{e}");
     }
 }
