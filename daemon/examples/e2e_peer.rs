@@ -28,7 +28,9 @@ fn main() {
         "revoke" => revoke(),
         "notify-listen" => notify_listen(&arg(2), arg(3).parse().unwrap_or(30)),
         _ => {
-            eprintln!("usage: e2e-peer pid-reuse SOCK | flood SOCK N | revoke | notify-listen PATH SECS");
+            eprintln!(
+                "usage: e2e-peer pid-reuse SOCK | flood SOCK N | revoke | notify-listen PATH SECS"
+            );
             false
         }
     };
@@ -181,7 +183,10 @@ fn flood(sock: &str, n: usize) -> bool {
     } else {
         String::new()
     };
-    println!("PEER: long-line={}", long.chars().take(120).collect::<String>());
+    println!(
+        "PEER: long-line={}",
+        long.chars().take(120).collect::<String>()
+    );
     // A mark flood, pipelined on one connection.
     let mut marks = 0;
     let tf = Instant::now();
@@ -253,8 +258,14 @@ fn revoke() -> bool {
     let mut dead = BTreeSet::new();
     let target = Arc::new(Pidfd::open(me).unwrap());
     let server = std::thread::spawn(move || rt.block_on(marks::serve(listener, target, tx)));
-    let r1 = call(&mut client, r#"{"cmd":"mark","dead":true,"ranges":[[2097152,8388608]]}"#);
-    let r2 = call(&mut client, r#"{"cmd":"mark","dead":true,"ranges":[[33554432,8388608]]}"#);
+    let r1 = call(
+        &mut client,
+        r#"{"cmd":"mark","dead":true,"ranges":[[2097152,8388608]]}"#,
+    );
+    let r2 = call(
+        &mut client,
+        r#"{"cmd":"mark","dead":true,"ranges":[[33554432,8388608]]}"#,
+    );
     for _ in 0..2 {
         if let Some(m) = rx.wait(Duration::from_secs(5)) {
             apply(&mut dead, &m);

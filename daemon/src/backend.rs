@@ -3,10 +3,10 @@
 //! (module.rs), or the user-space backend (userspace/) answering the same
 //! calls. The service holds one `Arc<dyn Backend>` and never asks which.
 
+pub use crate::userspace::marks::MarkFrom;
 use prescient_uapi as uapi;
 use prescient_uapi::control::Applied;
 use std::io;
-pub use crate::userspace::marks::MarkFrom;
 use std::path::Path;
 
 /// One backend: the module's ioctl vocabulary, whoever answers it.

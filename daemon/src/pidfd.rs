@@ -100,10 +100,15 @@ mod tests {
 
     #[test]
     fn a_pidfd_sees_its_process_exit_and_a_reused_number_does_not_revive_it() {
-        let mut child = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
         let p = Pidfd::open(child.id() as i32).unwrap();
         assert!(p.alive());
-        assert_eq!(p.uid(), Some(unsafe { libc::getuid() }));
+        // SAFETY: getuid has no arguments and cannot fail.
+        let me = unsafe { libc::getuid() };
+        assert_eq!(p.uid(), Some(me));
         let t = p.start_ticks().unwrap();
         assert!(t <= now_ticks() + 1, "{t}");
         child.kill().unwrap();

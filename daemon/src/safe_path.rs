@@ -78,7 +78,10 @@ pub fn create_output(path: &Path, what: &str) -> Result<File> {
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
-                anyhow!("{what}: {} is a symlink; refusing to write through it", path.display())
+                anyhow!(
+                    "{what}: {} is a symlink; refusing to write through it",
+                    path.display()
+                )
             } else {
                 anyhow!("{what}: {}: {e}", path.display())
             }
@@ -98,7 +101,10 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = safe_parent(&open.join("x.sock"), "control.socket").unwrap_err();
         let e = format!("{e:#}");
-        assert!(e.contains("control.socket") && e.contains("open") && e.contains("writable"), "{e}");
+        assert!(
+            e.contains("control.socket") && e.contains("open") && e.contains("writable"),
+            "{e}"
+        );
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
         safe_parent(&open.join("x.sock"), "control.socket").unwrap();
     }
@@ -110,7 +116,9 @@ mod tests {
         std::fs::write(&victim, b"keep").unwrap();
         let link = t.path().join("stats.json");
         std::os::unix::fs::symlink(&victim, &link).unwrap();
-        let e = create_output(&link, "--stats-json").unwrap_err().to_string();
+        let e = create_output(&link, "--stats-json")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("symlink"), "{e}");
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         let f = t.path().join("ok.json");

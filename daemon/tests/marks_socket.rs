@@ -4,11 +4,11 @@
 
 use prescientd::pidfd::Pidfd;
 use prescientd::userspace::marks;
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 
 fn call(s: &mut UnixStream, line: &str) -> serde_json::Value {
     s.write_all(line.as_bytes()).unwrap();
@@ -117,7 +117,10 @@ fn a_client_that_goes_away_leaves_no_block_dead() {
     drop(s);
     // The revocation: an alive mark of the same blocks, nobody waiting.
     let m = rx.wait(Duration::from_secs(5)).expect("revocation");
-    assert_eq!((m.dead, m.blocks.clone(), m.done.is_none()), (false, vec![1..5], true));
+    assert_eq!(
+        (m.dead, m.blocks.clone(), m.done.is_none()),
+        (false, vec![1..5], true)
+    );
 }
 
 #[test]
@@ -129,6 +132,7 @@ fn a_connection_kept_after_its_process_exits_marks_nothing() {
     // SAFETY: plain socket(2).
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     assert!(fd >= 0);
+    // SAFETY: all-zero is a valid sockaddr_un.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
     for (d, s) in addr.sun_path.iter_mut().zip(c.as_bytes()) {
@@ -138,6 +142,7 @@ fn a_connection_kept_after_its_process_exits_marks_nothing() {
     // async-signal-safe, on memory prepared before the fork.
     let child = unsafe { libc::fork() };
     if child == 0 {
+        // SAFETY: connect(2) and _exit(2) on memory prepared before the fork.
         unsafe {
             let r = libc::connect(
                 fd,
@@ -178,7 +183,10 @@ fn floods_are_bounded() {
     let mut s = UnixStream::connect(&path).unwrap();
     let mut line = String::new();
     BufReader::new(&mut s).read_line(&mut line).unwrap();
-    assert!(line.contains("busy") && line.contains("too many connections"), "{line}");
+    assert!(
+        line.contains("busy") && line.contains("too many connections"),
+        "{line}"
+    );
     drop(held);
     std::thread::sleep(Duration::from_millis(100));
     let mut s = UnixStream::connect(&path).unwrap();

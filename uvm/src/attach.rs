@@ -51,7 +51,9 @@ pub fn uvm_rdev() -> Option<libc::dev_t> {
     }
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let m = std::fs::metadata("/dev/nvidia-uvm").ok()?;
-    m.file_type().is_char_device().then_some(m.rdev() as libc::dev_t)
+    m.file_type()
+        .is_char_device()
+        .then_some(m.rdev() as libc::dev_t)
 }
 
 /// Refuses an fd taken from a target unless it is nvidia-uvm's character
@@ -181,7 +183,8 @@ impl Target {
                 }
             };
             if let Err(e) = check_uvm_fd(fd.as_raw_fd(), want) {
-                last_err = Some(e.context(format!("fd {n} (\"/dev/nvidia-uvm\" by its /proc link)")));
+                last_err =
+                    Some(e.context(format!("fd {n} (\"/dev/nvidia-uvm\" by its /proc link)")));
                 continue;
             }
             match uvm::pageable_mem_access(fd.as_raw_fd()) {
@@ -240,7 +243,10 @@ mod tests {
         let f = tempfile_in_tmp();
         let want = Some(libc::makedev(10, 200));
         let e = format!("{:#}", check_uvm_fd(f.as_raw_fd(), want).unwrap_err());
-        assert!(e.contains("not nvidia-uvm's character device") && e.contains("regular file"), "{e}");
+        assert!(
+            e.contains("not nvidia-uvm's character device") && e.contains("regular file"),
+            "{e}"
+        );
         // A character device that is not nvidia-uvm's (/dev/null, 1:3).
         let null = std::fs::File::open("/dev/null").unwrap();
         let e = format!("{:#}", check_uvm_fd(null.as_raw_fd(), want).unwrap_err());

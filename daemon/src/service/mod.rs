@@ -116,10 +116,10 @@ async fn bind_listeners(cfg: &Config) -> Result<(Option<TcpListener>, UnixListen
         None
     };
     let control = bind_socket(&cfg.control.socket, &cfg.control.access(), "control.socket")
-    .map_err(|e| {
-        tracing::error!("{e:#}");
-        EXIT_FAILURE
-    })?;
+        .map_err(|e| {
+            tracing::error!("{e:#}");
+            EXIT_FAILURE
+        })?;
     Ok((metrics_listener, control))
 }
 
@@ -295,13 +295,18 @@ fn spawn_every(every: Duration, svc: &Arc<Service>, f: fn(&Service)) {
 fn serve_control(svc: &Arc<Service>, control: UnixListener) {
     let svc = svc.clone();
     let limits = svc.lock().cfg.control.limits();
-    tokio::spawn(socket::serve(control, "control socket", limits, move |peer| {
-        Arc::new(requests::ControlConnection {
-            svc: svc.clone(),
-            peer,
-            owner: Arc::default(),
-        })
-    }));
+    tokio::spawn(socket::serve(
+        control,
+        "control socket",
+        limits,
+        move |peer| {
+            Arc::new(requests::ControlConnection {
+                svc: svc.clone(),
+                peer,
+                owner: Arc::default(),
+            })
+        },
+    ));
 }
 
 /// Serves `GET /metrics` on `l`.

@@ -8,8 +8,8 @@ use super::state::{module_info, Attachment, Reason, Service, State};
 use crate::backend::{attach_error_text, DevError};
 use crate::config::{Config, OnMissingModule};
 use crate::pidfd::Pidfd;
-use std::sync::Arc;
 use prescient_uapi::control::{self, EngineParams, Stats};
+use std::sync::Arc;
 
 /// Attach attempts per pid before the daemon stops trying (and says so).
 const MAX_ATTACH_TRIES: u32 = 3;
@@ -495,7 +495,10 @@ mod tests {
         let mut gone = std::process::Command::new("true").spawn().unwrap();
         let gone_fd = Pidfd::open(gone.id() as i32).unwrap();
         gone.wait().unwrap();
-        let mut live = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let mut live = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
         let live_pid = live.id() as i32;
         // Our own pid stands for a number reused by another process: it
         // exists, but the process attached under it has exited.

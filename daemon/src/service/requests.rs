@@ -7,10 +7,10 @@ use super::state::{module_info, Reason, Service, State, VERSION};
 use crate::backend::{DevError, MarkFrom};
 use crate::socket::{error, Connection, Peer};
 use crate::userspace::marks::Owner;
-use std::sync::Arc;
 use prescient_uapi::control::{
     self, EngineParams, ParamChanges, Reply, Request, Response, Stats, VersionInfo,
 };
+use std::sync::Arc;
 
 /// A backend error as the reply class prescientctl acts on.
 fn dev_error(e: &DevError) -> Response {

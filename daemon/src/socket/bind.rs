@@ -57,9 +57,8 @@ pub fn bind_socket(path: &Path, access: &Access, what: &str) -> Result<UnixListe
         r.with_context(|| format!("{what}: binding {}", path.display()))?
     };
     if access.uid.is_some() || access.gid.is_some() {
-        lchown(path, access.uid, access.gid).with_context(|| {
-            format!("{what}: setting the owner of {}", path.display())
-        })?;
+        lchown(path, access.uid, access.gid)
+            .with_context(|| format!("{what}: setting the owner of {}", path.display()))?;
     }
     Ok(l)
 }
@@ -68,13 +67,7 @@ pub fn bind_socket(path: &Path, access: &Access, what: &str) -> Result<UnixListe
 fn lchown(path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
     let c = CString::new(path.as_os_str().as_bytes())?;
     // SAFETY: a valid NUL-terminated path; -1 leaves an id unchanged.
-    let r = unsafe {
-        libc::lchown(
-            c.as_ptr(),
-            uid.unwrap_or(u32::MAX),
-            gid.unwrap_or(u32::MAX),
-        )
-    };
+    let r = unsafe { libc::lchown(c.as_ptr(), uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX)) };
     if r != 0 {
         return Err(anyhow!(std::io::Error::last_os_error()));
     }
@@ -84,14 +77,14 @@ fn lchown(path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
 /// The gid of group `name` (None if there is no such group).
 pub fn group_id(name: &str) -> Option<u32> {
     let c = CString::new(name).ok()?;
+    // SAFETY: an all-zero `group` is a valid value for getgrnam_r to fill.
     let mut grp: libc::group = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16384];
     let mut out: *mut libc::group = std::ptr::null_mut();
     // SAFETY: all pointers are valid for the sizes given; `out` is set to
     // `&mut grp` or null.
-    let r = unsafe {
-        libc::getgrnam_r(c.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut out)
-    };
+    let r =
+        unsafe { libc::getgrnam_r(c.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut out) };
     (r == 0 && !out.is_null()).then_some(grp.gr_gid)
 }
 
@@ -124,7 +117,10 @@ mod tests {
         let e = bind_socket(&link, &a, "--marks-socket").unwrap_err();
         assert!(e.to_string().contains("not a socket"), "{e}");
         assert_eq!(std::fs::metadata(&victim).unwrap().mode(), before);
-        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 
     #[test]

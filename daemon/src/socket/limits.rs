@@ -63,8 +63,7 @@ impl Slots {
         let uid = uid.unwrap_or(u32::MAX);
         let mut c = self.counts();
         let mine = c.per_uid.get(&uid).copied().unwrap_or(0);
-        if mine >= self.limits.max_per_uid
-            || (uid != 0 && c.others >= self.limits.max_connections)
+        if mine >= self.limits.max_per_uid || (uid != 0 && c.others >= self.limits.max_connections)
         {
             return None;
         }
@@ -83,7 +82,11 @@ impl Slots {
         format!(
             "too many connections (at most {} per uid and {} in all); try again later",
             self.limits.max_per_uid, self.limits.max_connections
-        ) + if uid.is_none() { " (peer uid unknown)" } else { "" }
+        ) + if uid.is_none() {
+            " (peer uid unknown)"
+        } else {
+            ""
+        }
     }
 }
 

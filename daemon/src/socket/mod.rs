@@ -138,9 +138,8 @@ pub async fn serve_connection<C: Connection>(
 
 /// `resp` as one line.
 fn reply_line(resp: &Response) -> String {
-    let mut out = serde_json::to_string(resp).unwrap_or_else(|e| {
-        format!("{{\"error\":{{\"kind\":\"internal\",\"message\":\"{e}\"}}}}")
-    });
+    let mut out = serde_json::to_string(resp)
+        .unwrap_or_else(|e| format!("{{\"error\":{{\"kind\":\"internal\",\"message\":\"{e}\"}}}}"));
     out.push('\n');
     out
 }

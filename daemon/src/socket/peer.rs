@@ -94,7 +94,10 @@ mod tests {
         assert!(p.live_process().is_some());
         drop(b);
         // A child's exit is seen by its pidfd.
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         let q = fallback_pidfd(pid, now_ticks()).unwrap();
         assert!(q.alive());
@@ -105,7 +108,10 @@ mod tests {
 
     #[test]
     fn the_fallback_refuses_a_process_younger_than_the_connection() {
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         let started = crate::pidfd::start_ticks(pid).unwrap();
         assert!(fallback_pidfd(pid, started.saturating_sub(1)).is_none());

@@ -306,12 +306,15 @@ pub fn send(
             // The process was attached again: the old backend has ended.
             h.dead = RangeSet::default();
         }
-        try_send(tx, Mark {
-            dead,
-            blocks: blocks.clone(),
-            done: None,
-            owner: Some(owner.clone()),
-        })?;
+        try_send(
+            tx,
+            Mark {
+                dead,
+                blocks: blocks.clone(),
+                done: None,
+                owner: Some(owner.clone()),
+            },
+        )?;
         h.to = Some(tx.clone());
         for b in blocks {
             h.dead.insert(b);
@@ -322,12 +325,15 @@ pub fn send(
         });
     }
     let (done_tx, done_rx) = sync_channel(1);
-    try_send(tx, Mark {
-        dead,
-        blocks: blocks.clone(),
-        done: Some(done_tx),
-        owner: Some(owner.clone()),
-    })?;
+    try_send(
+        tx,
+        Mark {
+            dead,
+            blocks: blocks.clone(),
+            done: Some(done_tx),
+            owner: Some(owner.clone()),
+        },
+    )?;
     let a = match done_rx.recv_timeout(ALIVE_WAIT) {
         Ok(a) => a,
         Err(mpsc::RecvTimeoutError::Disconnected) => return Err(SendError::Gone),
@@ -572,10 +578,16 @@ mod tests {
         }
         let t = std::time::Instant::now();
         let e = send(&tx, &o, true, vec![9999..10000]).unwrap_err();
-        assert!(matches!(e, SendError::Busy(ref m) if m.contains("full")), "{e}");
+        assert!(
+            matches!(e, SendError::Busy(ref m) if m.contains("full")),
+            "{e}"
+        );
         assert!(t.elapsed() < Duration::from_secs(1));
         let r = send_error_reply(&e);
-        assert!(matches!(r, Response::Error(ref x) if x.kind == "busy"), "{r:?}");
+        assert!(
+            matches!(r, Response::Error(ref x) if x.kind == "busy"),
+            "{r:?}"
+        );
     }
 
     #[test]
@@ -667,7 +679,10 @@ mod tests {
             ranges: vec![[0x20_0000, 0x40_0000]],
         };
         // Another process (a child of ours, alive) may not mark for us.
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let other_target = Arc::new(Pidfd::open(child.id() as i32).unwrap());
         let other = MarksConnection::new(peer.clone(), other_target, tx.clone());
         let r = other.handle(mark.clone());

@@ -31,12 +31,12 @@ mod config;
 mod discard;
 pub mod gate;
 pub mod marks;
-mod ranges;
 mod migrator;
 mod mode;
 mod policy;
 mod process;
 mod pump;
+mod ranges;
 mod residency;
 mod snapshot;
 mod state;
@@ -413,7 +413,11 @@ impl Backend for Userspace {
             }
         };
         let Some(target) = target else {
-            return Err(refused("MARK", libc::EPERM, format!("pid {pid}: no pidfd of the attached process; marks refused")));
+            return Err(refused(
+                "MARK",
+                libc::EPERM,
+                format!("pid {pid}: no pidfd of the attached process; marks refused"),
+            ));
         };
         marks::check_peer(m.peer, &target).map_err(|e| refused("MARK", libc::EPERM, e))?;
         marks::send(&tx, m.owner, m.dead, m.blocks).map_err(|e| match e {
