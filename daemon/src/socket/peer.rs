@@ -1,7 +1,8 @@
 //! Who is on the other end of a connection: SO_PEERCRED's uid and pid, and
 //! the peer process itself by pidfd (SO_PEERPIDFD where the kernel has it,
 //! Linux 6.5; otherwise pidfd_open at accept, refused if the process with
-//! that number started after the connection was accepted).
+//! that number started after the connection was accepted: see
+//! `fallback_pidfd` for what that leaves).
 
 use crate::pidfd::{now_ticks, Pidfd};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -64,10 +65,12 @@ fn peer_pidfd(stream: &tokio::net::UnixStream, pid: i32) -> Option<Pidfd> {
 }
 
 /// pidfd_open(pid), kept only if that process started no later than
-/// `accepted` (clock ticks after boot): a process that started after the
-/// connection existed cannot be its peer. (A reuse of the number between
-/// connect() and accept() by a process started in that same window is
-/// the residue SO_PEERPIDFD closes.)
+/// `accepted` (clock ticks after boot, taken at accept): a process younger
+/// than the accepted connection cannot be its peer, so a number reused
+/// between accept() and pidfd_open() is refused. A reuse between connect()
+/// and accept() (the daemon accepts at once; a reuse needs a full wrap of
+/// the pid space) is not detected here: that residue is what SO_PEERPIDFD
+/// (Linux 6.5) closes, and it is used wherever the kernel has it.
 pub(crate) fn fallback_pidfd(pid: i32, accepted: u64) -> Option<Pidfd> {
     let p = Pidfd::open(pid).ok()?;
     match p.start_ticks() {
