@@ -5,14 +5,16 @@
 # network (hostfwd). The host checks Prometheus's HTTP API against
 # `prescientctl stats --json` and the stand-in driver's own counters.
 # Last line: `e2e: N passed, M failed (...)`; exit status non-zero on failure.
-# Env: PRESCIENT_CACHE, E2E_TIMEOUT (boot timeout, s, default 600).
+# Env: PRESCIENT_CACHE, E2E_TIMEOUT (boot timeout, s, default 600), E2E_KDIR.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd); VM=$ROOT/vm-tests
 WORK=$HERE/work; rm -rf "$WORK/prom" "$WORK/acks"; mkdir -p "$WORK/acks" "$WORK/prom"
 T0=$(date +%s); step() { echo "[e2e +$(( $(date +%s) - T0 ))s] $*"; }
 command -v prometheus >/dev/null || { echo "e2e: prometheus not installed (vm-tests/deps.sh installs it)"; exit 1; }
 
-step "kernel (cached by key)"; KDIR=$("$VM/kernel.sh" | tail -1)
+# E2E_KDIR: a built tree to use as is (`vm-tests/kernel.sh --print-kdir`),
+# without waiting for the kernel cache's lock while another kernel builds.
+step "kernel (cached by key)"; KDIR=${E2E_KDIR:-$("$VM/kernel.sh" | tail -1)}
 step "prescient.ko and the nvidia_uvm stand-in"
 make -s -C "$ROOT" kmod KDIR="$KDIR" >"$WORK/kmod.log" 2>&1 || { cat "$WORK/kmod.log"; exit 1; }
 SI=$WORK/standin; rm -rf "$SI"; mkdir -p "$SI"; cp "$VM"/stand-in/{Kbuild,nvidia_uvm.c,trace.h} "$SI/"
