@@ -40,9 +40,9 @@ fn main() {
 /// One request line on `s`, one reply line back (with a timeout).
 fn call(s: &mut UnixStream, line: &str) -> String {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    if s.write_all(format!("{line}\n").as_bytes()).is_err() {
-        return "(write failed: closed)".into();
-    }
+    // A refused connection has its one reply waiting even if the daemon
+    // closed it before our write: read it anyway.
+    let _ = s.write_all(format!("{line}\n").as_bytes());
     let mut r = String::new();
     match BufReader::new(s.try_clone().unwrap()).read_line(&mut r) {
         Ok(0) => "(closed)".into(),
@@ -172,6 +172,7 @@ fn flood(sock: &str, n: usize) -> bool {
         }
     }
     println!("PEER: connections accepted={ok} busy={busy} other={other}");
+    std::io::stdout().flush().ok();
     // A line far over the limit: refused, the connection closed.
     let long = if let Some(s) = held.last_mut() {
         let mut big = vec![b'x'; 1 << 20];
@@ -208,9 +209,16 @@ fn flood(sock: &str, n: usize) -> bool {
     );
     println!("PEER: holding {} connections", held.len());
     std::io::stdout().flush().ok();
-    // Idle: the daemon closes a silent connection after its idle timeout.
+    // Idle: the daemon closes a silent connection after its idle timeout
+    // (a fresh one: the held ones went idle during the flood).
+    drop(held);
+    std::thread::sleep(Duration::from_millis(200));
     let mut idle_closed = String::from("no");
-    if let Some(s) = held.get_mut(1) {
+    if let Ok(mut s) = UnixStream::connect(sock) {
+        let r = call(&mut s, r#"{"cmd":"version"}"#);
+        if !r.starts_with("{\"ok\"") {
+            println!("PEER: idle connection not accepted: {r}");
+        }
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let ti = Instant::now();
         let mut b = [0u8; 1];

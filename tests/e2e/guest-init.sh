@@ -89,7 +89,8 @@ case "$rc:$out" in 1:*"no such process"*) mark ctl-bad-pid PASS "rc 1: $out";; *
 #     1 MB line, 2000 pipelined marks, idle connections) while root asks.
 vmtest as-nobody /bin/e2e-peer flood /run/prescient/control.sock 200 > /tmp/flood.log 2>&1 &
 FP=$!
-i=0; while ! grep -q "PEER: holding" /tmp/flood.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+# root asks while the connections are held and the mark flood runs
+i=0; while ! grep -q "PEER: connections" /tmp/flood.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 t0=$(busybox date +%s)
 st=$(busybox timeout 10 prescientctl status 2>&1); rc1=$?
 mt=$(busybox timeout 10 wget -q -O - http://127.0.0.1:9464/metrics 2>/dev/null | grep -c '^prescient_'); rc2=$?
