@@ -331,6 +331,15 @@ mod tests {
     }
 
     #[test]
+    fn no_socket_is_open_to_every_user_by_default() {
+        // Review findings 3 and 15: --marks-socket was 0666 by default.
+        assert_eq!(attach(&[]).marks.marks_socket_mode, 0o600);
+        let c = prescientd::config::Config::default();
+        assert_eq!(c.control.socket_mode & 0o007, 0);
+        assert_eq!(c.control.socket_group, "prescient");
+    }
+
+    #[test]
     fn sizes_and_durations_use_the_shared_grammar() {
         let a = attach(&[
             "--budget",
