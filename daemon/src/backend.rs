@@ -3,10 +3,10 @@
 //! (module.rs), or the user-space backend (userspace/) answering the same
 //! calls. The service holds one `Arc<dyn Backend>` and never asks which.
 
+pub use crate::userspace::marks::MarkFrom;
 use prescient_uapi as uapi;
 use prescient_uapi::control::Applied;
 use std::io;
-use std::ops::Range;
 use std::path::Path;
 
 /// One backend: the module's ioctl vocabulary, whoever answers it.
@@ -25,8 +25,9 @@ pub trait Backend: Send + Sync {
     /// Attaches a process by pid; returns the backend's handle.
     fn attach_pid(&self, pid: i32) -> Result<u64, DevError>;
     fn detach_pid(&self, pid: i32) -> Result<(), DevError>;
-    /// A process's dead/alive mark of `blocks` (2 MB block numbers).
-    fn mark(&self, pid: i32, dead: bool, blocks: Vec<Range<u64>>) -> Result<Applied, DevError>;
+    /// A process's own dead/alive mark (`m.peer` must be the process, by
+    /// pidfd, and own it: marks.rs `check_peer`).
+    fn mark(&self, m: MarkFrom<'_>) -> Result<Applied, DevError>;
 }
 
 /// Why a device operation failed, in the terms an operator acts on.

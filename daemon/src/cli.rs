@@ -166,9 +166,9 @@ pub struct MarksArgs {
     /// copied, when pre-evicted.
     #[arg(long, value_name = "PATH")]
     pub marks_socket: Option<PathBuf>,
-    /// Permission bits of --marks-socket, octal (only the target's own pid
-    /// is accepted on it, whoever connects).
-    #[arg(long, value_name = "MODE", default_value = "666", value_parser = parse_mode)]
+    /// Permission bits of --marks-socket, octal. The socket belongs to the
+    /// target's user, and only the target process itself may mark on it.
+    #[arg(long, value_name = "MODE", default_value = "600", value_parser = parse_mode)]
     pub marks_socket_mode: u32,
     /// Evict dead blocks like live ones (no UVM_DISCARD).
     #[arg(long)]
@@ -333,6 +333,15 @@ mod tests {
         assert_eq!(b, format!("{:?}", Some(backoff::Params::default())));
         let g = format!("{:?}", a.gate.params().unwrap());
         assert_eq!(g, format!("{:?}", Some(gate::Params::default())));
+    }
+
+    #[test]
+    fn no_socket_is_open_to_every_user_by_default() {
+        // Review findings 3 and 15: --marks-socket was 0666 by default.
+        assert_eq!(attach(&[]).marks.marks_socket_mode, 0o600);
+        let c = prescientd::config::Config::default();
+        assert_eq!(c.control.socket_mode & 0o007, 0);
+        assert_eq!(c.control.socket_group, "prescient");
     }
 
     #[test]

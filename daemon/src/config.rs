@@ -96,6 +96,50 @@ pub struct ControlConfig {
     /// Permission bits of the socket (connecting needs write permission).
     /// Changing anything (set, reset, attach, detach) also needs uid 0.
     pub socket_mode: u32,
+    /// The socket's group: its members may connect (with `socket_mode`
+    /// 0o660), so jobs can send their marks without a world-open socket.
+    /// A group that does not exist leaves the socket root's (and says so).
+    pub socket_group: String,
+    /// Connections at once from users other than root.
+    pub max_connections: u32,
+    /// Connections at once from one user (root included).
+    pub max_connections_per_uid: u32,
+    /// A connection with no complete request (or an unread reply) for this
+    /// long is closed.
+    pub idle_timeout_ms: u64,
+}
+
+impl ControlConfig {
+    /// Who may connect to the socket (the group resolved now).
+    pub fn access(&self) -> crate::socket::Access {
+        let gid = crate::socket::group_id(&self.socket_group);
+        if gid.is_none() && !self.socket_group.is_empty() {
+            tracing::warn!(
+                "control.socket_group = {:?}: no such group; the socket stays in root's group (create the group, e.g. with the sysusers file, to let its members connect)",
+                self.socket_group
+            );
+        }
+        if self.socket_mode & 0o002 != 0 {
+            tracing::warn!(
+                "control.socket_mode = {:#o}: any local user may connect (and send marks for their own processes); prefer 0o660 with control.socket_group",
+                self.socket_mode
+            );
+        }
+        crate::socket::Access {
+            mode: self.socket_mode,
+            uid: None,
+            gid,
+        }
+    }
+
+    /// The caps on the socket's clients.
+    pub fn limits(&self) -> crate::socket::Limits {
+        crate::socket::Limits {
+            max_connections: self.max_connections as usize,
+            max_per_uid: self.max_connections_per_uid as usize,
+            idle: std::time::Duration::from_millis(self.idle_timeout_ms),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -157,6 +201,10 @@ impl Default for ControlConfig {
         ControlConfig {
             socket: PathBuf::from("/run/prescient/control.sock"),
             socket_mode: 0o660,
+            socket_group: "prescient".into(),
+            max_connections: 64,
+            max_connections_per_uid: 16,
+            idle_timeout_ms: 60_000,
         }
     }
 }
@@ -314,6 +362,19 @@ impl Config {
                     "{:#o} is not a permission mode (0o000..=0o777)",
                     self.control.socket_mode
                 ),
+            ));
+        }
+        let c = &self.control;
+        if c.max_connections == 0 || c.max_connections_per_uid == 0 {
+            return Err(err(
+                "control.max_connections",
+                "max_connections and max_connections_per_uid must be at least 1",
+            ));
+        }
+        if !(100..=3_600_000).contains(&c.idle_timeout_ms) {
+            return Err(err(
+                "control.idle_timeout_ms",
+                format!("{} is out of range 100..=3600000", c.idle_timeout_ms),
             ));
         }
         if self.metrics.enabled {

@@ -13,6 +13,9 @@
 pub mod backend;
 pub mod config;
 pub mod module;
+pub mod pidfd;
+pub mod safe_path;
+pub mod sd_notify;
 pub mod service;
 pub mod socket;
 pub mod userspace;

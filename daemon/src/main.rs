@@ -15,12 +15,11 @@ use clap::Parser;
 use cli::{AttachArgs, Cli, Command, MarksArgs, ServiceArgs};
 use prescient_uvm::ioctl as uvm;
 use prescient_uvm::{Claim, Session};
-use prescientd::userspace::marks::{self, Mark};
+use prescientd::userspace::marks;
 use prescientd::userspace::{self, Config, FaultSource};
 use prescientd::userspace::{backoff, gate};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,9 +78,12 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     if !args.marks.no_discard && !discard {
         tracing::warn!(%version, "this driver has no UVM_DISCARD: dead blocks are evicted like live ones");
     }
-    let (marks, _marks_server) = serve_marks(&args.marks, pid)?;
+    let (marks, _marks_server) = serve_marks(&args.marks, &session)?;
     if let Some(f) = &args.target.ready_file {
-        std::fs::write(f, b"attached\n").with_context(|| format!("writing {}", f.display()))?;
+        use std::io::Write;
+        prescientd::safe_path::create_output(f, "--ready-file")?
+            .write_all(b"attached\n")
+            .with_context(|| format!("writing {}", f.display()))?;
     }
     let cfg = loop_config(args, backoff, gate, marks, discard);
     let stop = Arc::new(AtomicBool::new(false));
@@ -114,17 +116,26 @@ async fn open_session(pid: i32, args: &AttachArgs) -> Result<Session> {
 }
 
 /// The marks channel's receiver and its server, when --marks-socket is given.
-type MarksServing = (Option<Receiver<Mark>>, Option<RemoveOnDrop>);
+type MarksServing = (Option<marks::Receiver>, Option<RemoveOnDrop>);
 
-/// Serves --marks-socket for `pid`, if given.
-fn serve_marks(args: &MarksArgs, pid: i32) -> Result<MarksServing> {
+/// Serves --marks-socket for the target `session` attached, if given: the
+/// socket belongs to the target's user (mode --marks-socket-mode, 0600 by
+/// default), and only the target process itself may mark on it.
+fn serve_marks(args: &MarksArgs, session: &Session) -> Result<MarksServing> {
     let Some(path) = &args.marks_socket else {
         return Ok((None, None));
     };
+    let t = &session.target;
+    let target = prescientd::pidfd::Pidfd::from_fd(t.pid, t.pidfd.try_clone()?);
+    let access = prescientd::socket::Access {
+        mode: args.marks_socket_mode,
+        uid: target.uid(),
+        gid: None,
+    };
     let (tx, rx) = marks::channel();
-    let l = prescientd::socket::bind_socket(path, args.marks_socket_mode, "--marks-socket")?;
+    let l = prescientd::socket::bind_socket(path, &access, "--marks-socket")?;
     tracing::info!(path = %path.display(), "serving marks");
-    let server = tokio::spawn(marks::serve(l, pid, tx));
+    let server = tokio::spawn(marks::serve(l, Arc::new(target), tx));
     Ok((Some(rx), Some(RemoveOnDrop(path.clone(), server))))
 }
 
@@ -133,7 +144,7 @@ fn loop_config(
     args: AttachArgs,
     backoff: Option<backoff::Params>,
     gate: Option<gate::Params>,
-    marks: Option<Receiver<Mark>>,
+    marks: Option<marks::Receiver>,
     discard: bool,
 ) -> Config {
     let gpu_blocks = (args.policy.gpu_memory.0 >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64);

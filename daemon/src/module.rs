@@ -113,12 +113,7 @@ impl Backend for Module {
     /// Refused: with the module, a process marks its ranges itself
     /// (PRESCIENT_IOC_MARK_DEAD / _ALIVE on /dev/prescient, checked against
     /// its own pid there).
-    fn mark(
-        &self,
-        _pid: i32,
-        _dead: bool,
-        _blocks: Vec<std::ops::Range<u64>>,
-    ) -> Result<Applied, DevError> {
+    fn mark(&self, _m: crate::backend::MarkFrom<'_>) -> Result<Applied, DevError> {
         Err(DevError::Declined {
             op: "MARK",
             errno: libc::EOPNOTSUPP,

@@ -34,6 +34,7 @@ poll_interval_ms = 200
 [control]
 socket = "/run/prescient/control.sock"
 socket_mode = 0o666
+idle_timeout_ms = 3000
 [metrics]
 listen = "0.0.0.0:9464"
 [engine]
@@ -86,6 +87,63 @@ case "$rc:$out" in 1:*"rows"*"power of two"*) mark ctl-bad-value PASS "rc 1: $ou
 out=$(prescientctl attach 4000000 2>&1); rc=$?
 case "$rc:$out" in 1:*"no such process"*) mark ctl-bad-pid PASS "rc 1: $out";; *) mark ctl-bad-pid FAIL "rc=$rc $out";; esac
 
+# 4b. issue 17: hostile clients. A flood from nobody (200 connections, a
+#     1 MB line, 2000 pipelined marks, idle connections) while root asks.
+vmtest as-nobody /bin/e2e-peer flood /run/prescient/control.sock 200 > /tmp/flood.log 2>&1 &
+FP=$!
+# root asks while the connections are held and the mark flood runs
+i=0; while ! grep -q "PEER: connections" /tmp/flood.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+t0=$(busybox date +%s)
+st=$(busybox timeout 10 prescientctl status 2>&1); rc1=$?
+mt=$(busybox timeout 10 wget -q -O - http://127.0.0.1:9464/metrics 2>/dev/null | grep -c '^prescient_'); rc2=$?
+t1=$(busybox date +%s)
+wait $FP
+cat /tmp/flood.log
+acc=$(sed -n 's/.*accepted=\([0-9]*\).*/\1/p' /tmp/flood.log); busy=$(sed -n 's/.* busy=\([0-9]*\).*/\1/p' /tmp/flood.log)
+fr=$(sed -n 's/.*mark-flood replies=\([0-9]*\).*/\1/p' /tmp/flood.log)
+if [ $rc1 = 0 ] && [ "$mt" -gt 0 ] && [ "$acc" -le 16 ] && [ "$busy" -ge 150 ] && [ "$fr" = 2000 ] \
+   && grep -q 'long-line=.*request longer than 4096' /tmp/flood.log && ! grep -q 'idle-closed-after=no' /tmp/flood.log; then
+  mark socket-flood PASS "nobody: $acc held, $busy told busy, 1 MB line refused, 2000 marks answered, idle closed; root's status and /metrics ($mt series) answered in $((t1 - t0)) s"
+else
+  mark socket-flood FAIL "rc=$rc1/$rc2 metrics=$mt acc=$acc busy=$busy marks=$fr $(echo "$st" | head -1)"
+fi
+
+# 4c. a connection kept after its process exited, its pid reused by a live process
+out=$(e2e-peer pid-reuse /run/prescient/control.sock 2>&1); echo "$out"
+held=$(echo "$out" | sed -n 's/^PEER: held=//p')
+case "$held" in *'"permission"'*"has exited"*)
+  mark pid-reuse PASS "$(echo "$out" | sed -n 's/^PEER: reused //p'); held connection refused: $(echo "$held" | cut -c1-140)";;
+  *) mark pid-reuse FAIL "$(echo "$out" | oneline)";; esac
+
+# 4d. a client dies holding dead marks (the marks server of the daemon library)
+out=$(e2e-peer revoke 2>&1); rc=$?; echo "$out"
+[ $rc = 0 ] && mark mark-revoke PASS "$(echo "$out" | sed -n 's/^PEER: //p')" || mark mark-revoke FAIL "$(echo "$out" | oneline)"
+
+# 4e. the user-space backend given a target whose "/dev/nvidia-uvm" fd is a FIFO
+mkdir -p /run/pus
+cat > /tmp/us.toml <<CFG
+backend = "userspace"
+[control]
+socket = "/run/pus/control.sock"
+[metrics]
+enabled = false
+CFG
+prescientd service --config /tmp/us.toml > /tmp/us.log 2>&1 &
+UP=$!
+i=0; while [ ! -S /run/pus/control.sock ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+busybox mv /dev/nvidia-uvm /dev/nvidia-uvm.real; busybox mkfifo /dev/nvidia-uvm
+sh -c 'exec sleep 120 3<>/dev/nvidia-uvm' &
+FT=$!; sleep 0.3
+t0=$(busybox date +%s)
+out=$(PRESCIENT_SOCKET=/run/pus/control.sock busybox timeout 20 prescientctl attach $FT 2>&1); rc=$?
+st=$(PRESCIENT_SOCKET=/run/pus/control.sock busybox timeout 10 prescientctl status 2>&1); rc2=$?
+t1=$(busybox date +%s)
+rm -f /dev/nvidia-uvm; busybox mv /dev/nvidia-uvm.real /dev/nvidia-uvm
+kill $FT; kill -TERM $UP; wait $UP
+case "$rc:$rc2:$out" in 1:0:*"not nvidia-uvm's character device (a FIFO"*)
+  mark fd-not-uvm PASS "refused in $((t1 - t0)) s, daemon still answers: $(echo "$out" | oneline | cut -c1-220)";;
+  *) mark fd-not-uvm FAIL "rc=$rc/$rc2 $(echo "$out" | oneline)"; cat /tmp/us.log;; esac
+
 # 5. the module unloaded under the daemon, then loaded again
 if rmmod prescient; then
   sleep 1
@@ -115,11 +173,46 @@ n=$(vmtest stats | sed 's/.*n_spaces: \([0-9]*\).*/\1/')
   && mark sigterm PASS "exit 0, socket removed, replay detached" || mark sigterm FAIL "rc=$rc spaces=$n"
 wait $RP
 
+# 6b. the shipped unit (packaging/prescientd.service) with the shipped config.
+#     systemd cannot run in this guest (its kernel has no cgroups, namespaces
+#     or seccomp); the unit's own lines run as systemd would run them: its
+#     ExecStartPre, then ExecStart under its UMask with NOTIFY_SOCKET
+#     (Type=notify), and its DeviceAllow classes checked against the
+#     devices' majors in /proc/devices.
+U=/lib/prescientd.service
+mkdir -p /usr/sbin /etc/prescient /run/prescient
+cat /bin/prescientd > /usr/sbin/prescientd; chmod 755 /usr/sbin/prescientd
+cat /lib/prescientd.toml > /etc/prescient/prescientd.toml
+pre=$(sed -n 's/^ExecStartPre=//p' $U); start=$(sed -n 's/^ExecStart=//p' $U); um=$(sed -n 's/^UMask=//p' $U)
+$pre > /tmp/unit-pre.log 2>&1; rcp=$?
+e2e-peer notify-listen /run/notify.sock 15 > /tmp/notify.log 2>&1 &
+NL=$!; sleep 0.2
+(umask $um; export NOTIFY_SOCKET=/run/notify.sock; exec $start) > /tmp/unit.log 2>&1 &
+SP=$!
+i=0; while ! grep -q "NOTIFY: READY=1" /tmp/notify.log && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done
+ready=$(grep -c "NOTIFY: READY=1" /tmp/notify.log)
+st=$(busybox timeout 10 prescientctl status 2>&1); rcs=$?
+perm=$(busybox stat -c %A /run/prescient/control.sock)
+misc=$(sed -n 's/^ *\([0-9]*\) misc$/\1/p' /proc/devices); pmaj=$(busybox stat -c %t /dev/prescient); pmaj=$((0x$pmaj))
+umaj=$(busybox stat -c %t /dev/nvidia-uvm); umaj=$((0x$umaj))
+dev_ok=0; [ "$pmaj" = "$misc" ] && [ "$umaj" = "$misc" ] && grep -q '^DeviceAllow=char-misc rw' $U && grep -q '^DeviceAllow=char-nvidia-uvm rw' $U && dev_ok=1
+noret=$(sed -n 's/^RestartPreventExitStatus=//p' $U)
+kill -TERM $SP; wait $SP; rct=$?; kill $NL 2>/dev/null
+case "$noret" in *77*) dev_ok=0;; esac
+if [ $rcp = 0 ] && [ "$ready" -ge 1 ] && [ $rcs = 0 ] && [ "$perm" = "srw-rw----" ] && [ $dev_ok = 1 ] && [ $rct = 0 ]; then
+  mark systemd-unit PASS "substitute (no systemd in this kernel): ExecStartPre rc 0; ExecStart under UMask=$um sent READY=1; status answered; socket $perm; /dev/prescient and /dev/nvidia-uvm are char-misc ($misc), allowed; 77 restarts; SIGTERM exit 0"
+else
+  mark systemd-unit FAIL "pre=$rcp ready=$ready status=$rcs perm=$perm dev=$dev_ok($pmaj/$umaj/$misc) noret=$noret term=$rct"
+  cat /tmp/unit-pre.log /tmp/unit.log
+fi
+
 # 7. the device node with wrong permissions, daemon not root
 chmod 600 /dev/prescient
+# (the socket's directory must belong to the daemon's user: issue 17)
+mkdir -p /tmp/nobody; busybox chown 65534 /tmp/nobody
 cat > /tmp/nobody.toml <<CFG
 [control]
-socket = "/tmp/nobody.sock"
+socket = "/tmp/nobody/nobody.sock"
 [metrics]
 enabled = false
 CFG

@@ -5,14 +5,16 @@
 # network (hostfwd). The host checks Prometheus's HTTP API against
 # `prescientctl stats --json` and the stand-in driver's own counters.
 # Last line: `e2e: N passed, M failed (...)`; exit status non-zero on failure.
-# Env: PRESCIENT_CACHE, E2E_TIMEOUT (boot timeout, s, default 600).
+# Env: PRESCIENT_CACHE, E2E_TIMEOUT (boot timeout, s, default 600), E2E_KDIR.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd); VM=$ROOT/vm-tests
 WORK=$HERE/work; rm -rf "$WORK/prom" "$WORK/acks"; mkdir -p "$WORK/acks" "$WORK/prom"
 T0=$(date +%s); step() { echo "[e2e +$(( $(date +%s) - T0 ))s] $*"; }
 command -v prometheus >/dev/null || { echo "e2e: prometheus not installed (vm-tests/deps.sh installs it)"; exit 1; }
 
-step "kernel (cached by key)"; KDIR=$("$VM/kernel.sh" | tail -1)
+# E2E_KDIR: a built tree to use as is (`vm-tests/kernel.sh --print-kdir`),
+# without waiting for the kernel cache's lock while another kernel builds.
+step "kernel (cached by key)"; KDIR=${E2E_KDIR:-$("$VM/kernel.sh" | tail -1)}
 step "prescient.ko and the nvidia_uvm stand-in"
 make -s -C "$ROOT" kmod KDIR="$KDIR" >"$WORK/kmod.log" 2>&1 || { cat "$WORK/kmod.log"; exit 1; }
 SI=$WORK/standin; rm -rf "$SI"; mkdir -p "$SI"; cp "$VM"/stand-in/{Kbuild,nvidia_uvm.c,trace.h} "$SI/"
@@ -21,7 +23,7 @@ make -s -C "$KDIR" M="$SI" LLVM=-19 modules >"$SI/build.log" 2>&1 || { cat "$SI/
 step "static prescientd, prescientctl and the guest test binary"
 export RUSTFLAGS="-C target-feature=+crt-static"
 T=x86_64-unknown-linux-gnu
-(cd "$ROOT" && cargo build -q --release --locked --target $T --target-dir "$WORK/target" -p prescientd -p prescientctl)
+(cd "$ROOT" && cargo build -q --release --locked --target $T --target-dir "$WORK/target" -p prescientd -p prescientctl --bins --example e2e_peer)
 (cd "$VM/guest" && cargo build -q --release --target $T --target-dir "$VM/work/guest-target")
 unset RUSTFLAGS
 step "initramfs"
@@ -29,7 +31,9 @@ INIT="$HERE/guest-init.sh" "$VM/mkinitramfs.sh" "$KDIR" "$WORK/initramfs.cpio.gz
   /lib/prescient.ko="$ROOT/prescient.ko" /lib/nvidia_uvm.ko="$SI/nvidia_uvm.ko" \
   /bin/vmtest="$VM/work/guest-target/$T/release/prescient-vmtest" \
   /bin/prescientd="$WORK/target/$T/release/prescientd" \
-  /bin/prescientctl="$WORK/target/$T/release/prescientctl"
+  /bin/prescientctl="$WORK/target/$T/release/prescientctl" \
+  /bin/e2e-peer="$WORK/target/$T/release/examples/e2e_peer" \
+  /lib/prescientd.service="$ROOT/packaging/prescientd.service" /lib/prescientd.toml="$ROOT/packaging/prescientd.toml"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 MPORT=$(free_port); PPORT=$(free_port); BPORT=$(free_port)
@@ -123,7 +127,15 @@ wait $QEMU || true
 trap - EXIT; cleanup
 step "guest done"
 grep -a -E '^(E2E|E2E-BOOT|E2E-NOTE)' "$LOG" | tr -d '\r' || true
-EXPECT=(ctl-status pattern-attach exit-while-attached ctl-set-during-replay ctl-not-root ctl-read-not-root ctl-bad-value ctl-bad-pid module-unloaded module-reloaded sigterm device-permissions size-grammar no-splat)
+EXPECT=(ctl-status pattern-attach exit-while-attached ctl-set-during-replay ctl-not-root ctl-read-not-root ctl-bad-value ctl-bad-pid module-unloaded module-reloaded sigterm device-permissions size-grammar no-splat
+        socket-flood pid-reuse mark-revoke fd-not-uvm systemd-unit)
+# The shipped unit's exposure (issue 17: at most 2.5), where systemd's tools are installed.
+if command -v systemd-analyze >/dev/null; then
+  ex=$(systemd-analyze security --offline=true "$ROOT/packaging/prescientd.service" 2>/dev/null | sed -n 's/.*exposure level for prescientd.service: \([0-9.]*\).*/\1/p')
+  check unit-exposure "$(awk -v e="$ex" 'BEGIN { print (e != "" && e <= 2.5) ? 1 : 0 }')" "systemd-analyze security --offline=true: $ex (at most 2.5)"
+else
+  echo "E2E-NOTE: systemd-analyze not installed: unit exposure not checked"
+fi
 for s in "${EXPECT[@]}"; do
   if grep -a -q "^E2E: $s PASS" "$LOG"; then pass=$((pass+1)); else fail=$((fail+1)); echo "e2e: $s FAILED or missing"; fi
 done

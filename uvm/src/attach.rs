@@ -25,6 +25,71 @@ fn pidfd_getfd(pidfd: RawFd, target_fd: i32) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
 }
 
+/// The device number of nvidia-uvm's character device, from the kernel's
+/// own tables rather than from a path: /proc/devices (the NVIDIA driver
+/// registers "nvidia-uvm" as a char major, minor 0), else the misc class in
+/// sysfs (a misc device, as the VM tests' stand-in is), else prescientd's
+/// own /dev/nvidia-uvm if it is a character device.
+pub fn uvm_rdev() -> Option<libc::dev_t> {
+    if let Ok(d) = std::fs::read_to_string("/proc/devices") {
+        let chars = d.split("Block devices:").next().unwrap_or("");
+        for l in chars.lines() {
+            let mut it = l.split_whitespace();
+            if let (Some(major), Some("nvidia-uvm")) = (it.next(), it.next()) {
+                if let Ok(m) = major.parse::<u32>() {
+                    return Some(libc::makedev(m, 0));
+                }
+            }
+        }
+    }
+    if let Ok(s) = std::fs::read_to_string("/sys/class/misc/nvidia-uvm/dev") {
+        if let Some((a, b)) = s.trim().split_once(':') {
+            if let (Ok(a), Ok(b)) = (a.parse(), b.parse()) {
+                return Some(libc::makedev(a, b));
+            }
+        }
+    }
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata("/dev/nvidia-uvm").ok()?;
+    m.file_type()
+        .is_char_device()
+        .then_some(m.rdev() as libc::dev_t)
+}
+
+/// Refuses an fd taken from a target unless it is nvidia-uvm's character
+/// device (`want`): a /proc link text proves nothing (in its own mount
+/// namespace a user can put a FUSE file or a FIFO at "/dev/nvidia-uvm",
+/// and an ioctl on it could hang the daemon).
+pub fn check_uvm_fd(fd: RawFd, want: Option<libc::dev_t>) -> Result<()> {
+    // SAFETY: an all-zero stat is a valid value for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd and a stat buffer of the right size.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(anyhow::Error::new(std::io::Error::last_os_error()).context("fstat"));
+    }
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFCHR => "a character device",
+        libc::S_IFREG => "a regular file",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFDIR => "a directory",
+        _ => "not a device",
+    };
+    let Some(want) = want else {
+        bail!("nvidia-uvm's device number is unknown (no \"nvidia-uvm\" in /proc/devices or /sys/class/misc): no fd can be checked");
+    };
+    if st.st_mode & libc::S_IFMT != libc::S_IFCHR || st.st_rdev != want {
+        bail!(
+            "it is not nvidia-uvm's character device ({kind}, device {}:{}; nvidia-uvm is {}:{}): refused before any ioctl",
+            libc::major(st.st_rdev),
+            libc::minor(st.st_rdev),
+            libc::major(want),
+            libc::minor(want)
+        );
+    }
+    Ok(())
+}
+
 /// The driver version, refused when its ABI is unknown.
 pub fn driver_version() -> Result<String> {
     let v = std::fs::read_to_string("/sys/module/nvidia_uvm/version")
@@ -101,6 +166,7 @@ impl Target {
             bail!("pid {pid} has no /dev/nvidia-uvm fd open: not a CUDA process (yet?)");
         }
         let mut last_err = None;
+        let want = uvm_rdev();
         for n in &candidates {
             let fd = match pidfd_getfd(pidfd.as_raw_fd(), *n) {
                 Ok(fd) => fd,
@@ -116,6 +182,11 @@ impl Target {
                     continue;
                 }
             };
+            if let Err(e) = check_uvm_fd(fd.as_raw_fd(), want) {
+                last_err =
+                    Some(e.context(format!("fd {n} (\"/dev/nvidia-uvm\" by its /proc link)")));
+                continue;
+            }
             match uvm::pageable_mem_access(fd.as_raw_fd()) {
                 Ok(_) => {
                     return Ok(Target {
@@ -158,5 +229,37 @@ impl Target {
             }
         }
         bail!("pid {}: no GPU registered in its VA space yet", self.pid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn an_fd_that_is_not_the_uvm_device_is_refused_before_any_ioctl() {
+        // Review finding 10: the /proc link text was the only check.
+        let f = tempfile_in_tmp();
+        let want = Some(libc::makedev(10, 200));
+        let e = format!("{:#}", check_uvm_fd(f.as_raw_fd(), want).unwrap_err());
+        assert!(
+            e.contains("not nvidia-uvm's character device") && e.contains("regular file"),
+            "{e}"
+        );
+        // A character device that is not nvidia-uvm's (/dev/null, 1:3).
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let e = format!("{:#}", check_uvm_fd(null.as_raw_fd(), want).unwrap_err());
+        assert!(e.contains("1:3"), "{e}");
+        // The right device number passes.
+        assert!(check_uvm_fd(null.as_raw_fd(), Some(libc::makedev(1, 3))).is_ok());
+        assert!(check_uvm_fd(null.as_raw_fd(), None).is_err());
+    }
+
+    fn tempfile_in_tmp() -> std::fs::File {
+        let p = std::env::temp_dir().join(format!("prescient-uvm-fd-{}", std::process::id()));
+        let f = std::fs::File::create(&p).unwrap();
+        let _ = std::fs::remove_file(&p);
+        f
     }
 }

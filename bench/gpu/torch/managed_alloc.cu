@@ -27,6 +27,7 @@
 //
 // Build: nvcc -O2 -shared -Xcompiler -fPIC -o managed_alloc.so managed_alloc.cu
 #include <cuda_runtime.h>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -108,8 +109,57 @@ static bool marks_connect() {
   return true;
 }
 
+// write(2) of all of `s`, retrying EINTR (a signal handler without
+// SA_RESTART must not end the marks).
+static bool write_all(int fd, const std::string& s) {
+  for (size_t off = 0; off < s.size();) {
+    ssize_t n = write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += (size_t)n;
+  }
+  return true;
+}
+
+// One reply line (at most 4 KiB kept), retrying EINTR.
+static bool read_line(int fd, std::string& reply) {
+  char c;
+  while (true) {
+    ssize_t n = read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    if (c == '\n') return true;
+    if (reply.size() < 4096) reply += c;
+  }
+}
+
+static bool marks_send(bool dead, const std::vector<std::pair<uint64_t, uint64_t>>& r,
+                       std::string& reply);
+
 // One request line, one reply line. Returns true if the daemon applied it.
+// A "busy" reply (the daemon's queue is full) is retried a few times.
 static bool marks_call(bool dead, const std::vector<std::pair<uint64_t, uint64_t>>& r) {
+  for (int attempt = 0; attempt < 20; attempt++) {
+    std::string reply;
+    if (!marks_send(dead, r, reply)) return false;
+    if (reply.compare(0, 6, "{\"ok\":") == 0) return true;
+    stat_errors++;
+    if (reply.find("\"busy\"") != std::string::npos) {
+      if (dead) return false;  // a dead mark not taken is safe: not sent
+      usleep(1000 << (attempt < 6 ? attempt : 6));
+      continue;
+    }
+    // Not attached (yet), or refused: nothing was applied. A refusal other
+    // than "not attached" will not change: stop asking.
+    if (reply.find("not-found") == std::string::npos) marks_give_up(reply.c_str());
+    return false;
+  }
+  return false;
+}
+
+// Sends one request and reads its reply; false if the socket failed.
+static bool marks_send(bool dead, const std::vector<std::pair<uint64_t, uint64_t>>& r,
+                       std::string& reply) {
   if (r.empty() || !marks_connect()) return false;
   std::string s = dead ? "{\"cmd\":\"mark\",\"dead\":true,\"ranges\":["
                        : "{\"cmd\":\"mark\",\"dead\":false,\"ranges\":[";
@@ -120,33 +170,11 @@ static bool marks_call(bool dead, const std::vector<std::pair<uint64_t, uint64_t
     s += b;
   }
   s += "]}\n";
-  for (size_t off = 0; off < s.size();) {
-    ssize_t n = write(marks_fd, s.data() + off, s.size() - off);
-    if (n <= 0) {
-      marks_give_up("the daemon closed the socket");
-      return false;
-    }
-    off += (size_t)n;
-  }
-  std::string reply;
-  char c;
-  while (true) {
-    ssize_t n = read(marks_fd, &c, 1);
-    if (n <= 0) {
-      marks_give_up("the daemon closed the socket");
-      return false;
-    }
-    if (c == '\n') break;
-    if (reply.size() < 4096) reply += c;
-  }
-  stat_requests++;
-  if (reply.compare(0, 6, "{\"ok\":") != 0) {
-    // Not attached (yet), or refused: nothing was applied. A refusal other
-    // than "not attached" will not change: stop asking.
-    stat_errors++;
-    if (reply.find("not-found") == std::string::npos) marks_give_up(reply.c_str());
+  if (!write_all(marks_fd, s) || !read_line(marks_fd, reply)) {
+    marks_give_up("the daemon closed the socket");
     return false;
   }
+  stat_requests++;
   return true;
 }
 
@@ -173,24 +201,38 @@ static void marks_flush_pending() {
   }
 }
 
-// A cached block is handed out again.
-static void marks_revive(void* p) {
+// A cached block is about to be handed out again: returns whether it may
+// be. A block marked dead whose alive mark the daemon did not confirm may
+// still be discarded, so it must never hold live data again: the caller
+// frees it instead (said once).
+static bool marks_revive(void* p) {
   for (auto it = pending.begin(); it != pending.end(); ++it) {
     if (it->p == p) {  // its mark was never sent
       event_pool.push_back(it->ev);
       pending.erase(it);
-      return;
+      return true;
     }
   }
   auto d = sent_dead.find(p);
-  if (d == sent_dead.end()) return;
+  if (d == sent_dead.end()) return true;
   auto t0 = std::chrono::steady_clock::now();
   // Waits for the daemon: after its reply no discard of p can be in flight.
-  if (marks_call(false, {d->second})) stat_alive_blocks += d->second.second / BLOCK;
+  bool alive = marks_call(false, {d->second});
+  if (alive) stat_alive_blocks += d->second.second / BLOCK;
   stat_alive_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now() - t0)
                             .count();
   sent_dead.erase(d);
+  if (!alive) {
+    static bool said = false;
+    if (!said) {
+      fprintf(stderr,
+              "managed_alloc: an alive mark was not confirmed; blocks marked dead are freed "
+              "instead of reused (said once)\n");
+      said = true;
+    }
+  }
+  return alive;
 }
 
 static void marks_on_free(void* p, size_t n, cudaStream_t stream) {
@@ -222,8 +264,11 @@ void* prescient_um_malloc(ssize_t size, int device, cudaStream_t stream) {
   if (it != free_by_size.end() && !it->second.empty()) {
     void* p = it->second.back();
     it->second.pop_back();
-    marks_revive(p);
-    return p;
+    if (marks_revive(p)) return p;
+    // Possibly still dead to the daemon: never reused.
+    cudaFree(p);
+    size_of.erase(p);
+    managed_bytes -= n;
   }
   void* p = nullptr;
   if (cudaMallocManaged(&p, n) != cudaSuccess) return nullptr;

@@ -115,15 +115,11 @@ async fn bind_listeners(cfg: &Config) -> Result<(Option<TcpListener>, UnixListen
     } else {
         None
     };
-    let control = bind_socket(
-        &cfg.control.socket,
-        cfg.control.socket_mode,
-        "control.socket",
-    )
-    .map_err(|e| {
-        tracing::error!("{e:#}");
-        EXIT_FAILURE
-    })?;
+    let control = bind_socket(&cfg.control.socket, &cfg.control.access(), "control.socket")
+        .map_err(|e| {
+            tracing::error!("{e:#}");
+            EXIT_FAILURE
+        })?;
     Ok((metrics_listener, control))
 }
 
@@ -161,6 +157,7 @@ fn new_service(
             module: None,
             stats: Stats::default(),
             attached: BTreeMap::new(),
+            attaching: Vec::new(),
             failed: HashMap::new(),
             daemon: DaemonCounters::default(),
             last_poll_error: None,
@@ -271,6 +268,7 @@ async fn start(
         })
         .await;
     }
+    crate::sd_notify::notify("READY=1");
     let code = wait_for_signal(&svc, signals, stopped).await;
     let d = svc.clone();
     let _ = tokio::task::spawn_blocking(move || d.detach_ours()).await;
@@ -296,10 +294,18 @@ fn spawn_every(every: Duration, svc: &Arc<Service>, f: fn(&Service)) {
 /// Answers prescientctl on the control socket (requests.rs).
 fn serve_control(svc: &Arc<Service>, control: UnixListener) {
     let svc = svc.clone();
+    let limits = svc.lock().cfg.control.limits();
     tokio::spawn(socket::serve(
         control,
         "control socket",
-        move |req, peer| svc.handle(req, peer),
+        limits,
+        move |peer| {
+            Arc::new(requests::ControlConnection {
+                svc: svc.clone(),
+                peer,
+                owner: Arc::default(),
+            })
+        },
     ));
 }
 

@@ -7,40 +7,69 @@ use super::procfs::{cmdline, comm, process_exists, uvm_processes};
 use super::state::{module_info, Attachment, Reason, Service, State};
 use crate::backend::{attach_error_text, DevError};
 use crate::config::{Config, OnMissingModule};
+use crate::pidfd::Pidfd;
 use prescient_uapi::control::{self, EngineParams, Stats};
+use std::sync::Arc;
 
 /// Attach attempts per pid before the daemon stops trying (and says so).
 const MAX_ATTACH_TRIES: u32 = 3;
 
 impl Service {
-    /// Attaches `pid` for `reason`; records it. The error is a sentence.
-    pub(super) fn attach_locked(
-        &self,
-        s: &mut State,
-        pid: i32,
-        reason: Reason,
-    ) -> Result<(), String> {
-        if s.shutting_down {
-            return Err(format!("pid {pid}: prescientd is shutting down"));
-        }
-        match self.dev.attach_pid(pid) {
-            Ok(_) => {
-                tracing::info!(pid, comm = %comm(pid), reason = reason.as_str(), "attached");
-                s.attached.insert(
-                    pid,
-                    Attachment {
-                        comm: comm(pid),
-                        reason,
-                    },
-                );
-                s.failed.remove(&pid);
-                Ok(())
+    /// Attaches `pid` for `reason` and records it, holding the service lock
+    /// only before and after the attach (the backend's attach makes ioctls
+    /// on the target's files; they must not stall polls and prescientctl).
+    /// The process is held by pidfd from before the attach to after it: if
+    /// it exits meanwhile, what was attached is undone. The error is a sentence.
+    pub(super) fn attach_pid(&self, pid: i32, reason: Reason) -> Result<(), String> {
+        {
+            let mut s = self.lock();
+            if s.shutting_down {
+                return Err(format!("pid {pid}: prescientd is shutting down"));
             }
+            if s.attaching.contains(&pid) {
+                return Err(format!("pid {pid} is being attached already"));
+            }
+            s.attaching.push(pid);
+        }
+        let r = self.attach_unlocked(pid);
+        let mut s = self.lock();
+        s.attaching.retain(|p| *p != pid);
+        let process = match r {
+            Ok(p) => p,
             Err(e) => {
                 s.daemon.attach_failures += 1;
-                Err(attach_error_text(pid, &e))
+                return Err(e);
             }
+        };
+        if s.shutting_down {
+            let _ = self.dev.detach_pid(pid);
+            return Err(format!("pid {pid}: prescientd is shutting down"));
         }
+        tracing::info!(pid, comm = %comm(pid), reason = reason.as_str(), "attached");
+        s.attached.insert(
+            pid,
+            Attachment {
+                comm: comm(pid),
+                reason,
+                process: Some(Arc::new(process)),
+            },
+        );
+        s.failed.remove(&pid);
+        Ok(())
+    }
+
+    /// The backend's attach of the process that has `pid` now, by pidfd.
+    fn attach_unlocked(&self, pid: i32) -> Result<Pidfd, String> {
+        let process = Pidfd::open(pid).map_err(|e| format!("pid {pid}: {e}"))?;
+        self.dev
+            .attach_pid(pid)
+            .map_err(|e| attach_error_text(pid, &e))?;
+        if !process.alive() {
+            // Whatever has the number now was not what we were asked for.
+            let _ = self.dev.detach_pid(pid);
+            return Err(format!("pid {pid} exited while being attached"));
+        }
+        Ok(process)
     }
 
     /// The module answered after being absent (or for the first time):
@@ -72,50 +101,64 @@ impl Service {
 
     /// One statistics poll, and the reconciliation that follows from it.
     pub(super) fn poll(&self) {
-        let mut s = self.lock();
-        if s.shutting_down {
-            return;
-        }
-        s.daemon.polls += 1;
-        match self.dev.stats() {
-            Ok(raw) => self.on_stats(&mut s, &raw),
-            Err(e) => self.on_poll_error(&mut s, e),
+        let again = {
+            let mut s = self.lock();
+            if s.shutting_down {
+                return;
+            }
+            s.daemon.polls += 1;
+            match self.dev.stats() {
+                Ok(raw) => self.on_stats(&mut s, &raw),
+                Err(e) => {
+                    self.on_poll_error(&mut s, e);
+                    Vec::new()
+                }
+            }
+        };
+        for (pid, reason) in again {
+            if let Err(e) = self.attach_pid(pid, reason) {
+                tracing::warn!("re-attaching: {e}");
+            }
         }
     }
 
     /// A poll answered: the module (back) up, our attachments reconciled
-    /// with the processes it reports.
-    fn on_stats(&self, s: &mut State, raw: &prescient_uapi::Stats) {
+    /// with the processes it reports. Returns ours to attach again: those
+    /// the backend lost (a module reload) whose very process still runs.
+    fn on_stats(&self, s: &mut State, raw: &prescient_uapi::Stats) -> Vec<(i32, Reason)> {
         if !s.up {
             self.on_module_up(s);
         }
         s.last_poll_error = None;
         let stats = Stats::from_abi(raw, self.uptime());
         // Ours that the module no longer has: exited, or lost in a reload.
-        let ours: Vec<(i32, Reason)> = s
+        let lost: Vec<(i32, Attachment)> = s
             .attached
             .iter()
             .filter(|(pid, _)| !stats.processes.iter().any(|p| p.pid == **pid))
-            .map(|(pid, a)| (*pid, a.reason))
+            .map(|(pid, a)| (*pid, a.clone()))
             .collect();
-        for (pid, reason) in ours {
-            if reason.ours() && process_exists(pid) {
-                if let Err(e) = self.attach_locked(s, pid, reason) {
-                    tracing::warn!("re-attaching: {e}");
-                    s.attached.remove(&pid);
-                }
+        let mut again = Vec::new();
+        for (pid, a) in lost {
+            s.attached.remove(&pid);
+            if a.reason.ours() && a.process.as_ref().is_some_and(|p| p.alive()) {
+                again.push((pid, a.reason));
             } else {
                 tracing::info!(pid, "process exited; the module detached it");
-                s.attached.remove(&pid);
             }
         }
         for p in &stats.processes {
+            if s.attaching.contains(&p.pid) {
+                continue;
+            }
             s.attached.entry(p.pid).or_insert_with(|| Attachment {
                 comm: comm(p.pid),
                 reason: Reason::Other,
+                process: None,
             });
         }
         s.stats = stats;
+        again
     }
 
     /// A poll failed: a missing backend is waited for (or ends the
@@ -169,14 +212,16 @@ impl Service {
             return;
         }
         for pid in uvm_processes() {
-            let mut s = self.lock();
-            if s.shutting_down {
-                return;
-            }
-            if s.attached.contains_key(&pid)
-                || s.failed.get(&pid).copied().unwrap_or(0) >= MAX_ATTACH_TRIES
             {
-                continue;
+                let s = self.lock();
+                if s.shutting_down {
+                    return;
+                }
+                if s.attached.contains_key(&pid)
+                    || s.failed.get(&pid).copied().unwrap_or(0) >= MAX_ATTACH_TRIES
+                {
+                    continue;
+                }
             }
             let reason = if all {
                 Reason::All
@@ -186,7 +231,8 @@ impl Service {
                     _ => continue,
                 }
             };
-            if let Err(e) = self.attach_locked(&mut s, pid, reason) {
+            if let Err(e) = self.attach_pid(pid, reason) {
+                let mut s = self.lock();
                 let n = s.failed.entry(pid).or_insert(0);
                 *n += 1;
                 if *n == MAX_ATTACH_TRIES {
@@ -248,27 +294,34 @@ impl Service {
         s.desired = params;
         s.patterns = compile(&new);
         // Pids the config no longer names are detached; new ones attached.
-        let drop: Vec<i32> = s
+        let gone: Vec<i32> = s
             .attached
             .iter()
             .filter(|(pid, a)| a.reason == Reason::Config && !new.attach.pids.contains(pid))
             .map(|(pid, _)| *pid)
             .collect();
-        for pid in drop {
+        for pid in gone {
             let _ = self.dev.detach_pid(pid);
             s.attached.remove(&pid);
         }
-        if s.up {
-            for pid in new.attach.pids.clone() {
-                if !s.attached.contains_key(&pid) {
-                    if let Err(e) = self.attach_locked(&mut s, pid, Reason::Config) {
-                        tracing::error!("config reload: attach.pids: {e}");
-                    }
+        let pids: Vec<i32> = new
+            .attach
+            .pids
+            .iter()
+            .copied()
+            .filter(|p| !s.attached.contains_key(p))
+            .collect();
+        let up = s.up;
+        s.cfg = new;
+        s.daemon.reloads_ok += 1;
+        drop(s);
+        if up {
+            for pid in pids {
+                if let Err(e) = self.attach_pid(pid, Reason::Config) {
+                    tracing::error!("config reload: attach.pids: {e}");
                 }
             }
         }
-        s.cfg = new;
-        s.daemon.reloads_ok += 1;
         tracing::info!("config reloaded from {}", self.config_path.display());
     }
 
@@ -306,7 +359,7 @@ pub(super) fn compile(c: &Config) -> Vec<regex::Regex> {
 /// Applies the config's parameters and pids; on any failure restores the
 /// module's previous parameters and undoes the attachments made.
 pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
-    let mut s = svc.lock();
+    let s = svc.lock();
     let before = svc.dev.params().ok();
     let want = EngineParams::from(&cfg.engine);
     let restore = |s: &mut State| {
@@ -332,17 +385,144 @@ pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
             }
         }
     }
+    drop(s);
     for (i, pid) in cfg.attach.pids.iter().enumerate() {
-        if let Err(e) = svc.attach_locked(&mut s, *pid, Reason::Config) {
+        if let Err(e) = svc.attach_pid(*pid, Reason::Config) {
             tracing::error!("config: attach.pids[{i}]: {e}; undoing what was applied");
-            restore(&mut s);
+            restore(&mut svc.lock());
             return Err(EXIT_FAILURE);
         }
     }
+    let mut s = svc.lock();
     if let Ok(v) = svc.dev.version() {
         s.module = Some(module_info(&v));
     }
     s.up = true;
     s.seen = true;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::metrics::{DaemonCounters, Metrics};
+    use super::*;
+    use crate::backend::{Backend, MarkFrom};
+    use prescient_uapi as uapi;
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::Mutex;
+
+    /// A backend that attaches whatever it is asked to and then, like
+    /// prescient.ko after an rmmod/insmod, reports no process attached.
+    #[derive(Default)]
+    struct Forgetful {
+        attached: Mutex<Vec<i32>>,
+    }
+
+    impl Backend for Forgetful {
+        fn kind(&self) -> &'static str {
+            "module"
+        }
+        fn needs(&self) -> &'static str {
+            "prescient.ko"
+        }
+        fn path(&self) -> &std::path::Path {
+            std::path::Path::new("/dev/prescient")
+        }
+        fn version(&self) -> Result<uapi::Version, DevError> {
+            Ok(uapi::Version {
+                abi_version: uapi::ABI_VERSION,
+                flags: uapi::VERSION_FLAG_BOUND,
+                ..Default::default()
+            })
+        }
+        fn params(&self) -> Result<uapi::ParamsAbi, DevError> {
+            Ok(EngineParams::default().into())
+        }
+        fn set_params(&self, _: &uapi::ParamsAbi) -> Result<(), DevError> {
+            Ok(())
+        }
+        fn stats(&self) -> Result<uapi::Stats, DevError> {
+            Ok(uapi::Stats::default())
+        }
+        fn reset_tables(&self) -> Result<(), DevError> {
+            Ok(())
+        }
+        fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
+            self.attached.lock().unwrap().push(pid);
+            Ok(1)
+        }
+        fn detach_pid(&self, _: i32) -> Result<(), DevError> {
+            Ok(())
+        }
+        fn mark(&self, _: MarkFrom<'_>) -> Result<prescient_uapi::control::Applied, DevError> {
+            Err(DevError::Declined {
+                op: "MARK",
+                errno: libc::EOPNOTSUPP,
+                what: "no marks".into(),
+            })
+        }
+    }
+
+    fn service(dev: Arc<Forgetful>, attached: BTreeMap<i32, Attachment>) -> Service {
+        let cfg = Config::default();
+        Service {
+            config_path: "/dev/null".into(),
+            dev,
+            started: std::time::Instant::now(),
+            metrics: Metrics::new().unwrap(),
+            st: std::sync::Mutex::new(State {
+                patterns: Vec::new(),
+                desired: (&cfg.engine).into(),
+                up: true,
+                seen: true,
+                module: None,
+                stats: Stats::default(),
+                attached,
+                attaching: Vec::new(),
+                failed: HashMap::new(),
+                daemon: DaemonCounters::default(),
+                last_poll_error: None,
+                shutting_down: false,
+                cfg,
+            }),
+            stop: tokio::sync::watch::channel(None).0,
+        }
+    }
+
+    #[test]
+    fn a_lost_attachment_is_reattached_only_if_it_is_the_same_process() {
+        // Review finding 14: any process that had the pid was re-attached.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_fd = Pidfd::open(gone.id() as i32).unwrap();
+        gone.wait().unwrap();
+        let mut live = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let live_pid = live.id() as i32;
+        // Our own pid stands for a number reused by another process: it
+        // exists, but the process attached under it has exited.
+        let reused = std::process::id() as i32;
+        let at = |p: Pidfd| Attachment {
+            comm: String::new(),
+            reason: Reason::Ctl,
+            process: Some(Arc::new(p)),
+        };
+        let dev = Arc::new(Forgetful::default());
+        let svc = service(
+            dev.clone(),
+            BTreeMap::from([
+                (reused, at(gone_fd)),
+                (live_pid, at(Pidfd::open(live_pid).unwrap())),
+            ]),
+        );
+        svc.poll();
+        assert_eq!(*dev.attached.lock().unwrap(), vec![live_pid]);
+        let s = svc.lock();
+        assert!(s.attached.contains_key(&live_pid));
+        assert!(!s.attached.contains_key(&reused));
+        drop(s);
+        live.kill().unwrap();
+        live.wait().unwrap();
+    }
 }

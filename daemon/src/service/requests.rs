@@ -4,11 +4,13 @@
 
 use super::procfs::{comm, process_exists};
 use super::state::{module_info, Reason, Service, State, VERSION};
-use crate::backend::DevError;
-use crate::socket::{error, Peer};
+use crate::backend::{DevError, MarkFrom};
+use crate::socket::{error, Connection, Peer};
+use crate::userspace::marks::Owner;
 use prescient_uapi::control::{
     self, EngineParams, ParamChanges, Reply, Request, Response, Stats, VersionInfo,
 };
+use std::sync::Arc;
 
 /// A backend error as the reply class prescientctl acts on.
 fn dev_error(e: &DevError) -> Response {
@@ -19,13 +21,38 @@ fn dev_error(e: &DevError) -> Response {
     }
 }
 
+/// One prescientctl (or allocator) connection to the control socket: its
+/// peer, and the dead marks it holds (revoked when it closes).
+pub(super) struct ControlConnection {
+    pub(super) svc: Arc<Service>,
+    pub(super) peer: Peer,
+    pub(super) owner: Arc<Owner>,
+}
+
+impl Connection for ControlConnection {
+    fn handle(&self, req: Request) -> Response {
+        self.svc.handle(req, &self.peer, &self.owner)
+    }
+
+    fn closed(&self) {
+        let n = self.owner.close();
+        if n > 0 {
+            tracing::info!(
+                pid = ?self.peer.pid,
+                ranges = n,
+                "control connection closed holding dead marks: revoked (alive again)"
+            );
+        }
+    }
+}
+
 impl Service {
-    /// Answers one request from `peer`.
-    pub(super) fn handle(&self, req: Request, peer: Peer) -> Response {
+    /// Answers one request from `peer` on the connection `owner`.
+    pub(super) fn handle(&self, req: Request, peer: &Peer, owner: &Arc<Owner>) -> Response {
         if let Request::Mark { dead, ranges } = req {
             // Not under the service lock: an alive mark waits for the
             // process's backend thread.
-            return self.mark(peer.pid, dead, &ranges);
+            return self.mark(peer, owner, dead, &ranges);
         }
         if req.mutates() && peer.uid != Some(0) {
             return error(
@@ -38,6 +65,10 @@ impl Service {
                 ),
             );
         }
+        if let Request::Attach { pid } = req {
+            // Not under the service lock (attach_pid takes it around the attach).
+            return self.attach(pid);
+        }
         let mut s = self.lock();
         match req {
             Request::Version => self.version(),
@@ -46,7 +77,7 @@ impl Service {
             Request::GetParams => self.get_params(&s),
             Request::SetParams { changes } => self.set_params(&mut s, &changes),
             Request::Reset => self.reset(),
-            Request::Attach { pid } => self.attach(&mut s, pid),
+            Request::Attach { .. } => error("internal", "attach handled above"),
             Request::Mark { .. } => error("internal", "mark handled above"),
             Request::Detach { pid } => self.detach(&mut s, pid),
         }
@@ -130,14 +161,14 @@ impl Service {
         }
     }
 
-    fn attach(&self, s: &mut State, pid: i32) -> Response {
+    fn attach(&self, pid: i32) -> Response {
         if pid <= 0 || !process_exists(pid) {
             return error("not-found", format!("pid {pid}: no such process"));
         }
-        if !s.up {
+        if !self.lock().up {
             return error("unavailable", format!("{} is not loaded", self.dev.needs()));
         }
-        match self.attach_locked(s, pid, Reason::Ctl) {
+        match self.attach_pid(pid, Reason::Ctl) {
             Ok(()) => Response::Ok(Reply::Done {
                 message: format!("attached pid {pid} ({})", comm(pid)),
             }),
@@ -165,21 +196,32 @@ impl Service {
         }
     }
 
-    /// A process's own dead/alive marks (marks.rs); `pid` is the peer's,
-    /// from SO_PEERCRED, so a process marks only its own memory.
-    fn mark(&self, pid: Option<i32>, dead: bool, ranges: &[[u64; 2]]) -> Response {
-        let Some(pid) = pid.filter(|p| *p > 0) else {
-            return error(
-                "permission",
-                "mark: the sender's pid is unknown (SO_PEERCRED); marks are taken only from the process they are about",
-            );
-        };
+    /// A process's own dead/alive marks (marks.rs): `peer` must be the
+    /// process they are about, by pidfd (a connection outliving its process
+    /// marks nothing), and own it.
+    fn mark(&self, peer: &Peer, owner: &Arc<Owner>, dead: bool, ranges: &[[u64; 2]]) -> Response {
+        if peer.live_process().is_none() {
+            let m = crate::userspace::marks::no_process(peer);
+            tracing::warn!(pid = ?peer.pid, uid = ?peer.uid, "{m}");
+            return error("permission", m);
+        }
         let blocks = match crate::userspace::marks::block_ranges(dead, ranges) {
             Ok(b) => b,
             Err(m) => return error("invalid", format!("mark: {m}")),
         };
-        match self.dev.mark(pid, dead, blocks) {
+        let m = MarkFrom {
+            peer,
+            owner,
+            dead,
+            blocks,
+        };
+        match self.dev.mark(m) {
             Ok(a) => Response::Ok(Reply::Marked(a)),
+            Err(e) if e.errno() == Some(libc::EBUSY) => error("busy", format!("mark: {e}")),
+            Err(e) if e.errno() == Some(libc::EPERM) => {
+                tracing::warn!(pid = ?peer.pid, uid = ?peer.uid, "{e}");
+                error("permission", format!("{e}"))
+            }
             Err(e) if e.errno() == Some(libc::ENOENT) => error("not-found", format!("mark: {e}")),
             Err(e) if e.errno() == Some(libc::EOPNOTSUPP) => {
                 error("unavailable", format!("mark: {e}"))

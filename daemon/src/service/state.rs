@@ -45,6 +45,9 @@ impl Reason {
 pub(super) struct Attachment {
     pub(super) comm: String,
     pub(super) reason: Reason,
+    /// The process attached (None: attached by someone else): only this
+    /// process is ever re-attached, never another that gets its pid.
+    pub(super) process: Option<Arc<crate::pidfd::Pidfd>>,
 }
 
 /// What the service knows and wants, under one lock.
@@ -59,6 +62,8 @@ pub(super) struct State {
     pub(super) module: Option<ModuleInfo>,
     pub(super) stats: Stats,
     pub(super) attached: BTreeMap<i32, Attachment>,
+    /// Pids being attached now (the lock is not held across an attach).
+    pub(super) attaching: Vec<i32>,
     pub(super) failed: HashMap<i32, u32>,
     pub(super) daemon: DaemonCounters,
     pub(super) last_poll_error: Option<String>,

@@ -56,7 +56,10 @@ impl BlockLog {
     }
 
     pub fn create(path: &Path) -> std::io::Result<Self> {
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+        // Never through a symlink, nor in a directory others can change.
+        let f = crate::safe_path::create_output(path, "--block-log")
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        let mut out = BufWriter::with_capacity(1 << 20, f);
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())

@@ -2,13 +2,12 @@
 //! from, its budget and knobs (`Config`), and the service's settings that
 //! every process it attaches shares (`Settings`).
 
-use super::marks::Mark;
+use super::marks;
 use super::mode::{ExecIds, FaultSource, PolicyMode};
 use super::snapshot::Snapshot;
 use super::{backoff, gate};
 use prescient_core::{Mode, Params, BLOCK_SHIFT};
 use std::path::PathBuf;
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,7 +42,7 @@ pub struct Config {
     /// fresh snapshot every `stats_interval` and at the end.
     pub publish: Option<Arc<Mutex<Snapshot>>>,
     /// Dead and alive marks from the process (marks.rs); None: none come.
-    pub marks: Option<Receiver<Mark>>,
+    pub marks: Option<marks::Receiver>,
     /// Discard dead victims with UVM_DISCARD (the driver has it: 580+);
     /// otherwise they are evicted like live ones.
     pub discard: bool,
@@ -90,7 +89,7 @@ impl Config {
         settings: &Settings,
         p: prescient_uapi::ParamsAbi,
         publish: Arc<Mutex<Snapshot>>,
-        marks: Receiver<Mark>,
+        marks: marks::Receiver,
         discard: bool,
     ) -> Config {
         Config {

@@ -153,6 +153,7 @@ mod tests {
             dead,
             blocks: vec![blocks],
             done: None,
+            owner: None,
         }
     }
 

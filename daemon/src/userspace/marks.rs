@@ -28,21 +28,48 @@
 //!
 //! If the backend thread ends (the process exits, or is detached), pending
 //! marks are dropped and their senders get an error: no discard can follow.
+//!
+//! # Marks belong to their connection
+//! A peer is its process by pidfd (socket/peer.rs): a connection that
+//! outlives the process that opened it (fork, SCM_RIGHTS) marks nothing,
+//! whatever process has its pid number now. Each connection (`Owner`)
+//! remembers the dead blocks it marked and has not marked alive again; when
+//! it closes they are revoked: marked alive on a channel the backend reads
+//! before any other mark, and the dead marks of that connection still
+//! queued are dropped unapplied. A client that loses its connection can
+//! therefore never leave blocks it may hand out again marked dead.
+//!
+//! # Bounded
+//! The queue is non-blocking: a full queue answers "busy" (a dead mark not
+//! taken is safe: the block is only not discarded). A request covers at
+//! most `MAX_BLOCKS`, a connection tracks at most `MAX_TRACKED` ranges, and
+//! an alive mark waits at most `ALIVE_WAIT` for the backend.
 
-use crate::socket::{self, Peer};
+use super::ranges::RangeSet;
+use crate::pidfd::Pidfd;
+use crate::socket::{self, Connection, Limits, Peer};
 use prescient_core::BLOCK_BYTES;
 use prescient_uapi as uapi;
-use prescient_uapi::control::Applied;
+use prescient_uapi::control::{Applied, Request, Response};
 use std::ops::Range;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, sync_channel, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Ranges in one request: keeps a request line under the control socket's
 /// 4 KiB limit.
 pub const MAX_RANGES: usize = 128;
-/// 2 MB blocks in one request (256 GiB): bounds the backend's work per mark.
-pub const MAX_BLOCKS: u64 = 1 << 17;
-/// Marks queued for one process's backend thread before senders wait.
+/// 2 MB blocks in one request (32 GiB): bounds the backend's work per mark
+/// (each dead block off the GPU may cost one UVM_DISCARD).
+pub const MAX_BLOCKS: u64 = 1 << 14;
+/// Marks queued for one process's backend thread before senders are told "busy".
 pub const QUEUE: usize = 256;
+/// Dead ranges one connection may hold outstanding (bounds its memory and
+/// the revocation's work).
+pub const MAX_TRACKED: usize = 1 << 16;
+/// How long an alive mark waits for the backend thread to apply it.
+pub const ALIVE_WAIT: Duration = Duration::from_secs(30);
 
 /// One request for the backend thread.
 pub struct Mark {
@@ -51,12 +78,162 @@ pub struct Mark {
     pub blocks: Vec<Range<u64>>,
     /// Where the backend thread reports what it did (alive marks wait for it).
     pub done: Option<SyncSender<Applied>>,
+    /// The connection that sent it: a dead mark of a closed one is dropped.
+    pub owner: Option<Arc<Owner>>,
 }
 
-pub type Sender = SyncSender<Mark>;
+impl Mark {
+    /// Whether the backend must drop it unapplied: a dead mark whose
+    /// connection has closed (its blocks were revoked already).
+    pub fn revoked(&self) -> bool {
+        self.dead && self.owner.as_ref().is_some_and(|o| o.is_closed())
+    }
+}
 
-pub fn channel() -> (Sender, Receiver<Mark>) {
-    sync_channel(QUEUE)
+/// The sending side of one process's marks (cloned by every connection).
+#[derive(Clone)]
+pub struct Sender {
+    marks: SyncSender<Mark>,
+    /// Revocations: one per closed connection, so the number of connections bounds them.
+    revokes: mpsc::Sender<Vec<Range<u64>>>,
+    /// Tells two processes' channels apart (a re-attach makes a new one).
+    id: Arc<()>,
+}
+
+/// The backend thread's side: revocations first, then marks in order.
+pub struct Receiver {
+    marks: mpsc::Receiver<Mark>,
+    revokes: mpsc::Receiver<Vec<Range<u64>>>,
+}
+
+pub fn channel() -> (Sender, Receiver) {
+    let (tx, rx) = sync_channel(QUEUE);
+    let (rtx, rrx) = mpsc::channel();
+    (
+        Sender {
+            marks: tx,
+            revokes: rtx,
+            id: Arc::new(()),
+        },
+        Receiver {
+            marks: rx,
+            revokes: rrx,
+        },
+    )
+}
+
+impl Receiver {
+    /// The next mark to apply, without waiting: a revocation (as an alive
+    /// mark nobody waits for) before anything queued; dead marks of closed
+    /// connections are skipped. None when nothing is pending.
+    pub fn next(&self) -> Option<Mark> {
+        if let Ok(blocks) = self.revokes.try_recv() {
+            return Some(Mark {
+                dead: false,
+                blocks,
+                done: None,
+                owner: None,
+            });
+        }
+        loop {
+            match self.marks.try_recv() {
+                Ok(m) if m.revoked() => continue,
+                Ok(m) => return Some(m),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return None,
+            }
+        }
+    }
+}
+
+impl Receiver {
+    /// `next`, waiting up to `d` for a mark (None on timeout, or once every
+    /// sender is gone).
+    pub fn wait(&self, d: Duration) -> Option<Mark> {
+        let end = std::time::Instant::now() + d;
+        loop {
+            if let Some(m) = self.next() {
+                return Some(m);
+            }
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            match self.marks.recv_timeout(left.min(Duration::from_millis(10))) {
+                Ok(m) if m.revoked() => continue,
+                Ok(m) => return Some(m),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return self.next(),
+                Err(mpsc::RecvTimeoutError::Timeout) if left.is_zero() => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+}
+
+/// One connection's marks: the dead blocks it has marked and not marked
+/// alive since, on the process channel it sent them to.
+#[derive(Default)]
+pub struct Owner {
+    closed: AtomicBool,
+    held: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    to: Option<Sender>,
+    dead: RangeSet,
+}
+
+impl Owner {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection has closed: its dead blocks are revoked (marked
+    /// alive ahead of every queued mark) and its queued dead marks dropped.
+    /// Returns how many ranges were revoked.
+    pub fn close(&self) -> usize {
+        let mut h = self.held();
+        self.closed.store(true, Ordering::SeqCst);
+        let n = h.dead.len();
+        let to = h.to.take();
+        if let Some(to) = to.filter(|_| !h.dead.is_empty()) {
+            // The receiver gone means the backend thread has ended:
+            // nothing can be discarded any more.
+            let _ = to.revokes.send(h.dead.take());
+        }
+        n
+    }
+}
+
+/// A mark request as the service hands it to a backend: from `peer`, on
+/// the connection `owner`, of `blocks` (validated by `block_ranges`).
+pub struct MarkFrom<'a> {
+    pub peer: &'a Peer,
+    pub owner: &'a Arc<Owner>,
+    pub dead: bool,
+    pub blocks: Vec<Range<u64>>,
+}
+
+/// Why a mark was not taken.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The queue is full, or the connection holds too many dead ranges:
+    /// nothing was applied; try again.
+    Busy(String),
+    /// The backend thread has ended (the process exited, or was detached).
+    Gone,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Busy(m) => f.write_str(m),
+            SendError::Gone => {
+                f.write_str("the process's backend has stopped (exited or detached)")
+            }
+        }
+    }
 }
 
 /// Validates `[addr, len]` pairs as MARK_DEAD / MARK_ALIVE do
@@ -107,69 +284,184 @@ pub fn block_ranges(dead: bool, ranges: &[[u64; 2]]) -> Result<Vec<Range<u64>>, 
     Ok(out)
 }
 
-/// Hands a mark to a backend thread. Alive marks wait until it has been
-/// applied (see the module comment); dead marks return once queued.
-pub fn send(tx: &Sender, dead: bool, blocks: Vec<Range<u64>>) -> Result<Applied, String> {
-    let gone = || "the process's backend has stopped (exited or detached)".to_string();
+/// Hands `owner`'s mark to a backend thread without blocking. Dead marks
+/// return once queued (and are remembered for revocation); alive marks wait
+/// until applied (see the module comment), then are forgotten.
+pub fn send(
+    tx: &Sender,
+    owner: &Arc<Owner>,
+    dead: bool,
+    blocks: Vec<Range<u64>>,
+) -> Result<Applied, SendError> {
     let n: u64 = blocks.iter().map(|b| b.end - b.start).sum();
     if dead {
-        tx.send(Mark {
-            dead,
-            blocks,
-            done: None,
-        })
-        .map_err(|_| gone())?;
+        let mut h = owner.held();
+        if h.dead.len() + blocks.len() > MAX_TRACKED {
+            return Err(SendError::Busy(format!(
+                "this connection holds {} dead ranges (at most {MAX_TRACKED}); mark some alive first",
+                h.dead.len()
+            )));
+        }
+        if h.to.as_ref().is_some_and(|t| !Arc::ptr_eq(&t.id, &tx.id)) {
+            // The process was attached again: the old backend has ended.
+            h.dead = RangeSet::default();
+        }
+        try_send(
+            tx,
+            Mark {
+                dead,
+                blocks: blocks.clone(),
+                done: None,
+                owner: Some(owner.clone()),
+            },
+        )?;
+        h.to = Some(tx.clone());
+        for b in blocks {
+            h.dead.insert(b);
+        }
         return Ok(Applied {
             blocks: n,
             ..Default::default()
         });
     }
     let (done_tx, done_rx) = sync_channel(1);
-    tx.send(Mark {
-        dead,
-        blocks,
-        done: Some(done_tx),
-    })
-    .map_err(|_| gone())?;
-    done_rx.recv().map_err(|_| gone())
+    try_send(
+        tx,
+        Mark {
+            dead,
+            blocks: blocks.clone(),
+            done: Some(done_tx),
+            owner: Some(owner.clone()),
+        },
+    )?;
+    let a = match done_rx.recv_timeout(ALIVE_WAIT) {
+        Ok(a) => a,
+        Err(mpsc::RecvTimeoutError::Disconnected) => return Err(SendError::Gone),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            return Err(SendError::Busy(format!(
+                "not applied within {ALIVE_WAIT:?}; the blocks stay dead"
+            )))
+        }
+    };
+    let mut h = owner.held();
+    for b in blocks {
+        h.dead.remove(b);
+    }
+    Ok(a)
 }
 
-/// The reply to one request on a socket that takes only marks, from
-/// `target` (the process `prescientd attach` acts for).
-pub fn handle_on_marks_socket(
-    req: prescient_uapi::control::Request,
-    peer: Peer,
-    target: i32,
-    tx: &Sender,
-) -> prescient_uapi::control::Response {
-    use prescient_uapi::control::{Reply, Request, Response};
-    use socket::error as err;
-    let Request::Mark { dead, ranges } = req else {
-        return err(
-            "invalid",
-            "this socket takes only \"mark\" requests (prescientctl talks to the service's control socket)",
-        );
-    };
-    if peer.pid != Some(target) {
-        return err(
-            "permission",
-            format!(
-                "mark: only pid {target} may mark its ranges here (the sender is pid {})",
-                peer.pid.map_or("unknown".into(), |p| p.to_string())
-            ),
-        );
+/// `try_send`, as a `SendError`.
+fn try_send(tx: &Sender, m: Mark) -> Result<(), SendError> {
+    tx.marks.try_send(m).map_err(|e| match e {
+        TrySendError::Full(_) => SendError::Busy(format!(
+            "the process's mark queue is full ({QUEUE} marks); nothing was applied, try again"
+        )),
+        TrySendError::Disconnected(_) => SendError::Gone,
+    })
+}
+
+/// A `SendError` as the reply the client reads.
+pub fn send_error_reply(e: &SendError) -> Response {
+    match e {
+        SendError::Busy(m) => socket::error("busy", format!("mark: {m}")),
+        SendError::Gone => socket::error("not-found", format!("mark: {e}")),
     }
-    match block_ranges(dead, &ranges).and_then(|b| send(tx, dead, b)) {
-        Ok(a) => Response::Ok(Reply::Marked(a)),
-        Err(m) => err("invalid", format!("mark: {m}")),
+}
+
+/// Checks that `peer` is the target process itself (by pidfd: alive, the
+/// same pid as `target`, which is alive too) and owns it; the error is the
+/// reply's sentence.
+pub fn check_peer(peer: &Peer, target: &Pidfd) -> Result<(), String> {
+    let Some(p) = peer.live_process() else {
+        return Err(no_process(peer));
+    };
+    if p.pid != target.pid {
+        return Err(format!(
+            "mark: only pid {} may mark its ranges here (the sender is pid {})",
+            target.pid, p.pid
+        ));
+    }
+    let owner = target.uid();
+    if peer.uid != Some(0) && (owner.is_none() || peer.uid != owner) {
+        return Err(format!(
+            "mark: uid {:?} does not own pid {} (its uid is {owner:?})",
+            peer.uid, target.pid
+        ));
+    }
+    // Both alive at once with the same number: one process.
+    if !target.alive() || peer.live_process().is_none() {
+        return Err(format!("mark: pid {} has exited", target.pid));
+    }
+    Ok(())
+}
+
+/// Why a peer with no live process marks nothing, as the reply says it.
+#[cold]
+pub fn no_process(peer: &Peer) -> String {
+    match peer.pid {
+        Some(pid) => format!(
+            "mark: the process that opened this connection (pid {pid}) has exited (or was gone before it could be held by pidfd); a connection that outlives its process marks nothing, whichever process has pid {pid} now"
+        ),
+        None => "mark: the sender's process is unknown (no SO_PEERCRED pid); marks are taken only from the process they are about".into(),
+    }
+}
+
+/// A connection to the socket that takes only marks, from `target` (the
+/// process `prescientd attach` acts for).
+pub struct MarksConnection {
+    peer: Peer,
+    target: Arc<Pidfd>,
+    tx: Sender,
+    owner: Arc<Owner>,
+}
+
+impl MarksConnection {
+    pub fn new(peer: Peer, target: Arc<Pidfd>, tx: Sender) -> MarksConnection {
+        MarksConnection {
+            peer,
+            target,
+            tx,
+            owner: Arc::default(),
+        }
+    }
+}
+
+impl Connection for MarksConnection {
+    fn handle(&self, req: Request) -> Response {
+        use prescient_uapi::control::Reply;
+        let Request::Mark { dead, ranges } = req else {
+            return socket::error(
+                "invalid",
+                "this socket takes only \"mark\" requests (prescientctl talks to the service's control socket)",
+            );
+        };
+        if let Err(m) = check_peer(&self.peer, &self.target) {
+            tracing::warn!(pid = ?self.peer.pid, uid = ?self.peer.uid, "{m}");
+            return socket::error("permission", m);
+        }
+        let blocks = match block_ranges(dead, &ranges) {
+            Ok(b) => b,
+            Err(m) => return socket::error("invalid", format!("mark: {m}")),
+        };
+        match send(&self.tx, &self.owner, dead, blocks) {
+            Ok(a) => Response::Ok(Reply::Marked(a)),
+            Err(e) => send_error_reply(&e),
+        }
+    }
+
+    fn closed(&self) {
+        let n = self.owner.close();
+        if n > 0 {
+            tracing::info!(pid = ?self.peer.pid, ranges = n, "marks connection closed: its dead ranges are alive again");
+        }
     }
 }
 
 /// Serves `listener` (a socket that takes only marks) until the task is
 /// dropped.
-pub async fn serve(listener: tokio::net::UnixListener, target: i32, tx: Sender) {
-    socket::serve(listener, "marks socket", move |req, peer| {
-        handle_on_marks_socket(req, peer, target, &tx)
+pub async fn serve(listener: tokio::net::UnixListener, target: Arc<Pidfd>, tx: Sender) {
+    socket::serve(listener, "marks socket", Limits::default(), move |peer| {
+        Arc::new(MarksConnection::new(peer, target.clone(), tx.clone()))
     })
     .await
 }
@@ -180,6 +472,21 @@ mod tests {
     use super::*;
 
     const MB2: u64 = BLOCK_BYTES;
+
+    fn owner() -> Arc<Owner> {
+        Arc::default()
+    }
+
+    /// A backend thread's receive, waiting (the real loop polls `next`).
+    fn recv(rx: &Receiver) -> Option<Mark> {
+        for _ in 0..2000 {
+            if let Some(m) = rx.next() {
+                return Some(m);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
+    }
 
     #[test]
     fn dead_rounds_inward_and_alive_outward() {
@@ -213,13 +520,21 @@ mod tests {
     }
 
     #[test]
+    fn one_request_is_bounded_work() {
+        // Review finding 9: 256 GiB (131,072 discards) in one request.
+        let r = [[0, 256 << 30]];
+        assert!(block_ranges(true, &r).unwrap_err().contains("blocks"));
+        assert!(block_ranges(true, &[[0, 32 << 30]]).is_ok());
+    }
+
+    #[test]
     fn alive_waits_for_the_backend_and_fails_once_it_is_gone() {
         let (tx, rx) = channel();
         let backend = std::thread::spawn(move || {
-            let m = rx.recv().unwrap();
+            let m = recv(&rx).unwrap();
             assert!(m.dead);
             assert!(m.done.is_none());
-            let m = rx.recv().unwrap();
+            let m = recv(&rx).unwrap();
             assert!(!m.dead);
             m.done
                 .unwrap()
@@ -231,15 +546,15 @@ mod tests {
                 })
                 .unwrap();
             // The next alive mark is dropped unanswered: the thread ends.
-            drop(rx.recv().unwrap());
+            drop(recv(&rx).unwrap());
         });
-        assert_eq!(send(&tx, true, vec![3..5]).unwrap().blocks, 2);
-        assert_eq!(send(&tx, false, vec![3..5]).unwrap().refetched, 1);
-        assert!(send(&tx, false, vec![3..5])
-            .unwrap_err()
-            .contains("stopped"));
+        let o = owner();
+        assert_eq!(send(&tx, &o, true, vec![3..5]).unwrap().blocks, 2);
+        assert_eq!(send(&tx, &o, false, vec![3..5]).unwrap().refetched, 1);
+        assert_eq!(send(&tx, &o, false, vec![3..5]), Err(SendError::Gone));
+        assert!(SendError::Gone.to_string().contains("stopped"));
         backend.join().unwrap();
-        assert!(send(&tx, true, vec![3..5]).is_err());
+        assert!(send(&tx, &o, true, vec![3..5]).is_err());
     }
 
     #[test]
@@ -249,39 +564,165 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(50));
             drop(rx);
         });
-        assert!(send(&tx, false, vec![1..2]).is_err());
+        assert!(send(&tx, &owner(), false, vec![1..2]).is_err());
         backend.join().unwrap();
     }
 
     #[test]
-    fn the_marks_socket_takes_only_marks_from_its_process() {
-        use prescient_uapi::control::{Reply, Request, Response};
+    fn a_full_queue_answers_busy_without_blocking() {
+        // Review finding 9: `tx.send` blocked a tokio blocking thread.
+        let (tx, _rx) = channel();
+        let o = owner();
+        for i in 0..QUEUE as u64 {
+            send(&tx, &o, true, vec![i..i + 1]).unwrap();
+        }
+        let t = std::time::Instant::now();
+        let e = send(&tx, &o, true, vec![9999..10000]).unwrap_err();
+        assert!(
+            matches!(e, SendError::Busy(ref m) if m.contains("full")),
+            "{e}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(1));
+        let r = send_error_reply(&e);
+        assert!(
+            matches!(r, Response::Error(ref x) if x.kind == "busy"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_closed_connection_revokes_its_dead_marks_before_anything_else() {
+        // Review finding 4: a Mark had no owner; nothing undid a closed
+        // connection's dead marks.
         let (tx, rx) = channel();
-        let me = Peer {
-            uid: Some(1000),
-            pid: Some(42),
-        };
-        let r = handle_on_marks_socket(Request::Status, me, 42, &tx);
+        let (a, b) = (owner(), owner());
+        send(&tx, &a, true, vec![10..20]).unwrap();
+        send(&tx, &b, true, vec![30..31]).unwrap();
+        send(&tx, &a, true, vec![40..42]).unwrap();
+        // Applied: a's first mark.
+        let m = rx.next().unwrap();
+        assert_eq!((m.dead, m.blocks.clone()), (true, vec![10..20]));
+        // a goes away with 10..20 applied and 40..42 still queued.
+        assert_eq!(a.close(), 2);
+        let r = rx.next().unwrap();
+        assert!(!r.dead, "the revocation comes first");
+        assert_eq!(r.blocks, vec![10..20, 40..42]);
+        // b's mark is applied; a's queued dead mark is dropped unapplied.
+        let m = rx.next().unwrap();
+        assert_eq!(m.blocks, vec![30..31]);
+        assert!(rx.next().is_none());
+        // b's connection is unaffected; closing it revokes only its own.
+        assert_eq!(b.close(), 1);
+        assert_eq!(rx.next().unwrap().blocks, vec![30..31]);
+    }
+
+    #[test]
+    fn blocks_marked_alive_again_are_not_revoked_twice() {
+        let (tx, rx) = channel();
+        let o = owner();
+        send(&tx, &o, true, vec![0..8]).unwrap();
+        rx.next().unwrap();
+        let backend = std::thread::spawn(move || {
+            let m = recv(&rx).unwrap();
+            m.done.unwrap().send(Applied::default()).unwrap();
+            rx
+        });
+        send(&tx, &o, false, vec![2..4]).unwrap();
+        let rx = backend.join().unwrap();
+        o.close();
+        assert_eq!(rx.next().unwrap().blocks, vec![0..2, 4..8]);
+    }
+
+    #[test]
+    fn a_connection_holds_a_bounded_number_of_dead_ranges() {
+        let (tx, rx) = channel();
+        let o = owner();
+        let mut sent = 0;
+        for i in 0..(MAX_TRACKED as u64 + 1) {
+            // Apart, so that they do not merge.
+            match send(&tx, &o, true, vec![2 * i..2 * i + 1]) {
+                Ok(_) => sent += 1,
+                Err(SendError::Busy(m)) if m.contains("dead ranges") => break,
+                Err(SendError::Busy(_)) => {
+                    while rx.next().is_some() {}
+                    send(&tx, &o, true, vec![2 * i..2 * i + 1]).unwrap();
+                    sent += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(sent, MAX_TRACKED);
+    }
+
+    fn me() -> Peer {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let _g = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _e = _g.enter();
+        Peer::of(&tokio::net::UnixStream::from_std(a).unwrap())
+    }
+
+    #[test]
+    fn the_marks_socket_takes_only_marks_from_its_process() {
+        use prescient_uapi::control::Reply;
+        let (tx, rx) = channel();
+        let peer = me();
+        let target = Arc::new(Pidfd::open(std::process::id() as i32).unwrap());
+        let c = MarksConnection::new(peer.clone(), target.clone(), tx.clone());
+        let r = c.handle(Request::Status);
         assert!(matches!(r, Response::Error(e) if e.kind == "invalid"));
         let mark = Request::Mark {
             dead: true,
             ranges: vec![[0x20_0000, 0x40_0000]],
         };
-        let other = Peer {
-            pid: Some(43),
-            ..me
-        };
-        let r = handle_on_marks_socket(mark.clone(), other, 42, &tx);
+        // Another process (a child of ours, alive) may not mark for us.
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let other_target = Arc::new(Pidfd::open(child.id() as i32).unwrap());
+        let other = MarksConnection::new(peer.clone(), other_target, tx.clone());
+        let r = other.handle(mark.clone());
         assert!(matches!(r, Response::Error(e) if e.kind == "permission"));
-        let r = handle_on_marks_socket(mark, me, 42, &tx);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let r = c.handle(mark);
         assert!(matches!(r, Response::Ok(Reply::Marked(a)) if a.blocks == 2));
-        let m = rx.try_recv().unwrap();
+        let m = rx.next().unwrap();
         assert_eq!(m.blocks, vec![1..3]);
         let bad = Request::Mark {
             dead: false,
             ranges: vec![[1, 4096]],
         };
-        let r = handle_on_marks_socket(bad, me, 42, &tx);
+        let r = c.handle(bad);
         assert!(matches!(r, Response::Error(e) if e.kind == "invalid"));
+        // Closing the connection revokes the dead mark.
+        c.closed();
+        assert_eq!(rx.next().unwrap().blocks, vec![1..3]);
+    }
+
+    #[test]
+    fn a_connection_whose_process_has_exited_marks_nothing() {
+        // Review finding 3: the pid number, fixed at connect(), was the only
+        // identity; a reused number passed.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let p = crate::pidfd::Pidfd::open(pid).unwrap();
+        child.wait().unwrap();
+        let peer = Peer {
+            uid: Some(0),
+            pid: Some(pid),
+            process: Some(Arc::new(p)),
+        };
+        // Whatever process holds `pid` now (the target), the dead peer is refused.
+        let target = Pidfd::open(std::process::id() as i32).unwrap();
+        let e = check_peer(&peer, &target).unwrap_err();
+        assert!(e.contains("has exited"), "{e}");
+        // A peer known by number only is refused too.
+        let e = check_peer(&Peer::default(), &target).unwrap_err();
+        assert!(e.contains("unknown"), "{e}");
     }
 }

@@ -37,6 +37,7 @@ mod mode;
 mod policy;
 mod process;
 mod pump;
+mod ranges;
 mod residency;
 mod snapshot;
 mod state;
@@ -46,7 +47,8 @@ pub use mode::{ExecIds, FaultSource, PolicyMode};
 pub use process::run;
 pub use snapshot::Snapshot;
 
-use crate::backend::{Backend, DevError};
+use crate::backend::{Backend, DevError, MarkFrom};
+use crate::pidfd::Pidfd;
 use config::blocks_of;
 use prescient_core::{Params, BLOCK_SHIFT};
 use prescient_uapi as uapi;
@@ -65,6 +67,8 @@ struct Space {
     _claim: Option<Claim>,
     handle: u64,
     pid: i32,
+    /// The process itself: marks are taken only from it (marks.rs).
+    target: Option<Arc<Pidfd>>,
     stop: Arc<AtomicBool>,
     snap: Arc<Mutex<Snapshot>>,
     /// The process's dead/alive marks, to its thread (marks.rs).
@@ -95,6 +99,8 @@ struct Inner {
     params: uapi::ParamsAbi,
     spaces: Vec<Space>,
     next_handle: u64,
+    /// Pids being attached now (the lock is not held across an attach).
+    attaching: Vec<i32>,
     /// Counters of processes no longer attached: the totals stay monotonic
     /// (Prometheus counters), as the module's do.
     retired: uapi::StatsHead,
@@ -163,6 +169,7 @@ impl Userspace {
                 params: uapi::ParamsAbi::from_engine(&p, 16, 90, 0, true),
                 spaces: Vec::new(),
                 next_handle: 1,
+                attaching: Vec::new(),
                 retired: uapi::StatsHead::default(),
             }),
         }
@@ -197,14 +204,14 @@ impl Userspace {
 
     /// Refuses `pid` when it is attached already or no slot is free.
     fn check_free(inner: &Inner, pid: i32) -> Result<(), DevError> {
-        if inner.spaces.iter().any(|s| s.pid == pid) {
+        if inner.spaces.iter().any(|s| s.pid == pid) || inner.attaching.contains(&pid) {
             return Err(refused(
                 "ATTACH",
                 libc::EEXIST,
                 format!("pid {pid} is already attached"),
             ));
         }
-        if inner.spaces.len() >= uapi::MAX_SPACES {
+        if inner.spaces.len() + inner.attaching.len() >= uapi::MAX_SPACES {
             return Err(refused(
                 "ATTACH",
                 libc::ENOSPC,
@@ -239,6 +246,12 @@ impl Userspace {
         let stop = Arc::new(AtomicBool::new(false));
         let (marks_tx, marks_rx) = marks::channel();
         let Opened { claim, session } = o;
+        let target = session
+            .target
+            .pidfd
+            .try_clone()
+            .map(|fd| Arc::new(Pidfd::from_fd(pid, fd)))
+            .ok();
         let discard = uvm::discard_supported(&session.driver_version);
         let cfg = Config::for_service(&self.settings, p, snap.clone(), marks_rx, discard);
         let stop2 = stop.clone();
@@ -253,6 +266,7 @@ impl Userspace {
             _claim: Some(claim),
             handle: 0,
             pid,
+            target,
             stop,
             snap,
             marks: marks_tx,
@@ -359,11 +373,19 @@ impl Backend for Userspace {
     fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
         // Unknown drivers are refused here, before the claim and any ioctl.
         self.driver()?;
+        let params = {
+            let mut inner = self.lock();
+            Self::reap(&mut inner);
+            Self::check_free(&inner, pid)?;
+            inner.attaching.push(pid);
+            inner.params
+        };
+        // Not under the lock: the attach makes ioctls on the target's fds,
+        // which must not stall stats, marks and other attaches.
+        let started = self.open(pid).and_then(|o| self.start(pid, o, params));
         let mut inner = self.lock();
-        Self::reap(&mut inner);
-        Self::check_free(&inner, pid)?;
-        let opened = self.open(pid)?;
-        let mut space = self.start(pid, opened, inner.params)?;
+        inner.attaching.retain(|p| *p != pid);
+        let mut space = started?;
         let handle = inner.next_handle;
         inner.next_handle += 1;
         space.handle = handle;
@@ -374,17 +396,13 @@ impl Backend for Userspace {
     /// Hands a process's own dead/alive mark to its loop's thread; an
     /// alive mark returns once applied (marks.rs). The lock is not held
     /// while waiting.
-    fn mark(
-        &self,
-        pid: i32,
-        dead: bool,
-        blocks: Vec<std::ops::Range<u64>>,
-    ) -> Result<Applied, DevError> {
-        let tx = {
+    fn mark(&self, m: MarkFrom<'_>) -> Result<Applied, DevError> {
+        let pid = m.peer.pid.unwrap_or(0);
+        let (tx, target) = {
             let mut inner = self.lock();
             Self::reap(&mut inner);
             match inner.spaces.iter().find(|s| s.pid == pid) {
-                Some(sp) => sp.marks.clone(),
+                Some(sp) => (sp.marks.clone(), sp.target.clone()),
                 None => {
                     return Err(refused(
                         "MARK",
@@ -396,7 +414,18 @@ impl Backend for Userspace {
                 }
             }
         };
-        marks::send(&tx, dead, blocks).map_err(|m| refused("MARK", libc::ENOENT, m))
+        let Some(target) = target else {
+            return Err(refused(
+                "MARK",
+                libc::EPERM,
+                format!("pid {pid}: no pidfd of the attached process; marks refused"),
+            ));
+        };
+        marks::check_peer(m.peer, &target).map_err(|e| refused("MARK", libc::EPERM, e))?;
+        marks::send(&tx, m.owner, m.dead, m.blocks).map_err(|e| match e {
+            marks::SendError::Busy(b) => refused("MARK", libc::EBUSY, b),
+            marks::SendError::Gone => refused("MARK", libc::ENOENT, e.to_string()),
+        })
     }
 
     fn detach_pid(&self, pid: i32) -> Result<(), DevError> {
@@ -474,6 +503,7 @@ mod tests {
             _claim: None,
             handle: 1,
             pid: 42,
+            target: None,
             stop: Arc::new(AtomicBool::new(false)),
             snap: Arc::new(Mutex::new(Snapshot::default())),
             marks: marks::channel().0,
@@ -496,13 +526,36 @@ mod tests {
     #[test]
     fn marks_go_to_the_process_thread_and_only_to_an_attached_one() {
         let u = us();
-        let e = u.mark(42, true, vec![1..2]).unwrap_err();
+        let me = std::process::id() as i32;
+        let owner = Arc::default();
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let peer = {
+            let _e = rt.enter();
+            crate::socket::Peer::of(&tokio::net::UnixStream::from_std(a).unwrap())
+        };
+        let mark = |dead, blocks| MarkFrom {
+            peer: &peer,
+            owner: &owner,
+            dead,
+            blocks,
+        };
+        let e = u.mark(mark(true, vec![1..2])).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOENT));
         assert!(e.to_string().contains("not attached"), "{e}");
         let (tx, rx) = marks::channel();
         let thread = std::thread::spawn(move || {
             // Answers one alive mark, as the backend loop does.
-            let m = rx.recv().unwrap();
+            let m = loop {
+                if let Some(m) = rx.next() {
+                    break m;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
             let n = m.blocks.iter().map(|r| r.end - r.start).sum();
             m.done
                 .unwrap()
@@ -516,18 +569,19 @@ mod tests {
         u.lock().spaces.push(Space {
             _claim: None,
             handle: 1,
-            pid: 42,
+            pid: me,
+            target: Some(Arc::new(Pidfd::open(me).unwrap())),
             stop: Arc::new(AtomicBool::new(false)),
             snap: Arc::new(Mutex::new(Snapshot::default())),
             marks: tx,
             thread: Some(thread),
         });
-        assert_eq!(u.mark(42, false, vec![1..4]).unwrap().blocks, 3);
+        assert_eq!(u.mark(mark(false, vec![1..4])).unwrap().blocks, 3);
         // The thread has ended: the next alive mark cannot be applied.
         while !u.lock().spaces[0].finished() {
             std::thread::yield_now();
         }
-        assert!(u.mark(42, false, vec![1..4]).is_err());
+        assert!(u.mark(mark(false, vec![1..4])).is_err());
     }
 
     #[test]

@@ -238,7 +238,7 @@ impl Process {
             return;
         };
         for _ in 0..MARKS_PER_TURN {
-            let Ok(m) = rx.try_recv() else { break };
+            let Some(m) = rx.next() else { break };
             let a = apply_mark(
                 &mut self.engine,
                 &mut self.discarded,

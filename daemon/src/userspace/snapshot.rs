@@ -189,10 +189,13 @@ pub(super) fn write_stats(
     let tmp = path.with_extension("tmp");
     match serde_json::to_vec_pretty(s) {
         Ok(v) => {
-            if std::fs::write(&tmp, v)
-                .and_then(|_| std::fs::rename(&tmp, path))
-                .is_err()
-            {
+            // The temporary file is opened without following a symlink, and
+            // rename replaces a link at `path` rather than writing through it.
+            use std::io::Write;
+            let written = crate::safe_path::create_output(&tmp, "--stats-json")
+                .and_then(|mut f| Ok(f.write_all(&v)?))
+                .and_then(|_| Ok(std::fs::rename(&tmp, path)?));
+            if written.is_err() {
                 tracing::warn!(path = %path.display(), "cannot write stats");
             }
         }

@@ -1,0 +1,341 @@
+//! The e2e guest's socket peer (tests/e2e/guest-init.sh): the clients a
+//! hostile or careless local user runs against prescientd's sockets.
+//!
+//! * `pid-reuse SOCK`: a connection made by a process that exits, kept open
+//!   until its pid number belongs to another (live) process; then a dead
+//!   mark on it. Prints the reply and both pids.
+//! * `flood SOCK N`: N connections at once, a line far over the limit, an
+//!   idle connection, and a pipelined mark flood; prints what each got.
+//! * `revoke`: a marks socket of the daemon library (the server
+//!   `prescientd attach --marks-socket` runs) for this process, whose
+//!   connection holder dies holding dead marks; the receiving side applies
+//!   marks as the backend loop does (in order, a revocation first) and
+//!   prints which blocks are dead afterwards and what a discard would hit.
+//! * `notify-listen PATH SECS`: receives sd_notify datagrams, prints them.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let arg = |i: usize| a.get(i).cloned().unwrap_or_default();
+    let ok = match arg(1).as_str() {
+        "pid-reuse" => pid_reuse(&arg(2)),
+        "flood" => flood(&arg(2), arg(3).parse().unwrap_or(200)),
+        "revoke" => revoke(),
+        "notify-listen" => notify_listen(&arg(2), arg(3).parse().unwrap_or(30)),
+        _ => {
+            eprintln!(
+                "usage: e2e-peer pid-reuse SOCK | flood SOCK N | revoke | notify-listen PATH SECS"
+            );
+            false
+        }
+    };
+    std::process::exit(if ok { 0 } else { 1 });
+}
+
+/// One request line on `s`, one reply line back (with a timeout).
+fn call(s: &mut UnixStream, line: &str) -> String {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A refused connection has its one reply waiting even if the daemon
+    // closed it before our write: read it anyway.
+    let _ = s.write_all(format!("{line}\n").as_bytes());
+    let mut r = String::new();
+    match BufReader::new(s.try_clone().unwrap()).read_line(&mut r) {
+        Ok(0) => "(closed)".into(),
+        Ok(_) => r.trim().to_string(),
+        Err(e) => format!("(read: {e})"),
+    }
+}
+
+/// fork(2); the child runs `f` and exits with its status.
+fn fork(f: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: this helper is single-threaded when it forks.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = f();
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    pid
+}
+
+fn wait(pid: i32) -> i32 {
+    let mut st = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+    st
+}
+
+/// A socket connected to `path` by a child that has exited since.
+fn orphan_connection(path: &str) -> Option<(UnixStream, i32)> {
+    let c = std::ffi::CString::new(path).ok()?;
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+    // SAFETY: all-zero is a valid sockaddr_un.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(c.as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    let child = fork(|| {
+        // SAFETY: connect(2) on memory prepared before the fork.
+        let r = unsafe {
+            libc::connect(
+                fd,
+                (&addr as *const libc::sockaddr_un).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+            )
+        };
+        i32::from(r != 0)
+    });
+    if wait(child) != 0 {
+        return None;
+    }
+    // SAFETY: our fd, connected by the child (the socket is shared).
+    Some((UnixStream::from(unsafe { OwnedFd::from_raw_fd(fd) }), child))
+}
+
+/// Forks short-lived children until one gets `pid`; that one stays (it
+/// sleeps until killed). Returns it. pid_max is lowered so that the
+/// numbers wrap quickly.
+fn take_pid(pid: i32) -> Option<i32> {
+    for _ in 0..5000 {
+        let c = fork(|| {
+            // SAFETY: getpid has no arguments.
+            if unsafe { libc::getpid() } == pid {
+                std::thread::sleep(Duration::from_secs(600));
+            }
+            0
+        });
+        if c == pid {
+            return Some(c);
+        }
+        wait(c);
+    }
+    None
+}
+
+fn pid_reuse(sock: &str) -> bool {
+    let max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap_or_default();
+    // Numbers wrap to 300 above 400: a reuse takes at most ~100 forks.
+    let _ = std::fs::write("/proc/sys/kernel/pid_max", "400");
+    for _ in 0..400 {
+        let c = fork(|| 0);
+        wait(c);
+        if (310..390).contains(&c) {
+            break;
+        }
+    }
+    let Some((mut held, old)) = orphan_connection(sock) else {
+        println!("PEER: cannot connect to {sock}");
+        return false;
+    };
+    let new = take_pid(old);
+    let _ = std::fs::write("/proc/sys/kernel/pid_max", max.trim());
+    let Some(new) = new else {
+        println!("PEER: pid {old} was not reused");
+        return false;
+    };
+    let held_reply = call(
+        &mut held,
+        r#"{"cmd":"mark","dead":true,"ranges":[[2097152,8388608]]}"#,
+    );
+    println!("PEER: reused pid={old} by_live_process={new}");
+    println!("PEER: held={held_reply}");
+    // SAFETY: ends our own child.
+    unsafe { libc::kill(new, libc::SIGKILL) };
+    wait(new);
+    true
+}
+
+fn flood(sock: &str, n: usize) -> bool {
+    let t = Instant::now();
+    let (mut ok, mut busy, mut other) = (0, 0, 0);
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let Ok(mut s) = UnixStream::connect(sock) else {
+            other += 1;
+            continue;
+        };
+        let r = call(&mut s, r#"{"cmd":"version"}"#);
+        if r.contains("\"busy\"") {
+            busy += 1;
+        } else if r.starts_with("{\"ok\"") {
+            ok += 1;
+            held.push(s);
+        } else {
+            other += 1;
+        }
+    }
+    println!("PEER: connections accepted={ok} busy={busy} other={other}");
+    std::io::stdout().flush().ok();
+    // A line far over the limit: refused, the connection closed.
+    let long = if let Some(s) = held.last_mut() {
+        let mut big = vec![b'x'; 1 << 20];
+        big.push(b'\n');
+        let _ = s.write_all(&big[..8192]);
+        let mut r = String::new();
+        let _ = BufReader::new(s.try_clone().unwrap()).read_line(&mut r);
+        r.trim().to_string()
+    } else {
+        String::new()
+    };
+    println!(
+        "PEER: long-line={}",
+        long.chars().take(120).collect::<String>()
+    );
+    // A mark flood, pipelined on one connection.
+    let mut marks = 0;
+    let tf = Instant::now();
+    if let Some(s) = held.first_mut() {
+        let line = "{\"cmd\":\"mark\",\"dead\":true,\"ranges\":[[2097152,2097152]]}\n".repeat(2000);
+        let mut w = s.try_clone().unwrap();
+        let writer = std::thread::spawn(move || w.write_all(line.as_bytes()).is_ok());
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut l = String::new();
+        while marks < 2000 && r.read_line(&mut l).map(|k| k > 0).unwrap_or(false) {
+            marks += 1;
+            l.clear();
+        }
+        let _ = writer.join();
+    }
+    println!(
+        "PEER: mark-flood replies={marks} in {:.2}s",
+        tf.elapsed().as_secs_f64()
+    );
+    println!("PEER: holding {} connections", held.len());
+    std::io::stdout().flush().ok();
+    // Idle: the daemon closes a silent connection after its idle timeout
+    // (a fresh one: the held ones went idle during the flood).
+    drop(held);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut idle_closed = String::from("no");
+    if let Ok(mut s) = UnixStream::connect(sock) {
+        let r = call(&mut s, r#"{"cmd":"version"}"#);
+        if !r.starts_with("{\"ok\"") {
+            println!("PEER: idle connection not accepted: {r}");
+        }
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let ti = Instant::now();
+        let mut b = [0u8; 1];
+        if matches!(s.read(&mut b), Ok(0)) {
+            idle_closed = format!("{:.1}s", ti.elapsed().as_secs_f64());
+        }
+    }
+    println!("PEER: idle-closed-after={idle_closed}");
+    println!("PEER: total {:.2}s", t.elapsed().as_secs_f64());
+    true
+}
+
+/// What the backend loop does with marks, in its order: a revocation
+/// (alive) before anything queued; dead blocks are the discard candidates.
+fn apply(dead: &mut BTreeSet<u64>, m: &prescientd::userspace::marks::Mark) {
+    for b in m.blocks.iter().flat_map(|r| r.clone()) {
+        if m.dead {
+            dead.insert(b);
+        } else {
+            dead.remove(&b);
+        }
+    }
+}
+
+fn revoke() -> bool {
+    use prescientd::pidfd::Pidfd;
+    use prescientd::userspace::marks;
+    use std::sync::Arc;
+    let dir = format!("/tmp/e2e-revoke-{}", std::process::id());
+    let _ = std::fs::create_dir_all(&dir);
+    let path = format!("{dir}/marks.sock");
+    let me = std::process::id() as i32;
+    let (tx, rx) = marks::channel();
+    // The client connects before the server's threads exist: it forks below.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = {
+        let _g = rt.enter();
+        tokio::net::UnixListener::bind(&path).unwrap()
+    };
+    let mut client = UnixStream::connect(&path).unwrap();
+    // Our client (this process) marks 8 blocks dead, in two requests...
+    let mut dead = BTreeSet::new();
+    let target = Arc::new(Pidfd::open(me).unwrap());
+    let server = std::thread::spawn(move || rt.block_on(marks::serve(listener, target, tx)));
+    let r1 = call(
+        &mut client,
+        r#"{"cmd":"mark","dead":true,"ranges":[[2097152,8388608]]}"#,
+    );
+    let r2 = call(
+        &mut client,
+        r#"{"cmd":"mark","dead":true,"ranges":[[33554432,8388608]]}"#,
+    );
+    for _ in 0..2 {
+        if let Some(m) = rx.wait(Duration::from_secs(5)) {
+            apply(&mut dead, &m);
+        }
+    }
+    let before = dead.len();
+    // ...and the connection's holder dies (SIGKILL), holding them: a child
+    // that inherited the connection, ours closed.
+    let holder = {
+        let fd = client.try_clone().unwrap();
+        let c = fork(move || {
+            let _keep = fd;
+            std::thread::sleep(Duration::from_secs(600));
+            0
+        });
+        drop(client);
+        c
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: ends our own child.
+    unsafe { libc::kill(holder, libc::SIGKILL) };
+    wait(holder);
+    let killed = Instant::now();
+    let first = rx.wait(Duration::from_secs(5));
+    let first_kind = match &first {
+        Some(m) if !m.dead && m.done.is_none() => "revocation",
+        Some(m) if m.dead => "dead",
+        Some(_) => "alive",
+        None => "none",
+    };
+    if let Some(m) = &first {
+        apply(&mut dead, m);
+    }
+    // A discard would hit the blocks still dead when the loop next turns.
+    println!(
+        "PEER: replies={} {}; dead-before={before} first-after-death={first_kind} after {:.0} ms; dead-now={} discard-candidates={:?}",
+        r1.contains("marked"),
+        r2.contains("marked"),
+        killed.elapsed().as_secs_f64() * 1e3,
+        dead.len(),
+        dead
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    before == 8 && first_kind == "revocation" && dead.is_empty()
+}
+
+fn notify_listen(path: &str, secs: u64) -> bool {
+    let _ = std::fs::remove_file(path);
+    let Ok(s) = UnixDatagram::bind(path) else {
+        println!("NOTIFY: cannot bind {path}");
+        return false;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.recv(&mut buf) {
+            Ok(n) => {
+                println!("NOTIFY: {}", String::from_utf8_lossy(&buf[..n]).trim());
+                std::io::stdout().flush().ok();
+            }
+            Err(_) => return true,
+        }
+    }
+}
