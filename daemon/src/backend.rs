@@ -28,6 +28,11 @@ pub trait Backend: Send + Sync {
     /// A process's own dead/alive mark (`m.peer` must be the process, by
     /// pidfd, and own it: marks.rs `check_peer`).
     fn mark(&self, m: MarkFrom<'_>) -> Result<Applied, DevError>;
+    /// Gives the attached spaces whose GPU is not yet known (a process
+    /// attached before it registered its GPU) their prefetch destination.
+    /// Called after a poll, outside the service lock: it opens the targets'
+    /// fds. The user-space backend learns its GPU in its own loop.
+    fn assign_gpus(&self, _stats: &uapi::Stats) {}
 }
 
 /// Why a device operation failed, in the terms an operator acts on.

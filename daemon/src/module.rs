@@ -34,6 +34,17 @@ impl Module {
             .map_err(|e| DevError::from_io("open", e))
     }
 
+    /// Tells the module the GPU its prefetches for `handle` go to: the first
+    /// GPU in the process's own processor table, as the driver lists it
+    /// (never a fixed or guessed UUID: a wrong one makes every prefetch fail).
+    fn give_gpu(&self, pid: i32, handle: u64) -> anyhow::Result<()> {
+        let gpu = prescient_uvm::attach::Target::attach(pid)?.first_gpu()?;
+        let mut b = uapi::GpuAbi::new(handle, gpu.uuid).to_bytes();
+        self.ioctl("SET_GPU", uapi::PRESCIENT_IOC_SET_GPU, &mut b)?;
+        tracing::info!(pid, gpu = %gpu, "prefetch destination set");
+        Ok(())
+    }
+
     /// One ioctl on a fresh open of the device; `buf` must be exactly the
     /// command's size (uapi encodes it in the number).
     fn ioctl(&self, op: &'static str, cmd: u32, buf: &mut [u8]) -> Result<(), DevError> {
@@ -105,9 +116,28 @@ impl Backend for Module {
         }
         .to_bytes();
         self.ioctl("ATTACH", uapi::PRESCIENT_IOC_ATTACH, &mut b)?;
-        Ok(uapi::Target::from_bytes(&b)
+        let handle = uapi::Target::from_bytes(&b)
             .map_err(|e| bad_reply("ATTACH", e))?
-            .handle)
+            .handle;
+        if let Err(e) = self.give_gpu(pid, handle) {
+            tracing::warn!(
+                pid,
+                "no prefetches until its GPU is known (retried at every poll; the module parameter gpu_uuid= names one for every space): {e:#}"
+            );
+        }
+        Ok(handle)
+    }
+
+    /// Gives each attached space the module does not yet know a GPU for
+    /// (SpaceStats::gpu = GPU_UNKNOWN: a process that had not registered its
+    /// GPU when it was attached) the GPU the driver now lists for it.
+    fn assign_gpus(&self, stats: &uapi::Stats) {
+        let unknown = stats.spaces.iter().take(stats.head.n_spaces as usize);
+        for sp in unknown.filter(|sp| sp.handle != 0 && sp.gpu == uapi::GPU_UNKNOWN) {
+            if let Err(e) = self.give_gpu(sp.pid as i32, sp.handle) {
+                tracing::debug!(pid = sp.pid, "GPU still unknown: {e:#}");
+            }
+        }
     }
 
     /// Refused: with the module, a process marks its ranges itself

@@ -25,9 +25,11 @@ ip addr add 10.0.2.15/24 dev eth0; ip route add default via 10.0.2.2
 echo "E2E-BOOT: $(uname -r) eth0 $(cat /sys/class/net/eth0/operstate)"
 
 insmod /lib/nvidia_uvm.ko gpu_blocks=$GB kernel_us=$KUS || mark setup FAIL "insmod nvidia_uvm"
-# The stand-in's one GPU (prescientd does not send SET_GPU yet).
+# The stand-in's one GPU. The first load names none: prescientd gives each
+# space the GPU the driver lists for it (PRESCIENT_IOC_SET_GPU); the reload
+# in 5. uses the module parameter instead.
 GPU=GPU-4750552d-7374-616e-642d-696e00000001
-insmod /lib/prescient.ko gpu_blocks=$GB gpu_uuid=$GPU || mark setup FAIL "insmod prescient"
+insmod /lib/prescient.ko gpu_blocks=$GB || mark setup FAIL "insmod prescient"
 
 cat > /etc/prescient/prescientd.toml <<CFG
 poll_interval_ms = 200
@@ -58,6 +60,8 @@ case "$st" in *"bound to nvidia-uvm 580.159.04"*"assoc 2"*) mark ctl-status PASS
 #    (ctl vs Prometheus vs the stand-in driver's own) on the host
 vmtest replay-wait 8 30 && mark pattern-attach PASS "prescientd attached the replay by its command line" \
   || mark pattern-attach FAIL "not attached"
+grep -q "prefetch destination set.*$GPU" /tmp/d.log && mark gpu-from-driver PASS "prescientd gave the module the GPU the driver lists ($GPU)" \
+  || mark gpu-from-driver FAIL "$(grep -i 'gpu' /tmp/d.log | tail -3 | oneline)"
 sleep 0.5
 prescientctl stats
 echo "E2E-CHECK1 ctl=$(prescientctl stats --json | oneline) standin_faults=$(standin faults) standin_migrated_in=$(standin migrated_in)"

@@ -864,6 +864,42 @@ static int uvm_release(struct inode *inode, struct file *filp)
 	return 0;
 }
 
+/*
+ * UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2 (uvm_ioctl.h: UVM_IOCTL_BASE(77),
+ * params {u64 tablePtr; NV_STATUS rmStatus}), answered as 580's
+ * uvm_tools_get_processor_uuid_table_common does: UVM_ID_MAX_PROCESSORS
+ * UUIDs (NV_MAX_DEVICES 32 x 8 sub-processors + the CPU) copied to
+ * tablePtr, the CPU's at index 0, each registered GPU at its id value (a
+ * first, non-MIG GPU has id 1), zeros elsewhere; an unwritable table is
+ * NV_ERR_INVALID_ADDRESS in rmStatus, not an errno. prescientd reads it to
+ * learn the UUID the module's prefetches must name (PRESCIENT_IOC_SET_GPU).
+ */
+#define UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2 77
+#define UVM_ID_MAX_PROCESSORS (32 * 8 + 1)
+struct uuid_table_params {
+	u64 tablePtr;
+	u32 rmStatus;
+	u32 pad;
+};
+
+static long uuid_table(uvm_va_space_t *vs, struct uuid_table_params __user *up)
+{
+	struct uuid_table_params p;
+	u8 (*uuids)[16];
+	size_t len = 16 * UVM_ID_MAX_PROCESSORS;
+
+	if (copy_from_user(&p, up, sizeof(p)))
+		return -EFAULT;
+	uuids = kzalloc(len, GFP_KERNEL);
+	if (!uuids)
+		return -ENOMEM;
+	memcpy(uuids[UVM_ID_CPU], uuid_cpu, 16);
+	memcpy(uuids[UVM_ID_GPU0], vs->gpu_uuid, 16);
+	p.rmStatus = copy_to_user(u64_to_user_ptr(p.tablePtr), uuids, len) ? NV_ERR_INVALID_ADDRESS : 0;
+	kfree(uuids);
+	return copy_to_user(up, &p, sizeof(p)) ? -EFAULT : 0;
+}
+
 static long uvm_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	uvm_va_space_t *vs = va_space_of(filp);
@@ -881,6 +917,8 @@ static long uvm_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return faultlog(vs, (struct standin_faultlog __user *)arg);
 	case STANDIN_IOCTL_CPU_FAULTS:
 		return cpu_faults(vs, (struct standin_cpu_faults __user *)arg);
+	case UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2:
+		return uuid_table(vs, (struct uuid_table_params __user *)arg);
 	case STANDIN_IOCTL_INFO: {
 		struct standin_info info = {
 			.base = STANDIN_BASE, .blocks = TRACE_BLOCKS, .gpu_blocks = gpu_blocks,

@@ -101,20 +101,23 @@ impl Service {
 
     /// One statistics poll, and the reconciliation that follows from it.
     pub(super) fn poll(&self) {
-        let again = {
+        let (again, raw) = {
             let mut s = self.lock();
             if s.shutting_down {
                 return;
             }
             s.daemon.polls += 1;
             match self.dev.stats() {
-                Ok(raw) => self.on_stats(&mut s, &raw),
+                Ok(raw) => (self.on_stats(&mut s, &raw), Some(raw)),
                 Err(e) => {
                     self.on_poll_error(&mut s, e);
-                    Vec::new()
+                    (Vec::new(), None)
                 }
             }
         };
+        if let Some(raw) = raw {
+            self.dev.assign_gpus(&raw);
+        }
         for (pid, reason) in again {
             if let Err(e) = self.attach_pid(pid, reason) {
                 tracing::warn!("re-attaching: {e}");
