@@ -865,6 +865,27 @@ static int uvm_release(struct inode *inode, struct file *filp)
 }
 
 /*
+ * UVM_PAGEABLE_MEM_ACCESS (uvm_ioctl.h: UVM_IOCTL_BASE(39), params
+ * {NvBool pageableMemAccess; NV_STATUS rmStatus}), as 580's uvm.c
+ * uvm_api_pageable_mem_access answers it on an initialised VA-space fd:
+ * whether pageable memory is GPU-accessible (HMM or ATS: never here), NV_OK.
+ * prescientd uses it to tell a VA-space fd from the other nvidia-uvm fds.
+ */
+#define UVM_PAGEABLE_MEM_ACCESS 39
+struct pageable_mem_access_params {
+	u8 pageableMemAccess;
+	u8 pad[3];
+	u32 rmStatus;
+};
+
+static long pageable_mem_access(struct pageable_mem_access_params __user *up)
+{
+	struct pageable_mem_access_params p = { .pageableMemAccess = 0, .rmStatus = 0 };
+
+	return copy_to_user(up, &p, sizeof(p)) ? -EFAULT : 0;
+}
+
+/*
  * UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2 (uvm_ioctl.h: UVM_IOCTL_BASE(77),
  * params {u64 tablePtr; NV_STATUS rmStatus}), answered as 580's
  * uvm_tools_get_processor_uuid_table_common does: UVM_ID_MAX_PROCESSORS
@@ -917,6 +938,8 @@ static long uvm_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return faultlog(vs, (struct standin_faultlog __user *)arg);
 	case STANDIN_IOCTL_CPU_FAULTS:
 		return cpu_faults(vs, (struct standin_cpu_faults __user *)arg);
+	case UVM_PAGEABLE_MEM_ACCESS:
+		return pageable_mem_access((struct pageable_mem_access_params __user *)arg);
 	case UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2:
 		return uuid_table(vs, (struct uuid_table_params __user *)arg);
 	case STANDIN_IOCTL_INFO: {
