@@ -27,6 +27,11 @@ pub trait Backend: Send + Sync {
     fn detach_pid(&self, pid: i32) -> Result<(), DevError>;
     /// A process's dead/alive mark of `blocks` (2 MB block numbers).
     fn mark(&self, pid: i32, dead: bool, blocks: Vec<Range<u64>>) -> Result<Applied, DevError>;
+    /// The user-space backend's per-process loop counters, for /metrics
+    /// (the module keeps no such counters: none).
+    fn snapshots(&self) -> Vec<crate::userspace::Snapshot> {
+        Vec::new()
+    }
 }
 
 /// Why a device operation failed, in the terms an operator acts on.

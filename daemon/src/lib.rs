@@ -12,6 +12,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod gpu;
 pub mod module;
 pub mod service;
 pub mod socket;

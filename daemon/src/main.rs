@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<()> {
+async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -35,7 +35,15 @@ async fn main() -> Result<()> {
         .init();
     match Cli::parse().command {
         Command::Service(args) => std::process::exit(service(args).await),
-        Command::Attach(args) => run_attached(*args).await,
+        Command::Attach(args) => {
+            // An ordinary error is one line and exit 1, even with
+            // RUST_BACKTRACE set (returning anyhow::Result from main would
+            // print a backtrace); the causes follow on the same line.
+            if let Err(e) = run_attached(*args).await {
+                eprintln!("prescientd: {e:#}");
+                std::process::exit(1);
+            }
+        }
     }
 }
 
@@ -50,7 +58,7 @@ async fn service(args: ServiceArgs) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("config: {e}");
+            eprintln!("prescientd: {e}");
             prescientd::service::EXIT_CONFIG
         }
     }

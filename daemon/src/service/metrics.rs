@@ -14,10 +14,56 @@
 //!
 //! Every series is registered once (`Metrics::new`), from the tables below;
 //! a scrape sets each from the latest reading and encodes the registry.
+//!
+//! Every series carries the labels dcgm-exporter puts on its own, spelt as
+//! it spells them (`gpu`, `UUID`, `device`, `modelName`, `Hostname`), so a
+//! PromQL join `on(UUID)` or `on(Hostname, gpu)` lines Prescient's fault
+//! rate up with `DCGM_FI_PROF_PCIE_RX_BYTES` of the same GPU. Block counts
+//! have a `*_bytes_total` twin (blocks are 2 MiB). The user-space backend's
+//! own loop counters are exported per process as `prescient_userspace_*`.
 
+use super::kube::Pod;
+use crate::gpu::Device;
+use crate::userspace::Snapshot;
+use prescient_core::BLOCK_BYTES;
 use prescient_uapi::control::{Counters, ProcessStats};
 use prescient_uapi::control::{EngineParams, ModuleInfo, ProcessInfo, Stats};
-use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::Registry;
+use prometheus::{Encoder, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use std::collections::HashMap;
+
+/// The labels on every series: this host and its GPU, as dcgm-exporter
+/// names them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub hostname: String,
+    pub gpu: Option<Device>,
+}
+
+impl Identity {
+    /// This host's name and the detected GPU.
+    pub fn of_host(gpu: Option<&Device>) -> Identity {
+        Identity {
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_default(),
+            gpu: gpu.cloned(),
+        }
+    }
+
+    /// The constant labels; without a GPU only `Hostname`.
+    fn labels(&self) -> HashMap<String, String> {
+        let mut l = HashMap::from([("Hostname".to_string(), self.hostname.clone())]);
+        if let Some(g) = &self.gpu {
+            l.insert("gpu".into(), g.index.to_string());
+            l.insert("UUID".into(), g.uuid.clone());
+            l.insert("device".into(), format!("nvidia{}", g.index));
+            l.insert("modelName".into(), g.name.clone());
+        }
+        l.retain(|_, v| !v.is_empty());
+        l
+    }
+}
 
 /// What the daemon counts itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,6 +79,14 @@ pub struct DaemonCounters {
 /// Everything one scrape shows.
 pub struct View<'a> {
     pub daemon_version: &'a str,
+    /// The residency budget pre-eviction keeps to, if any (the config's,
+    /// prescientctl set's, or the detected GPU size); None: none enforced.
+    pub budget_in_force: Option<u64>,
+    /// The user-space backend's per-process loop counters (empty for the
+    /// module backend).
+    pub snapshots: &'a [Snapshot],
+    /// The Kubernetes pod of attached processes that run in one.
+    pub pods: &'a HashMap<i32, Pod>,
     pub up: bool,
     pub module: Option<&'a ModuleInfo>,
     pub params: &'a EngineParams,
@@ -87,6 +141,133 @@ const TOTALS: &[(&str, &str, Read<Counters>)] = &[
         "prescient_migrate_errors_total",
         "Migrations nvidia-uvm refused.",
         |t| t.migrate_errors,
+    ),
+];
+
+/// Byte twins of the block counters (2 MiB blocks): name, help, blocks.
+const BYTES: &[(&str, &str, Read<Counters>)] = &[
+    (
+        "prescient_prefetched_bytes_total",
+        "Bytes prefetched to the GPU.",
+        |t| t.prefetched_blocks,
+    ),
+    (
+        "prescient_prefetch_used_bytes_total",
+        "Prefetched bytes used before they left the GPU.",
+        |t| t.prefetches_used,
+    ),
+    (
+        "prescient_pre_evicted_bytes_total",
+        "Bytes pre-evicted to the CPU to stay under the residency budget.",
+        |t| t.pre_evictions,
+    ),
+    (
+        "prescient_discarded_bytes_total",
+        "Bytes discarded (marked dead) instead of copied back.",
+        |t| t.discards,
+    ),
+];
+
+/// The user-space backend's loop counters, per process: name, help, value.
+const USERSPACE_COUNTERS: &[(&str, &str, Read<Snapshot>)] = &[
+    (
+        "prescient_userspace_events_total",
+        "UVM tools events read.",
+        |s| s.events,
+    ),
+    (
+        "prescient_userspace_dropped_events_total",
+        "UVM tools events the driver dropped (queue full).",
+        |s| s.dropped_events,
+    ),
+    (
+        "prescient_userspace_migrated_to_gpu_bytes_total",
+        "Bytes the driver migrated to the GPU (faults and prefetches).",
+        |s| s.migrated_to_gpu_bytes,
+    ),
+    (
+        "prescient_userspace_migrated_to_cpu_bytes_total",
+        "Bytes the driver migrated to the CPU (evictions, pre-evictions, CPU faults).",
+        |s| s.migrated_to_cpu_bytes,
+    ),
+    (
+        "prescient_userspace_driver_evictions_total",
+        "Evictions the driver made itself (memory full).",
+        |s| s.driver_evictions,
+    ),
+    (
+        "prescient_userspace_prefetch_errors_total",
+        "UVM_MIGRATE prefetches refused.",
+        |s| s.prefetch_errors,
+    ),
+    (
+        "prescient_userspace_evict_errors_total",
+        "UVM_MIGRATE pre-evictions refused.",
+        |s| s.evict_errors,
+    ),
+    (
+        "prescient_userspace_predicted_faults_total",
+        "Faults the engine's history had predicted (the prefetch hit count).",
+        |s| s.engine_history_hits,
+    ),
+    (
+        "prescient_userspace_unpredicted_faults_total",
+        "Faults the engine's history had not predicted.",
+        |s| s.engine_history_misses,
+    ),
+    (
+        "prescient_userspace_regrets_total",
+        "Pre-evicted blocks faulted on again soon.",
+        |s| s.engine_regrets,
+    ),
+    (
+        "prescient_userspace_discarded_blocks_total",
+        "Dead blocks discarded (UVM_DISCARD) instead of evicted.",
+        |s| s.discarded_blocks,
+    ),
+    (
+        "prescient_userspace_discard_errors_total",
+        "UVM_DISCARD failures (those blocks were evicted).",
+        |s| s.discard_errors,
+    ),
+    (
+        "prescient_userspace_ledger_overflow_total",
+        "Blocks the engine's ledger could not track.",
+        |s| s.engine_ledger_overflow,
+    ),
+    (
+        "prescient_userspace_gate_closes_total",
+        "Times the tracker gate turned the events off while the CPU faulted.",
+        |s| s.gate.as_ref().map_or(0, |g| g.closes),
+    ),
+    (
+        "prescient_userspace_backoffs_total",
+        "Times self back-off stopped prefetching (predictions too inaccurate).",
+        |s| s.backoff.as_ref().map_or(0, |b| b.backoffs),
+    ),
+    (
+        "prescient_userspace_backoff_suppressed_total",
+        "Predictions not prefetched while backed off.",
+        |s| s.backoff.as_ref().map_or(0, |b| b.suppressed),
+    ),
+];
+
+/// The user-space backend's gauges, per process (floats: seconds too).
+const USERSPACE_GAUGES: &[(&str, &str, fn(&Snapshot) -> f64)] = &[
+    (
+        "prescient_userspace_window_blocks",
+        "Depth of the engine's prediction window, in 2 MiB blocks.",
+        |s| s.engine_window_blocks as f64,
+    ),
+    (
+        "prescient_userspace_gate_closed_seconds",
+        "Seconds the tracker gate has kept the events off.",
+        |s| s.gate.as_ref().map_or(0.0, |g| g.closed_s),
+    ),
+    (
+        "prescient_userspace_backoff_off_seconds",
+        "Seconds self back-off has kept prefetching off.",
+        |s| s.backoff.as_ref().map_or(0.0, |b| b.off_s),
     ),
 ];
 
@@ -164,11 +345,6 @@ const GAUGES: &[(&str, &str, ReadView)] = &[
         |v| v.params.pre_evict_watermark_pct.into(),
     ),
     (
-        "prescient_residency_budget_bytes",
-        "GPU-resident bytes kept below by pre-eviction (0 = the GPU's size).",
-        |v| v.params.residency_budget_bytes,
-    ),
-    (
         "prescient_prefetch_enabled",
         "1 if prefetching is on.",
         |v| v.params.enabled as u64,
@@ -213,6 +389,10 @@ fn sat(v: u64) -> i64 {
 pub struct Metrics {
     registry: Registry,
     totals: Vec<(IntCounter, Read<Counters>)>,
+    bytes: Vec<(IntCounter, Read<Counters>)>,
+    us_counters: Vec<(IntCounterVec, Read<Snapshot>)>,
+    us_gauges: Vec<(GaugeVec, fn(&Snapshot) -> f64)>,
+    budget: IntGaugeVec,
     daemon: Vec<(IntCounter, Read<DaemonCounters>)>,
     gauges: Vec<(IntGauge, ReadView)>,
     per_process: Vec<(IntCounterVec, Read<ProcessStats>)>,
@@ -232,9 +412,9 @@ fn register<M: prometheus::core::Collector + Clone + 'static>(
 }
 
 impl Metrics {
-    /// Builds and registers every series.
-    pub fn new() -> prometheus::Result<Metrics> {
-        let r = Registry::new();
+    /// Builds and registers every series, labelled with `id`.
+    pub fn new(id: &Identity) -> prometheus::Result<Metrics> {
+        let r = Registry::new_custom(None, Some(id.labels()))?;
         let counter = |(n, h): (&str, &str)| register(&r, IntCounter::with_opts(Opts::new(n, h))?);
         let labelled =
             |n: &str, h: &str, l: &[&str]| register(&r, IntCounterVec::new(Opts::new(n, h), l)?);
@@ -243,6 +423,18 @@ impl Metrics {
         let totals = TOTALS
             .iter()
             .map(|&(n, h, f)| Ok((counter((n, h))?, f)))
+            .collect::<prometheus::Result<_>>()?;
+        let bytes = BYTES
+            .iter()
+            .map(|&(n, h, f)| Ok((counter((n, h))?, f)))
+            .collect::<prometheus::Result<_>>()?;
+        let us_counters = USERSPACE_COUNTERS
+            .iter()
+            .map(|&(n, h, f)| Ok((labelled(n, h, &["pid"])?, f)))
+            .collect::<prometheus::Result<_>>()?;
+        let us_gauges = USERSPACE_GAUGES
+            .iter()
+            .map(|&(n, h, f)| Ok((register(&r, GaugeVec::new(Opts::new(n, h), &["pid"])?)?, f)))
             .collect::<prometheus::Result<_>>()?;
         let daemon = DAEMON
             .iter()
@@ -258,6 +450,14 @@ impl Metrics {
             .collect::<prometheus::Result<_>>()?;
         Ok(Metrics {
             totals,
+            bytes,
+            us_counters,
+            us_gauges,
+            budget: gauge_vec(
+                "prescient_residency_budget_bytes",
+                "GPU-resident bytes pre-eviction keeps below (the config's, prescientctl set's, or the detected GPU size); absent when none is enforced.",
+                &[],
+            )?,
             daemon,
             gauges,
             per_process,
@@ -268,8 +468,8 @@ impl Metrics {
             )?,
             process_info: gauge_vec(
                 "prescient_process_info",
-                "An attached process: its command name and why it is attached (always 1).",
-                &["pid", "comm", "reason"],
+                "An attached process: its command name, why it is attached, and its Kubernetes pod (always 1).",
+                &["pid", "comm", "reason", "pod", "namespace", "container"],
             )?,
             info: gauge_vec(
                 "prescient_info",
@@ -290,9 +490,17 @@ impl Metrics {
         for (c, read) in &self.totals {
             set_counter(c, read(&v.stats.totals));
         }
+        for (c, read) in &self.bytes {
+            set_counter(c, read(&v.stats.totals).saturating_mul(BLOCK_BYTES));
+        }
         for (c, read) in &self.daemon {
             set_counter(c, read(&v.daemon));
         }
+        self.budget.reset();
+        if let Some(b) = v.budget_in_force {
+            self.budget.with_label_values(&[] as &[&str]).set(sat(b));
+        }
+        self.set_userspace(v);
         for (g, read) in &self.gauges {
             g.set(sat(read(v)));
         }
@@ -343,9 +551,30 @@ impl Metrics {
                 .find(|a| a.pid == s.pid)
                 .map(|a| (a.comm.as_str(), a.reason.as_str()))
                 .unwrap_or(("", "other"));
+            let pod = v.pods.get(&s.pid).cloned().unwrap_or_default();
             self.process_info
-                .with_label_values(&[&pid, comm, reason])
+                .with_label_values(&[&pid, comm, reason, &pod.pod, &pod.namespace, &pod.container])
                 .set(1);
+        }
+    }
+
+    /// The user-space backend's per-process loop series.
+    fn set_userspace(&self, v: &View) {
+        for (c, _) in &self.us_counters {
+            c.reset();
+        }
+        for (g, _) in &self.us_gauges {
+            g.reset();
+        }
+        for s in v.snapshots {
+            let pid = s.pid.to_string();
+            let l = [pid.as_str()];
+            for (c, read) in &self.us_counters {
+                c.with_label_values(&l).inc_by(read(s));
+            }
+            for (g, read) in &self.us_gauges {
+                g.with_label_values(&l).set(read(s));
+            }
         }
     }
 }
@@ -392,10 +621,13 @@ mod tests {
             comm: "python3".into(),
             reason: "pattern".into(),
         }];
-        let text = Metrics::new()
+        let text = Metrics::new(&Identity::default())
             .unwrap()
             .render(&View {
                 daemon_version: "0.1.0",
+                budget_in_force: None,
+                snapshots: &[],
+                pods: &HashMap::new(),
                 up: true,
                 module: None,
                 params: &params,
@@ -432,6 +664,114 @@ mod tests {
 }
 
 #[cfg(test)]
+mod labels {
+    use super::*;
+
+    /// Every series carries dcgm-exporter's GPU labels; bytes twin blocks;
+    /// the budget is absent rather than 0 when none is enforced; the
+    /// user-space loop's counters and pods are exported per process.
+    #[test]
+    fn series_join_with_dcgm_and_carry_bytes_budget_and_backend_counters() {
+        let id = Identity {
+            hostname: "node-7".into(),
+            gpu: Some(Device {
+                index: 1,
+                uuid: "GPU-abc".into(),
+                name: "NVIDIA H100 80GB HBM3".into(),
+                memory_bytes: 80 << 30,
+            }),
+        };
+        let stats = Stats {
+            totals: Counters {
+                prefetched_blocks: 3,
+                ..Default::default()
+            },
+            processes: vec![ProcessStats {
+                pid: 9,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let params = EngineParams::from(&crate::config::EngineConfig::default());
+        let snap = Snapshot {
+            pid: 9,
+            engine_history_hits: 40,
+            engine_window_blocks: 64,
+            ..Default::default()
+        };
+        let pods = HashMap::from([(
+            9,
+            Pod {
+                pod: "train-0".into(),
+                namespace: "ml".into(),
+                container: "0123456789ab".into(),
+            },
+        )]);
+        let m = Metrics::new(&id).unwrap();
+        let render = |budget| {
+            m.render(&View {
+                daemon_version: "t",
+                budget_in_force: budget,
+                snapshots: std::slice::from_ref(&snap),
+                pods: &pods,
+                up: true,
+                module: None,
+                params: &params,
+                stats: &stats,
+                attached: &[],
+                daemon: DaemonCounters::default(),
+            })
+            .unwrap()
+        };
+        let text = render(None);
+        let gpu = [
+            r#"Hostname="node-7""#,
+            r#"UUID="GPU-abc""#,
+            r#"device="nvidia1""#,
+            r#"gpu="1""#,
+            r#"modelName="NVIDIA H100 80GB HBM3""#,
+        ];
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(gpu.iter().all(|g| l.contains(g)), "{l}");
+        }
+        let has = |t: &str, prefix: &str, v: &str| {
+            t.lines()
+                .any(|l| l.starts_with(prefix) && l.ends_with(&format!(" {v}")))
+        };
+        assert!(
+            has(&text, "prescient_prefetched_bytes_total{", "6291456"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("prescient_residency_budget_bytes{"),
+            "{text}"
+        );
+        assert!(has(
+            &render(Some(8 << 30)),
+            "prescient_residency_budget_bytes{",
+            "8589934592"
+        ));
+        assert!(
+            text.lines().any(
+                |l| l.starts_with("prescient_userspace_predicted_faults_total{")
+                    && l.contains(r#"pid="9""#)
+                    && l.ends_with(" 40")
+            ),
+            "{text}"
+        );
+        assert!(has(&text, "prescient_userspace_window_blocks{", "64"));
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("prescient_process_info{")
+                    && l.contains(r#"namespace="ml""#)
+                    && l.contains(r#"pod="train-0""#)
+                    && l.contains(r#"container="0123456789ab""#)),
+            "{text}"
+        );
+    }
+}
+
+#[cfg(test)]
 mod dashboard {
     use super::*;
 
@@ -449,10 +789,13 @@ mod dashboard {
             ..Default::default()
         };
         let params = EngineParams::from(&crate::config::EngineConfig::default());
-        let text = Metrics::new()
+        let text = Metrics::new(&Identity::default())
             .unwrap()
             .render(&View {
                 daemon_version: "t",
+                budget_in_force: Some(8 << 30),
+                snapshots: &[Snapshot::default()],
+                pods: &HashMap::new(),
                 up: true,
                 module: None,
                 params: &params,

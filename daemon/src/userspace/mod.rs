@@ -319,6 +319,19 @@ impl Backend for Userspace {
         ))
     }
 
+    fn snapshots(&self) -> Vec<Snapshot> {
+        let inner = self.lock();
+        inner
+            .spaces
+            .iter()
+            .map(|sp| {
+                let mut s = sp.snap.lock().map(|g| g.clone()).unwrap_or_default();
+                s.pid = sp.pid;
+                s
+            })
+            .collect()
+    }
+
     fn stats(&self) -> Result<uapi::Stats, DevError> {
         self.driver()?;
         let mut inner = self.lock();
