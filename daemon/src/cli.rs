@@ -107,14 +107,11 @@ pub struct PolicyArgs {
     /// only (cheaper for the target: the driver records far fewer events).
     #[arg(long, value_enum, default_value_t = FaultSource::Faults)]
     pub fault_source: FaultSource,
-    /// GPU memory that sizes the engine when no budget is given.
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "140G",
-        allow_negative_numbers = true
-    )]
-    pub gpu_memory: ByteSize,
+    /// GPU memory that sizes the engine when no budget is given. Default:
+    /// the attached GPU's size as NVML reports it, else 80G (the service's
+    /// `userspace.gpu_memory` default, the same rule).
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
+    pub gpu_memory: Option<ByteSize>,
     /// Most predicted blocks in flight ahead of the process (the engine's
     /// prediction window). Default: 1/8 of the budget, or of the GPU
     /// without one; never more than 1/8 of the GPU.
@@ -322,7 +319,8 @@ mod tests {
         let a = attach(&[]);
         assert_eq!(a.target.attach_wait, Duration::from_secs(30));
         assert_eq!(a.output.stats_interval.0, Duration::from_millis(500));
-        assert_eq!(a.policy.gpu_memory.0, 140 << 30);
+        // One default everywhere (issue 18): detected, as the service's.
+        assert_eq!(a.policy.gpu_memory, None);
         // The Params types have no PartialEq: compare their Debug text.
         let b = format!("{:?}", a.backoff.params().unwrap());
         assert_eq!(b, format!("{:?}", Some(backoff::Params::default())));

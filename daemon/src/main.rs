@@ -91,7 +91,16 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     if let Some(f) = &args.target.ready_file {
         std::fs::write(f, b"attached\n").with_context(|| format!("writing {}", f.display()))?;
     }
-    let cfg = loop_config(args, backoff, gate, marks, discard);
+    let gpu_memory = prescientd::gpu::gpu_memory(
+        args.policy.gpu_memory.map_or(0, u64::from),
+        &prescientd::gpu::Detected::probe_uuid(prescientd::gpu::NVML_LIBRARY, &gpu.to_string()),
+    );
+    tracing::info!(
+        gpu_memory = %prescient_units::ByteSize(gpu_memory.bytes),
+        source = %gpu_memory.source,
+        "engine sized"
+    );
+    let cfg = loop_config(args, backoff, gate, marks, discard, gpu_memory.bytes);
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     tokio::spawn(async move {
@@ -143,8 +152,9 @@ fn loop_config(
     gate: Option<gate::Params>,
     marks: Option<Receiver<Mark>>,
     discard: bool,
+    gpu_memory: u64,
 ) -> Config {
-    let gpu_blocks = (args.policy.gpu_memory.0 >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64);
+    let gpu_blocks = (gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64);
     Config {
         fault_source: args.policy.fault_source,
         mode: args.policy.mode,

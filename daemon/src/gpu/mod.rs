@@ -39,6 +39,14 @@ impl Detected {
         }
     }
 
+    /// Asks NVML for the GPU whose UUID is `uuid` (the one UVM attached).
+    pub fn probe_uuid(library: &str, uuid: &str) -> Detected {
+        match Nvml::open(library).and_then(|n| n.device_by_uuid(uuid)) {
+            Ok(d) => Detected::Gpu(d),
+            Err(e) => Detected::None(e.to_string()),
+        }
+    }
+
     /// The device, when one was found.
     pub fn device(&self) -> Option<&Device> {
         match self {

@@ -54,6 +54,8 @@ pub enum NvmlError {
     },
     /// The host has `count` GPUs and the config asked for another one.
     NoSuchGpu { index: u32, count: u32 },
+    /// No GPU NVML sees has this UUID.
+    NoSuchUuid(String),
 }
 
 impl std::fmt::Display for NvmlError {
@@ -64,6 +66,7 @@ impl std::fmt::Display for NvmlError {
                 write!(f, "this NVML has no {s} (driver too old)")
             }
             NvmlError::Call { call, code, text } => write!(f, "{call} failed: {text} ({code})"),
+            NvmlError::NoSuchUuid(u) => write!(f, "NVML reports no GPU {u}"),
             NvmlError::NoSuchGpu { index, count } => write!(
                 f,
                 "GPU {index} does not exist: NVML reports {count} GPU(s) (indices 0..{count})"
@@ -174,6 +177,18 @@ impl Nvml {
             name: self.text(b"nvmlDeviceGetName\0", "nvmlDeviceGetName", dev)?,
             memory_bytes: mem.total,
         })
+    }
+
+    /// The GPU whose UUID is `uuid` ("GPU-...", as nvidia-smi and UVM print it).
+    pub fn device_by_uuid(&self, uuid: &str) -> Result<Device, NvmlError> {
+        let count = self.count()?;
+        for i in 0..count {
+            let d = self.device(i)?;
+            if d.uuid.eq_ignore_ascii_case(uuid) {
+                return Ok(d);
+            }
+        }
+        Err(NvmlError::NoSuchUuid(uuid.to_string()))
     }
 
     /// A string query of the form `f(device, char *buf, unsigned len)`.

@@ -50,6 +50,16 @@ fn detects_memory_uuid_and_model_of_the_configured_gpu() {
 }
 
 #[test]
+fn the_gpu_uvm_attached_is_found_by_its_uuid() {
+    let (_d, so) = fake("three", &["-DFAKE_GPUS=3"]);
+    let lib = so.to_str().unwrap();
+    let d = Detected::probe_uuid(lib, "GPU-FA4E0000-0000-0000-0000-000000000002");
+    assert_eq!(d.device().map(|g| g.index), Some(2));
+    let d = Detected::probe_uuid(lib, "GPU-00000000-0000-0000-0000-000000000000");
+    assert!(matches!(d, Detected::None(w) if w.contains("no GPU GPU-0000")));
+}
+
+#[test]
 fn a_gpu_the_host_does_not_have_is_named_in_the_refusal() {
     let (_d, so) = fake("one", &[]);
     let Detected::None(why) = probe(&so, 3) else {
