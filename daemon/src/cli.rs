@@ -45,6 +45,18 @@ pub enum Command {
     /// Act for one CUDA process from user space (no module needed): attach
     /// to its UVM, prefetch and pre-evict until it exits, print counters as JSON.
     Attach(Box<AttachArgs>),
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff); with --out-dir, write it and one page per
+    /// subcommand (prescientd-service.8 ...).
+    Man {
+        /// Write every page into this directory instead of printing one.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 /// `prescientd service`.

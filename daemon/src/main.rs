@@ -11,7 +11,7 @@
 mod cli;
 
 use anyhow::{Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use cli::{AttachArgs, Cli, Command, MarksArgs, ServiceArgs};
 use prescient_uvm::ioctl as uvm;
 use prescient_uvm::{Claim, Session};
@@ -34,6 +34,20 @@ async fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "prescientd",
+                &mut std::io::stdout(),
+            );
+        }
+        Command::Man { out_dir } => {
+            if let Err(e) = man(out_dir.as_deref()) {
+                eprintln!("prescientd: {e:#}");
+                std::process::exit(1);
+            }
+        }
         Command::Service(args) => std::process::exit(service(args).await),
         Command::Attach(args) => {
             // An ordinary error is one line and exit 1, even with
@@ -45,6 +59,43 @@ async fn main() {
             }
         }
     }
+}
+
+/// The man pages: section 8 (a system daemon). Printed, or every page
+/// (one per subcommand too) written into `dir`.
+fn man(dir: Option<&std::path::Path>) -> Result<()> {
+    let cmd = Cli::command().name("prescientd");
+    match dir {
+        None => clap_mangen::Man::new(cmd)
+            .section("8")
+            .render(&mut std::io::stdout())?,
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            let mut cmd = cmd;
+            cmd.build();
+            write_pages(&cmd, d)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `cmd`'s page as `prescientd.8`, and its subcommands' under their
+/// display names (`prescientd-service.8`, set by `build`).
+fn write_pages(cmd: &clap::Command, dir: &std::path::Path) -> Result<()> {
+    let name = cmd.get_display_name().unwrap_or(cmd.get_name());
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone())
+        .section("8")
+        .render(&mut out)?;
+    let path = dir.join(format!("{name}.8"));
+    std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))?;
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        write_pages(sub, dir)?;
+    }
+    Ok(())
 }
 
 /// `prescientd service`: checks the config (and exits with --check-config) or runs the service; returns the exit status.

@@ -41,11 +41,12 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// This host's name and the detected GPU.
+    /// This host's name (uname's, as dcgm-exporter reports it; not from
+    /// /proc/sys, which a unit with ProcSubset=pid hides) and the detected GPU.
     pub fn of_host(gpu: Option<&Device>) -> Identity {
         Identity {
-            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_string())
+            hostname: nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             gpu: gpu.cloned(),
         }
@@ -821,5 +822,65 @@ mod dashboard {
             }
         }
         assert!(n > 15, "only {n} metric references found");
+    }
+
+    /// The dashboard provisions as a file (no `__inputs`, the data source
+    /// is a variable), and every Prescient legend names its instance.
+    #[test]
+    fn grafana_dashboard_provisions_as_a_file_and_names_instances() {
+        let text = include_str!("../../../packaging/grafana/prescient.json");
+        let dash: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert!(dash.get("__inputs").is_none());
+        assert!(!text.contains("DS_PROMETHEUS"));
+        let vars = dash["templating"]["list"].as_array().unwrap();
+        assert!(vars
+            .iter()
+            .any(|v| v["type"] == "datasource" && v["name"] == "datasource"));
+        for p in dash["panels"].as_array().unwrap() {
+            for t in p["targets"].as_array().unwrap() {
+                if t["expr"].as_str().unwrap().contains("prescient_") {
+                    assert_eq!(t["datasource"]["uid"], "${datasource}", "{p}");
+                    let legend = t["legendFormat"].as_str().unwrap();
+                    assert!(legend.contains("{{instance}}"), "{}: {legend}", p["title"]);
+                }
+            }
+        }
+    }
+
+    /// The alert rules only name series /metrics exports.
+    #[test]
+    fn alert_rules_name_only_exported_metrics() {
+        let rules = include_str!("../../../packaging/prometheus/prescient.rules.yml");
+        let params = EngineParams::from(&crate::config::EngineConfig::default());
+        let stats = Stats {
+            processes: vec![ProcessStats::default()],
+            ..Default::default()
+        };
+        let text = Metrics::new(&Identity::default())
+            .unwrap()
+            .render(&View {
+                daemon_version: "t",
+                budget_in_force: Some(1),
+                snapshots: &[],
+                pods: &HashMap::new(),
+                up: true,
+                module: None,
+                params: &params,
+                stats: &stats,
+                attached: &[],
+                daemon: DaemonCounters::default(),
+            })
+            .unwrap();
+        let re = regex::Regex::new(r"prescient_[a-z_]+").unwrap();
+        let mut n = 0;
+        for m in re.find_iter(rules) {
+            n += 1;
+            assert!(
+                text.contains(&format!("# TYPE {} ", m.as_str())),
+                "{}",
+                m.as_str()
+            );
+        }
+        assert!(n >= 5, "{n}");
     }
 }
