@@ -10,7 +10,8 @@ KVER=${PRESCIENT_KVER:-$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/
 BINDGEN_VER=0.73.2
 PKGS=(clang-19 llvm-19 lld-19 libclang-19-dev bc flex bison libelf-dev libssl-dev cpio
       qemu-system-x86 zstd busybox-static xz-utils make python3 kmod gcc
-      prometheus jq curl)  # the last three: tests/e2e (a real Prometheus scrapes the guest)
+      prometheus jq curl  # tests/e2e (a real Prometheus scrapes the guest); promtool: the alert rules
+      debootstrap python3-venv nodejs npm)  # make package-test (a clean root), make deploy-check (chart tools)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
 if [ -z "$KVER" ] || ! dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null | grep -qxF "$KVER"; then

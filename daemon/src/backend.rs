@@ -27,11 +27,20 @@ pub trait Backend: Send + Sync {
     fn detach_pid(&self, pid: i32) -> Result<(), DevError>;
     /// A process's dead/alive mark of `blocks` (2 MB block numbers).
     fn mark(&self, pid: i32, dead: bool, blocks: Vec<Range<u64>>) -> Result<Applied, DevError>;
-    /// The user-space backend's per-process loop counters, for /metrics
-    /// (the module keeps no such counters: none).
-    fn snapshots(&self) -> Vec<crate::userspace::Snapshot> {
+    /// The user-space backend's per-process loop values, for /metrics (the
+    /// module keeps no such counters: none).
+    fn loop_values(&self) -> Vec<LoopValues> {
         Vec::new()
     }
+}
+
+/// One process's loop counters and gauges, in the order of the user-space
+/// backend's series tables (userspace/series.rs names them).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoopValues {
+    pub pid: i32,
+    pub counters: Vec<u64>,
+    pub gauges: Vec<f64>,
 }
 
 /// Why a device operation failed, in the terms an operator acts on.

@@ -59,7 +59,7 @@ Architecture: $ARCH
 Maintainer: Prescient maintainers <prescient@localhost>
 Section: admin
 Priority: optional
-Depends: libc6 (>= 2.34)
+Depends: libc6 (>= 2.34), procps
 Recommends: systemd
 Suggests: nvidia-driver
 Installed-Size: $(du -sk "$D" | cut -f1)

@@ -9,8 +9,7 @@
 
 pub mod nvml;
 
-use crate::config::{BackendKind, Config};
-use prescient_uapi::control::{EngineParams, GpuInfo};
+use prescient_uapi::control::GpuInfo;
 
 pub use nvml::{Device, Nvml, NvmlError};
 
@@ -113,19 +112,6 @@ pub fn residency_budget(configured: u64, detected: &Detected) -> Sourced {
             source: "none: GPU size unknown, no pre-eviction".into(),
         },
     }
-}
-
-/// The parameters the daemon applies for `cfg`: the config's engine
-/// section, with the module backend's budget resolved from the detected
-/// GPU when the config leaves it 0. The user-space backend keeps 0: there a
-/// budget means enforcing one below the GPU's size, and its engine is
-/// sized by [`gpu_memory`] instead.
-pub fn engine_params(cfg: &Config, detected: &Detected) -> EngineParams {
-    let mut p = EngineParams::from(&cfg.engine);
-    if cfg.backend == BackendKind::Module {
-        p.residency_budget_bytes = residency_budget(p.residency_budget_bytes, detected).bytes;
-    }
-    p
 }
 
 /// What the control protocol and /metrics say of the GPU.

@@ -23,8 +23,9 @@
 //! own loop counters are exported per process as `prescient_userspace_*`.
 
 use super::kube::Pod;
+use crate::backend::LoopValues;
 use crate::gpu::Device;
-use crate::userspace::Snapshot;
+use crate::userspace::series;
 use prescient_core::BLOCK_BYTES;
 use prescient_uapi::control::{Counters, ProcessStats};
 use prescient_uapi::control::{EngineParams, ModuleInfo, ProcessInfo, Stats};
@@ -83,9 +84,9 @@ pub struct View<'a> {
     /// The residency budget pre-eviction keeps to, if any (the config's,
     /// prescientctl set's, or the detected GPU size); None: none enforced.
     pub budget_in_force: Option<u64>,
-    /// The user-space backend's per-process loop counters (empty for the
-    /// module backend).
-    pub snapshots: &'a [Snapshot],
+    /// The user-space backend's per-process loop values, in the order of
+    /// `userspace::series` (empty for the module backend).
+    pub loops: &'a [LoopValues],
     /// The Kubernetes pod of attached processes that run in one.
     pub pods: &'a HashMap<i32, Pod>,
     pub up: bool,
@@ -166,109 +167,6 @@ const BYTES: &[(&str, &str, Read<Counters>)] = &[
         "prescient_discarded_bytes_total",
         "Bytes discarded (marked dead) instead of copied back.",
         |t| t.discards,
-    ),
-];
-
-/// The user-space backend's loop counters, per process: name, help, value.
-const USERSPACE_COUNTERS: &[(&str, &str, Read<Snapshot>)] = &[
-    (
-        "prescient_userspace_events_total",
-        "UVM tools events read.",
-        |s| s.events,
-    ),
-    (
-        "prescient_userspace_dropped_events_total",
-        "UVM tools events the driver dropped (queue full).",
-        |s| s.dropped_events,
-    ),
-    (
-        "prescient_userspace_migrated_to_gpu_bytes_total",
-        "Bytes the driver migrated to the GPU (faults and prefetches).",
-        |s| s.migrated_to_gpu_bytes,
-    ),
-    (
-        "prescient_userspace_migrated_to_cpu_bytes_total",
-        "Bytes the driver migrated to the CPU (evictions, pre-evictions, CPU faults).",
-        |s| s.migrated_to_cpu_bytes,
-    ),
-    (
-        "prescient_userspace_driver_evictions_total",
-        "Evictions the driver made itself (memory full).",
-        |s| s.driver_evictions,
-    ),
-    (
-        "prescient_userspace_prefetch_errors_total",
-        "UVM_MIGRATE prefetches refused.",
-        |s| s.prefetch_errors,
-    ),
-    (
-        "prescient_userspace_evict_errors_total",
-        "UVM_MIGRATE pre-evictions refused.",
-        |s| s.evict_errors,
-    ),
-    (
-        "prescient_userspace_predicted_faults_total",
-        "Faults the engine's history had predicted (the prefetch hit count).",
-        |s| s.engine_history_hits,
-    ),
-    (
-        "prescient_userspace_unpredicted_faults_total",
-        "Faults the engine's history had not predicted.",
-        |s| s.engine_history_misses,
-    ),
-    (
-        "prescient_userspace_regrets_total",
-        "Pre-evicted blocks faulted on again soon.",
-        |s| s.engine_regrets,
-    ),
-    (
-        "prescient_userspace_discarded_blocks_total",
-        "Dead blocks discarded (UVM_DISCARD) instead of evicted.",
-        |s| s.discarded_blocks,
-    ),
-    (
-        "prescient_userspace_discard_errors_total",
-        "UVM_DISCARD failures (those blocks were evicted).",
-        |s| s.discard_errors,
-    ),
-    (
-        "prescient_userspace_ledger_overflow_total",
-        "Blocks the engine's ledger could not track.",
-        |s| s.engine_ledger_overflow,
-    ),
-    (
-        "prescient_userspace_gate_closes_total",
-        "Times the tracker gate turned the events off while the CPU faulted.",
-        |s| s.gate.as_ref().map_or(0, |g| g.closes),
-    ),
-    (
-        "prescient_userspace_backoffs_total",
-        "Times self back-off stopped prefetching (predictions too inaccurate).",
-        |s| s.backoff.as_ref().map_or(0, |b| b.backoffs),
-    ),
-    (
-        "prescient_userspace_backoff_suppressed_total",
-        "Predictions not prefetched while backed off.",
-        |s| s.backoff.as_ref().map_or(0, |b| b.suppressed),
-    ),
-];
-
-/// The user-space backend's gauges, per process (floats: seconds too).
-const USERSPACE_GAUGES: &[(&str, &str, fn(&Snapshot) -> f64)] = &[
-    (
-        "prescient_userspace_window_blocks",
-        "Depth of the engine's prediction window, in 2 MiB blocks.",
-        |s| s.engine_window_blocks as f64,
-    ),
-    (
-        "prescient_userspace_gate_closed_seconds",
-        "Seconds the tracker gate has kept the events off.",
-        |s| s.gate.as_ref().map_or(0.0, |g| g.closed_s),
-    ),
-    (
-        "prescient_userspace_backoff_off_seconds",
-        "Seconds self back-off has kept prefetching off.",
-        |s| s.backoff.as_ref().map_or(0.0, |b| b.off_s),
     ),
 ];
 
@@ -391,8 +289,8 @@ pub struct Metrics {
     registry: Registry,
     totals: Vec<(IntCounter, Read<Counters>)>,
     bytes: Vec<(IntCounter, Read<Counters>)>,
-    us_counters: Vec<(IntCounterVec, Read<Snapshot>)>,
-    us_gauges: Vec<(GaugeVec, fn(&Snapshot) -> f64)>,
+    us_counters: Vec<IntCounterVec>,
+    us_gauges: Vec<GaugeVec>,
     budget: IntGaugeVec,
     daemon: Vec<(IntCounter, Read<DaemonCounters>)>,
     gauges: Vec<(IntGauge, ReadView)>,
@@ -429,13 +327,13 @@ impl Metrics {
             .iter()
             .map(|&(n, h, f)| Ok((counter((n, h))?, f)))
             .collect::<prometheus::Result<_>>()?;
-        let us_counters = USERSPACE_COUNTERS
+        let us_counters = series::COUNTERS
             .iter()
-            .map(|&(n, h, f)| Ok((labelled(n, h, &["pid"])?, f)))
+            .map(|&(n, h, _)| labelled(n, h, &["pid"]))
             .collect::<prometheus::Result<_>>()?;
-        let us_gauges = USERSPACE_GAUGES
+        let us_gauges = series::GAUGES
             .iter()
-            .map(|&(n, h, f)| Ok((register(&r, GaugeVec::new(Opts::new(n, h), &["pid"])?)?, f)))
+            .map(|&(n, h, _)| register(&r, GaugeVec::new(Opts::new(n, h), &["pid"])?))
             .collect::<prometheus::Result<_>>()?;
         let daemon = DAEMON
             .iter()
@@ -561,20 +459,20 @@ impl Metrics {
 
     /// The user-space backend's per-process loop series.
     fn set_userspace(&self, v: &View) {
-        for (c, _) in &self.us_counters {
+        for c in &self.us_counters {
             c.reset();
         }
-        for (g, _) in &self.us_gauges {
+        for g in &self.us_gauges {
             g.reset();
         }
-        for s in v.snapshots {
-            let pid = s.pid.to_string();
+        for lv in v.loops {
+            let pid = lv.pid.to_string();
             let l = [pid.as_str()];
-            for (c, read) in &self.us_counters {
-                c.with_label_values(&l).inc_by(read(s));
+            for (c, x) in self.us_counters.iter().zip(&lv.counters) {
+                c.with_label_values(&l).inc_by(*x);
             }
-            for (g, read) in &self.us_gauges {
-                g.with_label_values(&l).set(read(s));
+            for (g, x) in self.us_gauges.iter().zip(&lv.gauges) {
+                g.with_label_values(&l).set(*x);
             }
         }
     }
@@ -627,7 +525,7 @@ mod tests {
             .render(&View {
                 daemon_version: "0.1.0",
                 budget_in_force: None,
-                snapshots: &[],
+                loops: &[],
                 pods: &HashMap::new(),
                 up: true,
                 module: None,
@@ -694,7 +592,7 @@ mod labels {
             ..Default::default()
         };
         let params = EngineParams::from(&crate::config::EngineConfig::default());
-        let snap = Snapshot {
+        let snap = crate::userspace::Snapshot {
             pid: 9,
             engine_history_hits: 40,
             engine_window_blocks: 64,
@@ -713,7 +611,7 @@ mod labels {
             m.render(&View {
                 daemon_version: "t",
                 budget_in_force: budget,
-                snapshots: std::slice::from_ref(&snap),
+                loops: &[series::values(&snap)],
                 pods: &pods,
                 up: true,
                 module: None,
@@ -795,7 +693,7 @@ mod dashboard {
             .render(&View {
                 daemon_version: "t",
                 budget_in_force: Some(8 << 30),
-                snapshots: &[Snapshot::default()],
+                loops: &[series::values(&crate::userspace::Snapshot::default())],
                 pods: &HashMap::new(),
                 up: true,
                 module: None,
@@ -861,7 +759,7 @@ mod dashboard {
             .render(&View {
                 daemon_version: "t",
                 budget_in_force: Some(1),
-                snapshots: &[],
+                loops: &[],
                 pods: &HashMap::new(),
                 up: true,
                 module: None,

@@ -61,7 +61,7 @@ impl Service {
     /// The text exposition of the latest reading.
     fn metrics_text(&self) -> Result<String, prometheus::Error> {
         // The backend's snapshots first: its lock is never taken under ours.
-        let snapshots = self.dev.snapshots();
+        let loops = self.dev.loop_values();
         let s = self.lock();
         let attached = s.process_infos();
         let pods: HashMap<i32, kube::Pod> = attached
@@ -72,7 +72,7 @@ impl Service {
             daemon_version: VERSION,
             budget_in_force: (s.desired.residency_budget_bytes > 0)
                 .then_some(s.desired.residency_budget_bytes),
-            snapshots: &snapshots,
+            loops: &loops,
             pods: &pods,
             up: s.up,
             module: if s.up { s.module.as_ref() } else { None },
@@ -169,7 +169,7 @@ fn new_service(
         metrics: Metrics::new(&Identity::of_host(gpu.device()))?,
         st: Mutex::new(State {
             patterns: compile(cfg),
-            desired: crate::gpu::engine_params(cfg, &gpu),
+            desired: provenance::engine_params(cfg, &gpu),
             up: false,
             seen: false,
             module: None,

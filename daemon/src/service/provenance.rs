@@ -1,9 +1,24 @@
-//! Where each value in force came from, for `prescientctl status`: the
-//! built-in default, the config file, `prescientctl set`, or NVML.
+//! The parameters the daemon applies (the config's, with the budget
+//! resolved from the detected GPU) and where each value in force came from,
+//! for `prescientctl status`: the built-in default, the config file,
+//! `prescientctl set`, or NVML.
 
 use crate::config::{BackendKind, Config};
 use crate::gpu::{self, Detected};
 use prescient_uapi::control::{EngineParams, Setting};
+
+/// The parameters the daemon applies for `cfg`: the config's engine
+/// section, with the module backend's budget resolved from the detected
+/// GPU when the config leaves it 0. The user-space backend keeps 0: there a
+/// budget means enforcing one below the GPU's size, and its engine is
+/// sized by [`gpu::gpu_memory`] instead.
+pub(super) fn engine_params(cfg: &Config, detected: &Detected) -> EngineParams {
+    let mut p = EngineParams::from(&cfg.engine);
+    if cfg.backend == BackendKind::Module {
+        p.residency_budget_bytes = gpu::residency_budget(p.residency_budget_bytes, detected).bytes;
+    }
+    p
+}
 
 /// One engine key: its config name and its value in a parameter set.
 type EngineKey = (&'static str, fn(&EngineParams) -> String);
@@ -41,7 +56,7 @@ fn from_file(cfg: &Config, key: &str) -> String {
 /// Each value in force (`desired`: the config's, then prescientctl set's)
 /// and its source.
 pub(super) fn settings(cfg: &Config, desired: &EngineParams, det: &Detected) -> Vec<Setting> {
-    let from_config = gpu::engine_params(cfg, det);
+    let from_config = engine_params(cfg, det);
     let mut out: Vec<Setting> = ENGINE
         .iter()
         .map(|(key, read)| {
@@ -103,7 +118,7 @@ mod tests {
     fn each_value_names_its_source() {
         let cfg = Config::parse("[engine]\nassoc = 4\n").unwrap();
         let det = Detected::None("NVML is not available (no library)".into());
-        let mut desired = gpu::engine_params(&cfg, &det);
+        let mut desired = engine_params(&cfg, &det);
         desired.lookahead = 8;
         let s = settings(&cfg, &desired, &det);
         assert_eq!(source(&s, "engine.assoc"), ("4", "config"));
@@ -125,7 +140,7 @@ mod tests {
             name: "H100".into(),
             memory_bytes: 80 << 30,
         });
-        let desired = gpu::engine_params(&cfg, &det);
+        let desired = engine_params(&cfg, &det);
         assert_eq!(desired.residency_budget_bytes, 80 << 30);
         let s = settings(&cfg, &desired, &det);
         assert_eq!(
@@ -135,7 +150,7 @@ mod tests {
         assert_eq!(source(&s, "gpu.index"), ("0", "default (NVML)"));
         // The user-space backend is sized by it instead, with no budget.
         let cfg = Config::parse("backend = \"userspace\"").unwrap();
-        let desired = gpu::engine_params(&cfg, &det);
+        let desired = engine_params(&cfg, &det);
         assert_eq!(desired.residency_budget_bytes, 0);
         let s = settings(&cfg, &desired, &det);
         assert_eq!(source(&s, "userspace.gpu_memory").1, "detected (NVML)");

@@ -236,7 +236,7 @@ impl Service {
                 );
             }
         }
-        let params = crate::gpu::engine_params(&new, &self.gpu);
+        let params = super::provenance::engine_params(&new, &self.gpu);
         if params != s.desired && s.up {
             if let Err(e) = self.dev.set_params(&params.into()) {
                 s.daemon.reloads_failed += 1;
@@ -308,7 +308,7 @@ pub(super) fn compile(c: &Config) -> Vec<regex::Regex> {
 pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
     let mut s = svc.lock();
     let before = svc.dev.params().ok();
-    let want = crate::gpu::engine_params(cfg, &svc.gpu);
+    let want = super::provenance::engine_params(cfg, &svc.gpu);
     let restore = |s: &mut State| {
         let ours: Vec<i32> = s.attached.keys().copied().collect();
         for pid in ours {

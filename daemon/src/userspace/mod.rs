@@ -37,6 +37,7 @@ mod policy;
 mod process;
 mod pump;
 mod residency;
+pub mod series;
 mod snapshot;
 mod state;
 
@@ -319,7 +320,7 @@ impl Backend for Userspace {
         ))
     }
 
-    fn snapshots(&self) -> Vec<Snapshot> {
+    fn loop_values(&self) -> Vec<crate::backend::LoopValues> {
         let inner = self.lock();
         inner
             .spaces
@@ -327,7 +328,7 @@ impl Backend for Userspace {
             .map(|sp| {
                 let mut s = sp.snap.lock().map(|g| g.clone()).unwrap_or_default();
                 s.pid = sp.pid;
-                s
+                series::values(&s)
             })
             .collect()
     }
