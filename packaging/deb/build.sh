@@ -30,6 +30,8 @@ inst() { install -D -m "$1" "$2" "$D/$3"; }
 inst 755 "$BIN/prescientd" usr/sbin/prescientd
 inst 755 "$BIN/prescientctl" usr/bin/prescientctl
 inst 755 "$BIN/prescient-sim" usr/bin/prescient-sim
+# Debug information stays in target/; the package ships the code.
+strip --strip-debug "$D/usr/sbin/prescientd" "$D/usr/bin/prescientctl" "$D/usr/bin/prescient-sim"
 inst 644 "$ROOT/packaging/prescientd.service" usr/lib/systemd/system/prescientd.service
 inst 644 "$ROOT/packaging/prescient.sysusers" usr/lib/sysusers.d/prescient.conf
 inst 644 "$ROOT/packaging/prescientd.toml" etc/prescient/prescientd.toml
@@ -43,7 +45,6 @@ mkdir -p "$D/usr/share/man/man1" "$D/usr/share/man/man8"
 "$BIN/prescientctl" man --out-dir "$D/usr/share/man/man1"
 "$BIN/prescient-sim" man --out-dir "$D/usr/share/man/man1"
 "$BIN/prescientd" man --out-dir "$D/usr/share/man/man8"
-rm -f "$D"/usr/share/man/man*/*-completions.* "$D"/usr/share/man/man*/*-man.*
 gzip -9n "$D"/usr/share/man/man*/*
 for b in prescientd prescientctl prescient-sim; do
   "$BIN/$b" completions bash | inst 644 /dev/stdin usr/share/bash-completion/completions/$b
@@ -63,7 +64,6 @@ Depends: libc6 (>= 2.34), procps
 Recommends: systemd
 Suggests: nvidia-driver
 Installed-Size: $(du -sk "$D" | cut -f1)
-Homepage: https://localhost/prescient
 Description: prefetching for CUDA Unified Memory
  prescientd watches GPU page faults of CUDA managed memory, learns which
  blocks each kernel touches and prefetches them before they fault; through
