@@ -64,7 +64,7 @@ unit:
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
 
 # The VM tests first: the workspace tests' summary ends the run.
-test: setup lint rules-test deploy-check package-test vm-test unit
+test: setup lint rules-test package-test deploy-check vm-test unit
 
 # The alert rules against their promtool unit tests.
 rules-test:

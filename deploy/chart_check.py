@@ -52,6 +52,8 @@ for case, values in cases.items():
     if case == "all":
         cm = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["prescientd.toml"]
         check("config-rendered", 'cmdline_patterns = ["python.*train", "torchrun"]' in cm and 'residency_budget = "24G"' in cm)
+        with open(f"{OUT}/prescientd.toml", "w") as f:
+            f.write(cm)
         ds = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
         sc = ds["containers"][0]["securityContext"]
         check("daemonset-minimal-privileges",

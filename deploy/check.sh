@@ -18,6 +18,12 @@ check() { if [ "$2" = 1 ]; then echo "deploy: $1 PASS${3:+ ($3)}"; else echo "de
 cmp -s "$HERE/../packaging/prometheus/prescient.rules.yml" "$CHART/files/prescient.rules.yml" && ok=1 || ok=0
 check rules-copy-identical $ok "chart files/ = packaging/prometheus/"
 "$VENV/bin/python" "$HERE/chart_check.py" "$CHART" "$WORK" || fail=1
+# The rendered config is one prescientd accepts (make package built it).
+PRESCIENTD=${PRESCIENTD:-$HERE/../target/release/prescientd}
+if [ -x "$PRESCIENTD" ]; then
+  out=$("$PRESCIENTD" service --check-config --config "$WORK/prescientd.toml" 2>&1) && ok=1 || ok=0
+  check chart-config-accepted $ok "$out"
+fi
 for case in default all; do
   "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$WORK/$case"/core-*.yaml >"$WORK/kv" 2>&1 && ok=1 || ok=0
   check "kubernetes-schemas-$case" $ok "$(ls "$WORK/$case"/core-*.yaml | wc -l) manifests, Kubernetes $K8S_VERSION: $(grep -v '^$' "$WORK/kv" | tail -1 | cut -c1-100)"
