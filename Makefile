@@ -3,7 +3,7 @@ CARGO ?= cargo
 SIM := target/release/prescient-sim
 TRACES := sim/traces
 
-.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test real-uvm e2e install dkms dkms-stage dkms-version
+.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test real-uvm e2e install dkms dkms-stage dkms-version package package-test deploy-check rules-test
 
 # The kernel module builds against a Rust-enabled kernel tree: the one
 # vm-tests/kernel.sh keeps in its cache, unless KDIR says otherwise.
@@ -11,21 +11,24 @@ KDIR ?= $(shell vm-tests/kernel.sh --print-kdir 2>/dev/null)
 LLVM ?= -19
 
 help:
-	@echo "make setup   install what building and testing need (toolchain parts, cargo-nextest, crates)"
+	@echo "make demo    set up, build, then replay a real DNN trace: driver vs Prescient vs oracle (plot in out/demo.svg), and prescient.ko in QEMU"
+	@echo "make test    set up, then the format check, clippy -D warnings, the shape check, the alert-rule, chart and package checks, the VM tests, every workspace test"
+	@echo "make setup   install what building and testing need (toolchain parts, cargo-nextest, crates, VM-test packages); demo and test run it"
 	@echo "make build   build everything, release"
-	@echo "make demo    replay a real DNN trace: driver vs Prescient vs oracle, plot in out/demo.svg"
-	@echo "make test    format check, clippy -D warnings, the shape check, the VM tests, every workspace test"
+	@echo "make package out/prescient_<version>_<arch>.deb (binaries, unit, sysusers group, config, man pages, completions)"
 	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
 	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios; then make e2e"
 	@echo "make e2e     prescient.ko + prescientd + prescientctl in QEMU, scraped by a real Prometheus on the host"
 	@echo "make real-uvm prescient.ko with the REAL nvidia-uvm (Debian's 550) in a KASAN+kmemleak guest; the DKMS build test"
 	@echo "make dkms    install the source to /usr/src/prescient-<version> and build/install prescient.ko with dkms (root)"
-	@echo "make install install prescientd, prescientctl, the runtime prescientctl run preloads, the systemd unit, the sample config, completions, man page (DESTDIR, PREFIX)"
+	@echo "make install install the binaries, the runtime prescientctl run preloads, the systemd unit (vendor dir), the sysusers group, the sample config, man pages, completions (DESTDIR, PREFIX)"
 	@echo "make bench   criterion benchmarks of the engine"
 	@echo "make sweep   DeepUM's table-parameter study on the five bundled traces"
 
 # Toolchain parts, cargo-nextest, crates, and the VM tests' packages
 # (clang-19, qemu, linux-source-6.12, bindgen: vm-tests/deps.sh; needs root).
+# `make demo` and `make test` run it first, so a fresh machine needs only
+# those two commands; each step is quick when its work is already done.
 setup:
 	rustup show active-toolchain
 	rustup component add rustfmt clippy rust-src
@@ -35,7 +38,7 @@ setup:
 
 # The workspace, the Rust-enabled VM kernel (built once, then cached by key
 # under $${PRESCIENT_CACHE:-~/.cache/prescient}) and prescient.ko.
-build:
+build: setup
 	$(CARGO) build --release --workspace --locked
 	vm-tests/kernel.sh
 	$(MAKE) kmod KDIR=$$(vm-tests/kernel.sh --print-kdir)
@@ -63,7 +66,25 @@ unit:
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
 
 # The VM tests first: the workspace tests' summary ends the run.
-test: lint vm-test unit
+test: setup lint rules-test package-test deploy-check vm-test unit
+
+# The alert rules against their promtool unit tests.
+rules-test:
+	promtool check rules packaging/prometheus/prescient.rules.yml
+	cd packaging/prometheus && promtool test rules prescient.rules.test.yml
+
+# The Helm chart: lint, render, refuse bad values, validate every manifest.
+deploy-check:
+	deploy/check.sh
+
+# The .deb, from the release binaries.
+package:
+	$(CARGO) build --release --locked -p prescientd -p prescientctl -p prescient-sim -p prescient-runtime
+	packaging/deb/build.sh out
+
+# The .deb installed into a clean Debian 12 root (cached), checked from there.
+package-test: package
+	packaging/deb/test.sh out
 
 kmod:
 	@test -n "$(KDIR)" -a -f "$(KDIR)/Makefile" || { echo "make kmod: KDIR=<kernel build tree> needed (make vm-kernel builds one)"; exit 1; }
@@ -107,20 +128,28 @@ e2e:
 	tests/e2e/run.sh
 
 PREFIX ?= /usr
+# The same files as the .deb (packaging/deb/build.sh stages them), into DESTDIR.
 install:
-	$(CARGO) build --release --locked -p prescientd -p prescientctl -p prescient-runtime
+	$(CARGO) build --release --locked -p prescientd -p prescientctl -p prescient-sim -p prescient-runtime
 	install -D -m 755 target/release/prescientd $(DESTDIR)$(PREFIX)/sbin/prescientd
 	install -D -m 755 target/release/prescientctl $(DESTDIR)$(PREFIX)/bin/prescientctl
+	install -D -m 755 target/release/prescient-sim $(DESTDIR)$(PREFIX)/bin/prescient-sim
 	# prescientctl run finds the runtime in ../lib/prescient beside its own directory.
 	install -D -m 755 target/release/libprescient_runtime.so $(DESTDIR)$(PREFIX)/lib/prescient/libprescient_runtime.so
-	install -D -m 644 packaging/prescientd.service $(DESTDIR)/etc/systemd/system/prescientd.service
+	install -D -m 644 packaging/prescientd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/prescientd.service
+	install -D -m 644 packaging/prescient.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/prescient.conf
 	test -e $(DESTDIR)/etc/prescient/prescientd.toml || install -D -m 644 packaging/prescientd.toml $(DESTDIR)/etc/prescient/prescientd.toml
-	mkdir -p $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	target/release/prescientctl man --out-dir $(DESTDIR)$(PREFIX)/share/man/man1
+	target/release/prescient-sim man --out-dir $(DESTDIR)$(PREFIX)/share/man/man1
+	target/release/prescientd man --out-dir $(DESTDIR)$(PREFIX)/share/man/man8
+	mkdir -p $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
-	target/release/prescientctl man > $(DESTDIR)$(PREFIX)/share/man/man1/prescientctl.1
-	target/release/prescientctl completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/prescientctl
-	target/release/prescientctl completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_prescientctl
-	target/release/prescientctl completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/prescientctl.fish
+	for b in prescientd prescientctl prescient-sim; do \
+		target/release/$$b completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$b; \
+		target/release/$$b completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_$$b; \
+		target/release/$$b completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/$$b.fish; \
+	done
+	-[ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null && systemd-sysusers $(PREFIX)/lib/sysusers.d/prescient.conf
 
 bench:
 	$(CARGO) bench -p prescient-core --bench engine

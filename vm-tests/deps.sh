@@ -10,10 +10,14 @@ KVER=${PRESCIENT_KVER:-$(dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/
 BINDGEN_VER=0.73.2
 PKGS=(clang-19 llvm-19 lld-19 libclang-19-dev bc flex bison libelf-dev libssl-dev cpio
       qemu-system-x86 zstd busybox-static xz-utils make python3 kmod gcc
-      prometheus jq curl  # these three: tests/e2e (a real Prometheus scrapes the guest)
-      dkms)  # packaging/dkms/test.sh (dkms-build)
+      prometheus jq curl  # tests/e2e (a real Prometheus scrapes the guest); promtool: the alert rules
+      dkms  # packaging/dkms/test.sh (dkms-build)
+      debootstrap python3-venv)  # make package-test (a clean root), make deploy-check (chart tools)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+# Node and npm (make deploy-check's CRD schemas) may come from elsewhere than
+# Debian (a newer nodejs conflicts with Debian's npm): ask only when absent.
+command -v npm >/dev/null || missing+=(npm)
 if [ -z "$KVER" ] || ! dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null | grep -qxF "$KVER"; then
   missing+=(linux-source-6.12)
 fi

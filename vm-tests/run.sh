@@ -71,7 +71,7 @@ simcheck() {
   "$ROOT/target/release/prescient-sim" run --trace "$WORK/trace.prsc" --gpu-mem 48MiB \
     --h2d 100000GB/s --d2h 100000GB/s --iterations 8 --rows 16 --assoc 2 --succs 4 \
     --lookahead "${VMTEST_LOOKAHEAD:-16}" --window-blocks 256 --max-tables 2048 --free-min 0 \
-    --free-max 12 --policy driver,prescient --json >"$WORK/sim.json" &&
+    --free-max 12 --exec-id --policy driver,prescient --json >"$WORK/sim.json" &&
   python3 "$HERE/simcheck.py" "$LOG" "$WORK/sim.json"
 }
 simcheck | tee -a "$LOG" || true

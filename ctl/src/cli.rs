@@ -17,7 +17,8 @@ statistics, tune the correlation tables (rows, associativity, successors, lookah
 the residency budget, and attach or detach CUDA processes. prescientd owns /dev/prescient; \
 prescientctl never opens it. Reading needs access to the socket; changing anything needs root.",
     after_help = "Exit status: 0 ok, 1 the daemon refused the request, 2 bad usage, \
-69 prescientd not reachable, 77 permission denied."
+69 prescientd not reachable (version too, with or without --json), 77 permission denied \
+(the control socket belongs to the group prescient: join it, or use sudo)."
 )]
 pub struct Cli {
     /// prescientd's control socket.
@@ -38,6 +39,7 @@ pub enum Command {
     Status(JsonFlag),
     /// Counters: faults, prefetches, pre-evictions, per process.
     Stats {
+        /// JSON instead of a table.
         #[arg(long)]
         json: bool,
         /// Repeat every DURATION (seconds, or e.g. 500ms, 2s, 1m; 0.1 s to
@@ -57,6 +59,7 @@ pub enum Command {
     },
     /// Detach a process.
     Detach {
+        /// Process id.
         #[arg(value_parser = clap::value_parser!(i32).range(1..))]
         pid: i32,
     },
@@ -70,7 +73,12 @@ pub enum Command {
     /// Renumber a native trace's blocks from 0 as `record` does (for traces
     /// recorded before `record` compacted addresses itself).
     #[command(hide = true)]
-    CompactTrace { input: PathBuf, output: PathBuf },
+    CompactTrace {
+        /// The trace to renumber.
+        input: PathBuf,
+        /// Where to write the renumbered trace.
+        output: PathBuf,
+    },
     /// Run a command (e.g. `python train.py`, torchrun) on Prescient: its
     /// device allocations become managed memory, its kernel launches carry
     /// execution ids, and prescientd attaches it and every CUDA child once
@@ -81,8 +89,13 @@ pub enum Command {
         #[arg(value_enum)]
         shell: Shell,
     },
-    /// Print the man page (roff, generated at build time).
-    Man,
+    /// Print the man page (roff, generated at build time); with --out-dir,
+    /// write it and one page per subcommand (prescientctl-status.1 ...).
+    Man {
+        /// Write every page into this directory instead of printing one.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -216,8 +229,11 @@ fn seconds_within(s: &str, lo: Duration, hi: Duration) -> Result<Duration, Strin
     Ok(d)
 }
 
+/// The changes form a required group; `--json` is outside it (a bare
+/// `set --json` is a usage error, not a round trip to the daemon).
 #[derive(Args, Debug)]
-#[group(required = true, multiple = true, id = "change")]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("change").required(true).multiple(true)))]
 pub struct SetArgs {
     /// Rows per correlation table (power of two, 1..=65536).
     #[arg(long, group = "change", value_parser = clap::value_parser!(u32).range(1..=65536))]

@@ -29,6 +29,29 @@ pub fn fail(code: i32, message: impl Into<String>) -> Failure {
     }
 }
 
+/// Why the socket could not be reached, with the hint that fits: on
+/// EACCES the daemon is running and the group is the way in.
+#[cold]
+fn connect_error(path: &Path, e: &std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        return fail(
+            EXIT_NOPERM,
+            format!(
+                "cannot connect to prescientd at {}: {e}. The socket is for root and the group `prescient` \
+(control.socket_group): `sudo usermod -aG prescient $USER` and log in again, or use sudo",
+                path.display()
+            ),
+        );
+    }
+    fail(
+        EXIT_UNREACHABLE,
+        format!(
+            "cannot reach prescientd at {}: {e} (is prescientd running? --socket or PRESCIENT_SOCKET name another socket)",
+            path.display()
+        ),
+    )
+}
+
 /// One connection to the daemon.
 pub struct Client {
     rd: BufReader<UnixStream>,
@@ -38,20 +61,7 @@ pub struct Client {
 impl Client {
     /// Connects to the control socket at `path`.
     pub fn connect(path: &Path) -> Res<Client> {
-        let s = UnixStream::connect(path).map_err(|e| {
-            let code = if e.kind() == std::io::ErrorKind::PermissionDenied {
-                EXIT_NOPERM
-            } else {
-                EXIT_UNREACHABLE
-            };
-            fail(
-                code,
-                format!(
-                    "cannot reach prescientd at {}: {e} (is prescientd running? --socket or PRESCIENT_SOCKET name another socket)",
-                    path.display()
-                ),
-            )
-        })?;
+        let s = UnixStream::connect(path).map_err(|e| connect_error(path, &e))?;
         let t = Some(Duration::from_secs(30));
         let _ = s.set_read_timeout(t);
         let _ = s.set_write_timeout(t);
@@ -118,5 +128,29 @@ pub fn done(r: Reply) -> Res<()> {
             Ok(())
         }
         _ => Err(fail(EXIT_REFUSED, "unexpected reply")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// EACCES means the daemon runs and the caller lacks the group: the
+    /// hint names the group, not "is prescientd running?".
+    #[test]
+    fn permission_denied_names_the_group_and_exits_77() {
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        let f = connect_error(Path::new("/run/prescient/control.sock"), &e);
+        assert_eq!(f.code, EXIT_NOPERM);
+        assert!(f.message.contains("group `prescient`"), "{}", f.message);
+        assert!(
+            !f.message.contains("is prescientd running"),
+            "{}",
+            f.message
+        );
+        let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let f = connect_error(Path::new("/x.sock"), &e);
+        assert_eq!(f.code, EXIT_UNREACHABLE);
+        assert!(f.message.contains("is prescientd running"));
     }
 }

@@ -20,10 +20,11 @@ fn run(cli: Cli) -> Res<()> {
             cmd::docs::completions(*shell);
             Ok(())
         }
-        Command::Man => {
+        Command::Man { out_dir: None } => {
             cmd::docs::man();
             Ok(())
         }
+        Command::Man { out_dir: Some(d) } => cmd::docs::man_pages(d),
         Command::Version(f) => cmd::version::run(socket, f),
         Command::Status(f) => cmd::status::run(socket, f),
         Command::Stats { json, watch } => cmd::stats::run(socket, *json, *watch),
@@ -77,6 +78,10 @@ mod tests {
         // `set` with nothing to set is a usage error.
         assert!(Cli::try_parse_from(["prescientctl", "set"]).is_err());
         assert!(Cli::try_parse_from(["prescientctl", "set", "--enable", "--disable"]).is_err());
+        // --json is not a change: alone it is a usage error too.
+        let e = Cli::try_parse_from(["prescientctl", "set", "--json"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(Cli::try_parse_from(["prescientctl", "set", "--assoc", "4", "--json"]).is_ok());
     }
 
     #[test]

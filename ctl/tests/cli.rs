@@ -270,3 +270,53 @@ fn record_without_the_right_to_look_exits_77() {
         "{err}"
     );
 }
+
+#[test]
+fn version_exits_69_without_the_daemon_json_or_not_saying_it_once() {
+    for json in [false, true] {
+        let mut args = vec!["--socket", "/nonexistent/prescient.sock", "version"];
+        if json {
+            args.push("--json");
+        }
+        let o = Command::new(BIN).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(69), "json {json}");
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        if json {
+            let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            assert!(v["prescientd"].is_null());
+        } else {
+            assert!(stdout(&o).starts_with("prescientctl "), "{}", stdout(&o));
+        }
+    }
+}
+
+#[test]
+fn set_json_alone_is_a_usage_error() {
+    let o = Command::new(BIN)
+        .args(["--socket", "/nonexistent/prescient.sock", "set", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn man_out_dir_writes_a_page_for_every_subcommand() {
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["man", "--out-dir"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let main = std::fs::read_to_string(d.path().join("prescientctl.1"))
+        .unwrap()
+        .replace("\\-", "-");
+    // Every page the main page refers to exists.
+    for sub in [
+        "status", "stats", "set", "reset", "attach", "detach", "version", "record",
+    ] {
+        let page = format!("prescientctl-{sub}");
+        assert!(main.contains(&page), "{page} not in SEE ALSO");
+        assert!(d.path().join(format!("{page}.1")).exists(), "{page}.1");
+    }
+}

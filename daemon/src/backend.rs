@@ -33,6 +33,20 @@ pub trait Backend: Send + Sync {
     /// Called after a poll, outside the service lock: it opens the targets'
     /// fds. The user-space backend learns its GPU in its own loop.
     fn assign_gpus(&self, _stats: &uapi::Stats) {}
+    /// The user-space backend's per-process loop values, for /metrics (the
+    /// module keeps no such counters: none).
+    fn loop_values(&self) -> Vec<LoopValues> {
+        Vec::new()
+    }
+}
+
+/// One process's loop counters and gauges, in the order of the user-space
+/// backend's series tables (userspace/series.rs names them).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoopValues {
+    pub pid: i32,
+    pub counters: Vec<u64>,
+    pub gauges: Vec<f64>,
 }
 
 /// Why a device operation failed, in the terms an operator acts on.

@@ -45,6 +45,18 @@ pub enum Command {
     /// Act for one CUDA process from user space (no module needed): attach
     /// to its UVM, prefetch and pre-evict until it exits, print counters as JSON.
     Attach(Box<AttachArgs>),
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff); with --out-dir, write it and one page per
+    /// subcommand (prescientd-service.8 ...).
+    Man {
+        /// Write every page into this directory instead of printing one.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 /// `prescientd service`.
@@ -112,14 +124,11 @@ pub struct PolicyArgs {
     /// only (cheaper for the target: the driver records far fewer events).
     #[arg(long, value_enum, default_value_t = FaultSource::Faults)]
     pub fault_source: FaultSource,
-    /// GPU memory that sizes the engine when no budget is given.
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "140G",
-        allow_negative_numbers = true
-    )]
-    pub gpu_memory: ByteSize,
+    /// GPU memory that sizes the engine when no budget is given. Default:
+    /// the attached GPU's size as NVML reports it, else 80G (the service's
+    /// `userspace.gpu_memory` default, the same rule).
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
+    pub gpu_memory: Option<ByteSize>,
     /// Most predicted blocks in flight ahead of the process (the engine's
     /// prediction window). Default: 1/8 of the budget, or of the GPU
     /// without one; never more than 1/8 of the GPU.
@@ -327,7 +336,8 @@ mod tests {
         let a = attach(&[]);
         assert_eq!(a.target.attach_wait, Duration::from_secs(30));
         assert_eq!(a.output.stats_interval.0, Duration::from_millis(500));
-        assert_eq!(a.policy.gpu_memory.0, 140 << 30);
+        // One default everywhere (issue 18): detected, as the service's.
+        assert_eq!(a.policy.gpu_memory, None);
         // The Params types have no PartialEq: compare their Debug text.
         let b = format!("{:?}", a.backoff.params().unwrap());
         assert_eq!(b, format!("{:?}", Some(backoff::Params::default())));

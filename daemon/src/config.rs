@@ -14,6 +14,12 @@ use std::path::{Path, PathBuf};
 /// integer (bytes) or a string in prescient-units' grammar ("4G", "1.5G").
 pub use prescient_units::ByteSize;
 
+/// The metrics port: outside the ports GPU nodes commonly run (Prometheus
+/// 9090-9094, node_exporter 9100, dcgm-exporter 9400, OpenTelemetry's
+/// Prometheus exporter 9464, TensorBoard 6006, Jupyter 8888, torchrun's
+/// 29500, the kubelet's 10248-10259).
+pub const DEFAULT_METRICS_PORT: u16 = 9836;
+
 /// Where the service looks when no `--config` is given.
 pub const DEFAULT_PATH: &str = "/etc/prescient/prescientd.toml";
 
@@ -53,15 +59,41 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub engine: EngineConfig,
     pub attach: AttachConfig,
+    /// Which GPU, and how its facts are detected.
+    pub gpu: GpuConfig,
     /// Only read with `backend = "userspace"`.
     pub userspace: UserspaceConfig,
+    /// The dotted keys the file sets itself (the rest are defaults), for
+    /// `prescientctl status`'s "where each value came from".
+    #[serde(skip)]
+    pub explicit: ExplicitKeys,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpuConfig {
+    /// NVML's index of the GPU whose memory, UUID and model the daemon
+    /// reads (nvidia-smi's numbering).
+    pub index: u32,
+    /// The NVML library, opened at start (dlopen's search, or a path).
+    pub nvml_library: String,
+}
+
+impl Default for GpuConfig {
+    fn default() -> Self {
+        GpuConfig {
+            index: 0,
+            nvml_library: crate::gpu::NVML_LIBRARY.into(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UserspaceConfig {
     /// GPU memory that sizes the engine's ledger and window when
-    /// `engine.residency_budget` is 0 (it limits nothing).
+    /// `engine.residency_budget` is 0 (it limits nothing); 0 = detected
+    /// through NVML, else `gpu::FALLBACK_GPU_MEMORY`.
     pub gpu_memory: ByteSize,
     /// Threads issuing UVM_MIGRATE, per attached process.
     pub workers: u32,
@@ -79,7 +111,7 @@ pub struct UserspaceConfig {
 impl Default for UserspaceConfig {
     fn default() -> Self {
         UserspaceConfig {
-            gpu_memory: ByteSize(80 << 30),
+            gpu_memory: ByteSize(0),
             workers: 4,
             queue_entries: 1 << 16,
             gate: true,
@@ -191,7 +223,9 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             engine: EngineConfig::default(),
             attach: AttachConfig::default(),
+            gpu: GpuConfig::default(),
             userspace: UserspaceConfig::default(),
+            explicit: Default::default(),
         }
     }
 }
@@ -213,7 +247,7 @@ impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig {
             enabled: true,
-            listen: "127.0.0.1:9464".into(),
+            listen: format!("127.0.0.1:{DEFAULT_METRICS_PORT}"),
         }
     }
 }
@@ -236,20 +270,36 @@ impl Default for AttachConfig {
     }
 }
 
-/// A configuration error: which key, and what is wrong with it.
+/// A configuration error: where, which key, and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     /// `section.key`, or empty when the file itself is the problem.
     pub key: String,
     pub message: String,
+    /// The line of the key (1-based), when the text shows it.
+    pub line: Option<usize>,
+    /// The file, when the text came from one.
+    pub file: Option<String>,
 }
 
+/// `file:line: key: message` (the form compilers and linters print, which
+/// editors jump to); without a file, `key: message (line N)`.
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "{}", self.message)
-        } else {
-            write!(f, "{}: {}", self.key, self.message)
+        if let Some(file) = &self.file {
+            write!(f, "{file}:")?;
+            if let Some(l) = self.line {
+                write!(f, "{l}:")?;
+            }
+            f.write_str(" ")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.message)?;
+        match (self.line, &self.file) {
+            (Some(l), None) => write!(f, " (line {l})"),
+            _ => Ok(()),
         }
     }
 }
@@ -260,6 +310,8 @@ fn err(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         key: key.into(),
         message: message.into(),
+        line: None,
+        file: None,
     }
 }
 
@@ -301,36 +353,37 @@ impl From<EngineParams> for EngineConfig {
 }
 
 impl Config {
-    /// Reads and checks a file. The error names the file, and the key when
-    /// one key is at fault.
+    /// Reads and checks a file. The error names the file, and the key and
+    /// its line when one key is at fault.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| err("", format!("cannot read {}: {e}", path.display())))?;
         Config::parse(&text).map_err(|mut e| {
-            e.message = format!("{} ({})", e.message, path.display());
+            e.file = Some(path.display().to_string());
             e
         })
     }
 
     /// Parses and checks TOML text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let c: Config = toml::from_str(text).map_err(|e| {
+        let mut c: Config = toml::from_str(text).map_err(|e| {
             // toml's message names the key (unknown field, wrong type) and
             // the line; keep it on one line.
-            let msg = e.message().to_string();
+            let msg = e.message().trim().replace('\n', " ");
             let line = e
                 .span()
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
             let key = toml_key_at(text, e.span().map(|s| s.start));
-            err(
-                &key,
-                match line {
-                    Some(l) => format!("{msg} (line {l})"),
-                    None => msg,
-                },
-            )
+            ConfigError {
+                line,
+                ..err(&key, msg)
+            }
         })?;
-        c.validate()?;
+        c.validate().map_err(|mut e| {
+            e.line = key_line(text, &e.key);
+            e
+        })?;
+        c.explicit = ExplicitKeys(explicit_keys(text));
         Ok(c)
     }
 
@@ -386,13 +439,19 @@ impl Config {
         self.attach.validate()
     }
 
+    /// The metrics address; ":PORT" (as exporters accept) is every
+    /// interface.
     pub fn metrics_addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.metrics.listen.parse().map_err(|_| {
+        let l = &self.metrics.listen;
+        let full = match l.strip_prefix(':') {
+            Some(port) => format!("0.0.0.0:{port}"),
+            None => l.clone(),
+        };
+        full.parse().map_err(|_| {
             err(
                 "metrics.listen",
                 format!(
-                    "{:?} is not an address:port (e.g. \"127.0.0.1:9464\")",
-                    self.metrics.listen
+                    "{l:?} is not an address:port (e.g. \"127.0.0.1:{DEFAULT_METRICS_PORT}\" or \":{DEFAULT_METRICS_PORT}\")"
                 ),
             )
         })
@@ -402,10 +461,13 @@ impl Config {
 impl UserspaceConfig {
     /// Range checks of `[userspace]`.
     fn validate(&self) -> Result<(), ConfigError> {
-        if !(1u64 << 30..=1u64 << 44).contains(&self.gpu_memory.0) {
+        if self.gpu_memory.0 != 0 && !(1u64 << 30..=1u64 << 44).contains(&self.gpu_memory.0) {
             return Err(err(
                 "userspace.gpu_memory",
-                format!("{} is out of range 1GiB..=16TiB", self.gpu_memory),
+                format!(
+                    "{} is out of range 1GiB..=16TiB (or 0: detected)",
+                    self.gpu_memory
+                ),
             ));
         }
         if !(1..=64).contains(&self.workers) {
@@ -488,6 +550,67 @@ fn toml_key_at(text: &str, at: Option<usize>) -> String {
         (_, true) => section,
         (true, false) => key,
         (false, false) => format!("{section}.{key}"),
+    }
+}
+
+/// The line (1-based) that sets dotted `key` (`engine.rows`,
+/// `attach.cmdline_patterns[0]`), when the text has one.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    let key = key.split('[').next()?;
+    let (section, name) = key.rsplit_once('.').unwrap_or(("", key));
+    let mut cur = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') && t.ends_with(']') {
+            cur = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+        } else if let Some((k, _)) = t.split_once('=') {
+            if cur == section && k.trim() == name {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
+}
+
+/// The dotted keys `text` sets (tables flattened), for provenance.
+fn explicit_keys(text: &str) -> std::collections::BTreeSet<String> {
+    fn walk(t: &toml::Table, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+        for (k, v) in t {
+            let p = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(t) => walk(t, &p, out),
+                _ => {
+                    out.insert(p);
+                }
+            }
+        }
+    }
+    let mut out = Default::default();
+    if let Ok(t) = text.parse::<toml::Table>() {
+        walk(&t, "", &mut out);
+    }
+    out
+}
+
+/// The keys a file set itself. Two configs with the same values are equal
+/// whichever keys were spelt out, so this never makes them differ.
+#[derive(Clone, Debug, Default)]
+pub struct ExplicitKeys(pub std::collections::BTreeSet<String>);
+
+impl PartialEq for ExplicitKeys {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl ExplicitKeys {
+    /// The file sets `key` itself.
+    pub fn has(&self, key: &str) -> bool {
+        self.0.contains(key)
     }
 }
 

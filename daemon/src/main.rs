@@ -11,7 +11,7 @@
 mod cli;
 
 use anyhow::{Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use cli::{AttachArgs, Cli, Command, MarksArgs, ServiceArgs};
 use prescient_uvm::ioctl as uvm;
 use prescient_uvm::{Claim, Session};
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<()> {
+async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -33,9 +33,68 @@ async fn main() -> Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "prescientd",
+                &mut std::io::stdout(),
+            );
+        }
+        Command::Man { out_dir } => {
+            if let Err(e) = man(out_dir.as_deref()) {
+                eprintln!("prescientd: {e:#}");
+                std::process::exit(1);
+            }
+        }
         Command::Service(args) => std::process::exit(service(args).await),
-        Command::Attach(args) => run_attached(*args).await,
+        Command::Attach(args) => {
+            // An ordinary error is one line and exit 1, even with
+            // RUST_BACKTRACE set (returning anyhow::Result from main would
+            // print a backtrace); the causes follow on the same line.
+            if let Err(e) = run_attached(*args).await {
+                eprintln!("prescientd: {e:#}");
+                std::process::exit(1);
+            }
+        }
     }
+}
+
+/// The man pages: section 8 (a system daemon). Printed, or every page
+/// (one per subcommand too) written into `dir`.
+fn man(dir: Option<&std::path::Path>) -> Result<()> {
+    let cmd = Cli::command().name("prescientd");
+    match dir {
+        None => clap_mangen::Man::new(cmd)
+            .section("8")
+            .render(&mut std::io::stdout())?,
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            let mut cmd = cmd;
+            cmd.build();
+            write_pages(&cmd, d)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `cmd`'s page as `prescientd.8`, and its subcommands' under their
+/// display names (`prescientd-service.8`, set by `build`).
+fn write_pages(cmd: &clap::Command, dir: &std::path::Path) -> Result<()> {
+    let name = cmd.get_display_name().unwrap_or(cmd.get_name());
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone())
+        .section("8")
+        .render(&mut out)?;
+    let path = dir.join(format!("{name}.8"));
+    std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))?;
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        write_pages(sub, dir)?;
+    }
+    Ok(())
 }
 
 /// `prescientd service`: checks the config (and exits with --check-config) or runs the service; returns the exit status.
@@ -49,7 +108,7 @@ async fn service(args: ServiceArgs) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("config: {e}");
+            eprintln!("prescientd: {e}");
             prescientd::service::EXIT_CONFIG
         }
     }
@@ -85,7 +144,16 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
             .write_all(b"attached\n")
             .with_context(|| format!("writing {}", f.display()))?;
     }
-    let cfg = loop_config(args, backoff, gate, marks, discard);
+    let gpu_memory = prescientd::gpu::gpu_memory(
+        args.policy.gpu_memory.map_or(0, u64::from),
+        &prescientd::gpu::Detected::probe_uuid(prescientd::gpu::NVML_LIBRARY, &gpu.to_string()),
+    );
+    tracing::info!(
+        gpu_memory = %prescient_units::ByteSize(gpu_memory.bytes),
+        source = %gpu_memory.source,
+        "engine sized"
+    );
+    let cfg = loop_config(args, backoff, gate, marks, discard, gpu_memory.bytes);
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     tokio::spawn(async move {
@@ -146,8 +214,9 @@ fn loop_config(
     gate: Option<gate::Params>,
     marks: Option<marks::Receiver>,
     discard: bool,
+    gpu_memory: u64,
 ) -> Config {
-    let gpu_blocks = (args.policy.gpu_memory.0 >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64);
+    let gpu_blocks = (gpu_memory >> prescient_core::BLOCK_SHIFT).min(u32::MAX as u64);
     Config {
         fault_source: args.policy.fault_source,
         mode: args.policy.mode,

@@ -164,8 +164,34 @@ fn metrics(cfg: &Path) -> String {
 
 fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines()
+        .map(without_host_labels)
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// A sample line without the labels every series carries (this host and
+/// its GPU, as dcgm-exporter names them), so a series reads as its own
+/// labels: `x{Hostname="h"} 1` -> `x 1`, `x{pid="1",Hostname="h"} 1` ->
+/// `x{pid="1"} 1`.
+fn without_host_labels(line: &str) -> String {
+    let Some((name, rest)) = line.split_once('{') else {
+        return line.to_string();
+    };
+    let Some((labels, value)) = rest.rsplit_once('}') else {
+        return line.to_string();
+    };
+    let own: Vec<&str> = labels
+        .split(',')
+        .filter(|kv| {
+            let k = kv.split('=').next().unwrap_or("");
+            !["Hostname", "gpu", "UUID", "device", "modelName"].contains(&k)
+        })
+        .collect();
+    if own.is_empty() {
+        format!("{name}{value}")
+    } else {
+        format!("{name}{{{}}}{value}", own.join(","))
+    }
 }
 
 #[test]

@@ -29,6 +29,18 @@ enum Cmd {
     Sweep(SweepArgs),
     /// Convert a trace to the native format.
     Convert(ConvertArgs),
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff); with --out-dir, write it and one page per
+    /// subcommand (prescient-sim-run.1 ...).
+    Man {
+        /// Write every page into this directory instead of printing one.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -81,17 +93,28 @@ impl ModelArgs {
     }
 }
 
+/// The engine's configuration. By default what prescientd and prescient.ko
+/// deploy (transparent mode, 512 rows, 2-way, 4 successors, lookahead 4);
+/// `--deepum` is DeepUM's (execution ids, 2048 rows, lookahead 16), the
+/// configuration BENCHMARKS.md's G10 tables were measured with.
 #[derive(Args, Clone)]
 struct EngineArgs {
-    #[arg(long, default_value_t = Params::DEEPUM.rows)]
-    rows: u32,
-    #[arg(long, default_value_t = Params::DEEPUM.assoc)]
-    assoc: u32,
-    #[arg(long, default_value_t = Params::DEEPUM.succs)]
-    succs: u32,
-    /// Kernels predicted ahead of the running one.
-    #[arg(long, default_value_t = Params::DEEPUM.lookahead)]
-    lookahead: u32,
+    /// DeepUM's configuration instead of the deployed one: execution-id
+    /// mode, 2048 rows, 2-way, 4 successors, lookahead 16, 4096 tables.
+    #[arg(long)]
+    deepum: bool,
+    /// Rows per correlation table (power of two; default 512, or 2048 with --deepum).
+    #[arg(long)]
+    rows: Option<u32>,
+    /// Ways per row (default 2).
+    #[arg(long)]
+    assoc: Option<u32>,
+    /// Successors per entry (default 4).
+    #[arg(long)]
+    succs: Option<u32>,
+    /// Kernels predicted ahead of the running one (default 4, or 16 with --deepum).
+    #[arg(long)]
+    lookahead: Option<u32>,
     /// Most blocks predicted ahead at once (default: 40% of the GPU).
     #[arg(long)]
     window_blocks: Option<u32>,
@@ -101,12 +124,17 @@ struct EngineArgs {
     /// Pre-eviction's highest free-block target (default: 50% of the GPU).
     #[arg(long)]
     free_max: Option<u32>,
-    /// Block tables in the pool.
-    #[arg(long, default_value_t = Params::DEEPUM.max_tables)]
-    max_tables: u32,
-    /// No execution ids: one global table learnt from faults alone.
+    /// Block tables in the pool (default: the configuration's).
     #[arg(long)]
+    max_tables: Option<u32>,
+    /// No execution ids: one global table learnt from faults alone (the
+    /// default unless --deepum).
+    #[arg(long, conflicts_with = "exec_id")]
     transparent: bool,
+    /// Execution-id mode: one table per kernel id a runtime reports (the
+    /// default with --deepum).
+    #[arg(long)]
+    exec_id: bool,
     /// Pre-eviction keeps resident blocks under this percent of the GPU
     /// (the host loop's watermark, prescient.ko's `pre_evict_watermark_pct`).
     #[arg(long, default_value_t = prescient_sim::policy::prescient::DEFAULT_WATERMARK_PCT,
@@ -117,22 +145,51 @@ struct EngineArgs {
 impl EngineArgs {
     fn params(&self, m: &CostModel) -> Params {
         let base = Params::for_gpu(m.gpu_blocks() as u32);
+        let preset = if self.deepum {
+            Params::DEEPUM
+        } else {
+            prescient_uapi::kernel_default_params(1)
+        };
+        let mode = if self.transparent {
+            Mode::Transparent
+        } else if self.exec_id {
+            Mode::ExecId
+        } else {
+            preset.mode
+        };
         Params {
-            rows: self.rows,
-            assoc: self.assoc,
-            succs: self.succs,
-            lookahead: self.lookahead,
+            rows: self.rows.unwrap_or(preset.rows),
+            assoc: self.assoc.unwrap_or(preset.assoc),
+            succs: self.succs.unwrap_or(preset.succs),
+            lookahead: self.lookahead.unwrap_or(preset.lookahead),
             window_blocks: self.window_blocks.unwrap_or(base.window_blocks),
             free_min: self.free_min.unwrap_or(base.free_min),
             free_max: self.free_max.unwrap_or(base.free_max),
-            max_tables: self.max_tables,
-            mode: if self.transparent {
-                Mode::Transparent
-            } else {
-                Mode::ExecId
-            },
+            // The exec-id mode needs its pool of block tables whatever the preset.
+            max_tables: self.max_tables.unwrap_or(Params::DEEPUM.max_tables),
+            mode,
             ..base
         }
+    }
+
+    /// One line saying which engine configuration runs.
+    fn describe(&self, p: &Params) -> String {
+        format!(
+            "engine: {} mode, rows {}, assoc {}, succs {}, lookahead {} ({})",
+            match p.mode {
+                Mode::Transparent => "transparent",
+                Mode::ExecId => "exec-id",
+            },
+            p.rows,
+            p.assoc,
+            p.succs,
+            p.lookahead,
+            if self.deepum {
+                "DeepUM's configuration, --deepum"
+            } else {
+                "as prescientd deploys it; --deepum for DeepUM's"
+            }
+        )
     }
 }
 
@@ -215,11 +272,30 @@ fn main() {
         Cmd::Run(a) => run(a),
         Cmd::Sweep(a) => sweep(a),
         Cmd::Convert(a) => convert(a),
+        Cmd::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "prescient-sim", &mut std::io::stdout());
+            Ok(())
+        }
+        Cmd::Man { out_dir } => man(out_dir.as_deref()),
     };
     if let Err(e) = res {
         eprintln!("prescient-sim: error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// The man page, printed; or every page (one per subcommand) into `dir`.
+fn man(dir: Option<&std::path::Path>) -> Result<()> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    match dir {
+        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            clap_mangen::generate_to(cmd, d).with_context(|| format!("writing {}", d.display()))?;
+        }
+    }
+    Ok(())
 }
 
 fn run(a: RunArgs) -> Result<()> {
@@ -228,6 +304,12 @@ fn run(a: RunArgs) -> Result<()> {
     let model = a.model.model();
     let params = a.engine.params(&model);
     params.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if a.policy
+        .iter()
+        .any(|p| !matches!(p, PolicyKind::Driver | PolicyKind::Oracle))
+    {
+        eprintln!("prescient-sim: {}", a.engine.describe(&params));
+    }
     let r = report::run(
         &plan,
         model,

@@ -201,3 +201,57 @@ fn plot_and_text_report() {
     let svg = std::fs::read_to_string(svg).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("prescient"));
 }
+
+/// The simulator runs what prescientd deploys unless told otherwise, and
+/// says which configuration ran.
+#[test]
+fn defaults_are_the_deployed_engine_and_the_mode_is_named() {
+    let t = bert();
+    let common = [
+        "run",
+        "--trace",
+        &t,
+        "--iterations",
+        "1",
+        "--policy",
+        "prescient",
+        "--json",
+    ];
+    let (code, out, err) = sim(&common);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("engine: transparent mode, rows 512, assoc 2, succs 4, lookahead 4"),
+        "{err}"
+    );
+    let (code, out2, err) = sim(&[&common[..], &["--deepum"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("engine: exec-id mode, rows 2048, assoc 2, succs 4, lookahead 16"),
+        "{err}"
+    );
+    assert_ne!(out, out2, "--deepum changed nothing");
+    assert_fails(
+        &["run", "--trace", &t, "--transparent", "--exec-id"],
+        "--exec-id",
+    );
+}
+
+#[test]
+fn man_pages_and_completions_for_every_subcommand() {
+    let d = tempfile::tempdir().unwrap();
+    let (code, _, err) = sim(&["man", "--out-dir", d.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for page in [
+        "prescient-sim",
+        "prescient-sim-run",
+        "prescient-sim-sweep",
+        "prescient-sim-convert",
+    ] {
+        assert!(d.path().join(format!("{page}.1")).exists(), "{page}.1");
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, _) = sim(&["completions", shell]);
+        assert_eq!(code, 0);
+        assert!(out.contains("--deepum"), "{shell}");
+    }
+}

@@ -270,6 +270,9 @@ impl Request {
 }
 
 /// One response line: `{"ok": {...}}` or `{"error": {...}}`.
+// One response exists per request and lives for one line's encoding: the
+// status reply's size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Response {
@@ -347,6 +350,35 @@ pub struct Status {
     pub config_path: String,
     pub uptime_s: f64,
     pub attached: Vec<ProcessInfo>,
+    /// The GPU NVML reported at start (None: not detected; see `settings`).
+    #[serde(default)]
+    pub gpu: Option<GpuInfo>,
+    /// Each value in force and where it came from (absent from daemons
+    /// older than this field).
+    #[serde(default)]
+    pub settings: Vec<Setting>,
+}
+
+/// One GPU as NVML names it (the labels dcgm-exporter uses).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    /// NVML's index (nvidia-smi's numbering; dcgm-exporter's `gpu`).
+    pub index: u32,
+    /// "GPU-..." (dcgm-exporter's `UUID`).
+    pub uuid: String,
+    /// The product name (dcgm-exporter's `modelName`).
+    pub model: String,
+    pub memory_bytes: u64,
+}
+
+/// A value in force and its source: "default", "config", "prescientctl
+/// set", "detected (NVML)" or a sentence saying why none applies.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setting {
+    /// The config file's dotted key (`engine.rows`).
+    pub key: String,
+    pub value: String,
+    pub source: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -33,6 +33,16 @@ fn print(s: &Status) {
         ),
         None => println!("prescient.ko: not loaded (the daemon waits for it)"),
     }
+    match &s.gpu {
+        Some(g) => println!(
+            "GPU {}: {} {} ({} MiB, NVML)",
+            g.index,
+            g.model,
+            g.uuid,
+            g.memory_bytes >> 20
+        ),
+        None => println!("GPU: not detected (see gpu.index below)"),
+    }
     println!("parameters: {}", param_line(&s.params));
     if let Some(mp) = &s.module_params {
         if *mp != s.params {
@@ -40,6 +50,13 @@ fn print(s: &Status) {
                 "  but the module has: {} (changed outside prescientd)",
                 param_line(mp)
             );
+        }
+    }
+    if !s.settings.is_empty() {
+        println!("values in force:");
+        let w = s.settings.iter().map(|x| x.key.len()).max().unwrap_or(0);
+        for x in &s.settings {
+            println!("  {:<w$}  {:<24} {}", x.key, x.value, x.source);
         }
     }
     println!("attached: {}", s.attached.len());

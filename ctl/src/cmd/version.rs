@@ -8,24 +8,25 @@ use std::path::Path;
 
 pub fn run(socket: &Path, f: &JsonFlag) -> Res<()> {
     let ctl = env!("CARGO_PKG_VERSION");
-    let v = match Client::connect(socket).and_then(|mut c| c.call(&Request::Version)) {
-        Ok(Reply::Version(v)) => Some(v),
-        Ok(_) => None,
-        Err(e) if e.code == EXIT_UNREACHABLE => {
-            eprintln!("prescientctl: {}", e.message);
-            None
-        }
+    // An unreachable daemon is one line on stderr (main prints it) and
+    // exit 69, with or without --json; this tool's own version still shows.
+    let (v, unreachable) = match Client::connect(socket).and_then(|mut c| c.call(&Request::Version))
+    {
+        Ok(Reply::Version(v)) => (Some(v), None),
+        Ok(_) => (
+            None,
+            Some(fail(EXIT_UNREACHABLE, "unexpected reply to version")),
+        ),
+        Err(e) if e.code == EXIT_UNREACHABLE => (None, Some(e)),
         Err(e) => return Err(e),
     };
     if f.json {
-        return json(&serde_json::json!({ "prescientctl": ctl, "prescientd": v }));
+        json(&serde_json::json!({ "prescientctl": ctl, "prescientd": v }))?;
+    } else {
+        println!("prescientctl {ctl}");
+        print_daemon(v.as_ref());
     }
-    println!("prescientctl {ctl}");
-    print_daemon(v.as_ref());
-    if v.is_none() {
-        return Err(fail(EXIT_UNREACHABLE, "prescientd not reachable"));
-    }
-    Ok(())
+    unreachable.map_or(Ok(()), Err)
 }
 
 fn print_daemon(v: Option<&VersionInfo>) {

@@ -14,10 +14,58 @@
 //!
 //! Every series is registered once (`Metrics::new`), from the tables below;
 //! a scrape sets each from the latest reading and encodes the registry.
+//!
+//! Every series carries the labels dcgm-exporter puts on its own, spelt as
+//! it spells them (`gpu`, `UUID`, `device`, `modelName`, `Hostname`), so a
+//! PromQL join `on(UUID)` or `on(Hostname, gpu)` lines Prescient's fault
+//! rate up with `DCGM_FI_PROF_PCIE_RX_BYTES` of the same GPU. Block counts
+//! have a `*_bytes_total` twin (blocks are 2 MiB). The user-space backend's
+//! own loop counters are exported per process as `prescient_userspace_*`.
 
+use super::kube::Pod;
+use crate::backend::LoopValues;
+use crate::gpu::Device;
+use crate::userspace::series;
+use prescient_core::BLOCK_BYTES;
 use prescient_uapi::control::{Counters, ProcessStats};
 use prescient_uapi::control::{EngineParams, ModuleInfo, ProcessInfo, Stats};
-use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::Registry;
+use prometheus::{Encoder, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
+use std::collections::HashMap;
+
+/// The labels on every series: this host and its GPU, as dcgm-exporter
+/// names them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub hostname: String,
+    pub gpu: Option<Device>,
+}
+
+impl Identity {
+    /// This host's name (uname's, as dcgm-exporter reports it; not from
+    /// /proc/sys, which a unit with ProcSubset=pid hides) and the detected GPU.
+    pub fn of_host(gpu: Option<&Device>) -> Identity {
+        Identity {
+            hostname: nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            gpu: gpu.cloned(),
+        }
+    }
+
+    /// The constant labels; without a GPU only `Hostname`.
+    fn labels(&self) -> HashMap<String, String> {
+        let mut l = HashMap::from([("Hostname".to_string(), self.hostname.clone())]);
+        if let Some(g) = &self.gpu {
+            l.insert("gpu".into(), g.index.to_string());
+            l.insert("UUID".into(), g.uuid.clone());
+            l.insert("device".into(), format!("nvidia{}", g.index));
+            l.insert("modelName".into(), g.name.clone());
+        }
+        l.retain(|_, v| !v.is_empty());
+        l
+    }
+}
 
 /// What the daemon counts itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,6 +81,14 @@ pub struct DaemonCounters {
 /// Everything one scrape shows.
 pub struct View<'a> {
     pub daemon_version: &'a str,
+    /// The residency budget pre-eviction keeps to, if any (the config's,
+    /// prescientctl set's, or the detected GPU size); None: none enforced.
+    pub budget_in_force: Option<u64>,
+    /// The user-space backend's per-process loop values, in the order of
+    /// `userspace::series` (empty for the module backend).
+    pub loops: &'a [LoopValues],
+    /// The Kubernetes pod of attached processes that run in one.
+    pub pods: &'a HashMap<i32, Pod>,
     pub up: bool,
     pub module: Option<&'a ModuleInfo>,
     pub params: &'a EngineParams,
@@ -87,6 +143,30 @@ const TOTALS: &[(&str, &str, Read<Counters>)] = &[
         "prescient_migrate_errors_total",
         "Migrations nvidia-uvm refused.",
         |t| t.migrate_errors,
+    ),
+];
+
+/// Byte twins of the block counters (2 MiB blocks): name, help, blocks.
+const BYTES: &[(&str, &str, Read<Counters>)] = &[
+    (
+        "prescient_prefetched_bytes_total",
+        "Bytes prefetched to the GPU.",
+        |t| t.prefetched_blocks,
+    ),
+    (
+        "prescient_prefetch_used_bytes_total",
+        "Prefetched bytes used before they left the GPU.",
+        |t| t.prefetches_used,
+    ),
+    (
+        "prescient_pre_evicted_bytes_total",
+        "Bytes pre-evicted to the CPU to stay under the residency budget.",
+        |t| t.pre_evictions,
+    ),
+    (
+        "prescient_discarded_bytes_total",
+        "Bytes discarded (marked dead) instead of copied back.",
+        |t| t.discards,
     ),
 ];
 
@@ -164,11 +244,6 @@ const GAUGES: &[(&str, &str, ReadView)] = &[
         |v| v.params.pre_evict_watermark_pct.into(),
     ),
     (
-        "prescient_residency_budget_bytes",
-        "GPU-resident bytes kept below by pre-eviction (0 = the GPU's size).",
-        |v| v.params.residency_budget_bytes,
-    ),
-    (
         "prescient_prefetch_enabled",
         "1 if prefetching is on.",
         |v| v.params.enabled as u64,
@@ -213,6 +288,10 @@ fn sat(v: u64) -> i64 {
 pub struct Metrics {
     registry: Registry,
     totals: Vec<(IntCounter, Read<Counters>)>,
+    bytes: Vec<(IntCounter, Read<Counters>)>,
+    us_counters: Vec<IntCounterVec>,
+    us_gauges: Vec<GaugeVec>,
+    budget: IntGaugeVec,
     daemon: Vec<(IntCounter, Read<DaemonCounters>)>,
     gauges: Vec<(IntGauge, ReadView)>,
     per_process: Vec<(IntCounterVec, Read<ProcessStats>)>,
@@ -232,9 +311,9 @@ fn register<M: prometheus::core::Collector + Clone + 'static>(
 }
 
 impl Metrics {
-    /// Builds and registers every series.
-    pub fn new() -> prometheus::Result<Metrics> {
-        let r = Registry::new();
+    /// Builds and registers every series, labelled with `id`.
+    pub fn new(id: &Identity) -> prometheus::Result<Metrics> {
+        let r = Registry::new_custom(None, Some(id.labels()))?;
         let counter = |(n, h): (&str, &str)| register(&r, IntCounter::with_opts(Opts::new(n, h))?);
         let labelled =
             |n: &str, h: &str, l: &[&str]| register(&r, IntCounterVec::new(Opts::new(n, h), l)?);
@@ -243,6 +322,18 @@ impl Metrics {
         let totals = TOTALS
             .iter()
             .map(|&(n, h, f)| Ok((counter((n, h))?, f)))
+            .collect::<prometheus::Result<_>>()?;
+        let bytes = BYTES
+            .iter()
+            .map(|&(n, h, f)| Ok((counter((n, h))?, f)))
+            .collect::<prometheus::Result<_>>()?;
+        let us_counters = series::COUNTERS
+            .iter()
+            .map(|&(n, h, _)| labelled(n, h, &["pid"]))
+            .collect::<prometheus::Result<_>>()?;
+        let us_gauges = series::GAUGES
+            .iter()
+            .map(|&(n, h, _)| register(&r, GaugeVec::new(Opts::new(n, h), &["pid"])?))
             .collect::<prometheus::Result<_>>()?;
         let daemon = DAEMON
             .iter()
@@ -258,6 +349,14 @@ impl Metrics {
             .collect::<prometheus::Result<_>>()?;
         Ok(Metrics {
             totals,
+            bytes,
+            us_counters,
+            us_gauges,
+            budget: gauge_vec(
+                "prescient_residency_budget_bytes",
+                "GPU-resident bytes pre-eviction keeps below (the config's, prescientctl set's, or the detected GPU size); absent when none is enforced.",
+                &[],
+            )?,
             daemon,
             gauges,
             per_process,
@@ -268,8 +367,8 @@ impl Metrics {
             )?,
             process_info: gauge_vec(
                 "prescient_process_info",
-                "An attached process: its command name and why it is attached (always 1).",
-                &["pid", "comm", "reason"],
+                "An attached process: its command name, why it is attached, and its Kubernetes pod (always 1).",
+                &["pid", "comm", "reason", "pod", "namespace", "container"],
             )?,
             info: gauge_vec(
                 "prescient_info",
@@ -290,9 +389,17 @@ impl Metrics {
         for (c, read) in &self.totals {
             set_counter(c, read(&v.stats.totals));
         }
+        for (c, read) in &self.bytes {
+            set_counter(c, read(&v.stats.totals).saturating_mul(BLOCK_BYTES));
+        }
         for (c, read) in &self.daemon {
             set_counter(c, read(&v.daemon));
         }
+        self.budget.reset();
+        if let Some(b) = v.budget_in_force {
+            self.budget.with_label_values(&[] as &[&str]).set(sat(b));
+        }
+        self.set_userspace(v);
         for (g, read) in &self.gauges {
             g.set(sat(read(v)));
         }
@@ -343,9 +450,30 @@ impl Metrics {
                 .find(|a| a.pid == s.pid)
                 .map(|a| (a.comm.as_str(), a.reason.as_str()))
                 .unwrap_or(("", "other"));
+            let pod = v.pods.get(&s.pid).cloned().unwrap_or_default();
             self.process_info
-                .with_label_values(&[&pid, comm, reason])
+                .with_label_values(&[&pid, comm, reason, &pod.pod, &pod.namespace, &pod.container])
                 .set(1);
+        }
+    }
+
+    /// The user-space backend's per-process loop series.
+    fn set_userspace(&self, v: &View) {
+        for c in &self.us_counters {
+            c.reset();
+        }
+        for g in &self.us_gauges {
+            g.reset();
+        }
+        for lv in v.loops {
+            let pid = lv.pid.to_string();
+            let l = [pid.as_str()];
+            for (c, x) in self.us_counters.iter().zip(&lv.counters) {
+                c.with_label_values(&l).inc_by(*x);
+            }
+            for (g, x) in self.us_gauges.iter().zip(&lv.gauges) {
+                g.with_label_values(&l).set(*x);
+            }
         }
     }
 }
@@ -392,10 +520,13 @@ mod tests {
             comm: "python3".into(),
             reason: "pattern".into(),
         }];
-        let text = Metrics::new()
+        let text = Metrics::new(&Identity::default())
             .unwrap()
             .render(&View {
                 daemon_version: "0.1.0",
+                budget_in_force: None,
+                loops: &[],
+                pods: &HashMap::new(),
                 up: true,
                 module: None,
                 params: &params,
@@ -432,6 +563,114 @@ mod tests {
 }
 
 #[cfg(test)]
+mod labels {
+    use super::*;
+
+    /// Every series carries dcgm-exporter's GPU labels; bytes twin blocks;
+    /// the budget is absent rather than 0 when none is enforced; the
+    /// user-space loop's counters and pods are exported per process.
+    #[test]
+    fn series_join_with_dcgm_and_carry_bytes_budget_and_backend_counters() {
+        let id = Identity {
+            hostname: "node-7".into(),
+            gpu: Some(Device {
+                index: 1,
+                uuid: "GPU-abc".into(),
+                name: "NVIDIA H100 80GB HBM3".into(),
+                memory_bytes: 80 << 30,
+            }),
+        };
+        let stats = Stats {
+            totals: Counters {
+                prefetched_blocks: 3,
+                ..Default::default()
+            },
+            processes: vec![ProcessStats {
+                pid: 9,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let params = EngineParams::from(&crate::config::EngineConfig::default());
+        let snap = crate::userspace::Snapshot {
+            pid: 9,
+            engine_history_hits: 40,
+            engine_window_blocks: 64,
+            ..Default::default()
+        };
+        let pods = HashMap::from([(
+            9,
+            Pod {
+                pod: "train-0".into(),
+                namespace: "ml".into(),
+                container: "0123456789ab".into(),
+            },
+        )]);
+        let m = Metrics::new(&id).unwrap();
+        let render = |budget| {
+            m.render(&View {
+                daemon_version: "t",
+                budget_in_force: budget,
+                loops: &[series::values(&snap)],
+                pods: &pods,
+                up: true,
+                module: None,
+                params: &params,
+                stats: &stats,
+                attached: &[],
+                daemon: DaemonCounters::default(),
+            })
+            .unwrap()
+        };
+        let text = render(None);
+        let gpu = [
+            r#"Hostname="node-7""#,
+            r#"UUID="GPU-abc""#,
+            r#"device="nvidia1""#,
+            r#"gpu="1""#,
+            r#"modelName="NVIDIA H100 80GB HBM3""#,
+        ];
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(gpu.iter().all(|g| l.contains(g)), "{l}");
+        }
+        let has = |t: &str, prefix: &str, v: &str| {
+            t.lines()
+                .any(|l| l.starts_with(prefix) && l.ends_with(&format!(" {v}")))
+        };
+        assert!(
+            has(&text, "prescient_prefetched_bytes_total{", "6291456"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("prescient_residency_budget_bytes{"),
+            "{text}"
+        );
+        assert!(has(
+            &render(Some(8 << 30)),
+            "prescient_residency_budget_bytes{",
+            "8589934592"
+        ));
+        assert!(
+            text.lines().any(
+                |l| l.starts_with("prescient_userspace_predicted_faults_total{")
+                    && l.contains(r#"pid="9""#)
+                    && l.ends_with(" 40")
+            ),
+            "{text}"
+        );
+        assert!(has(&text, "prescient_userspace_window_blocks{", "64"));
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("prescient_process_info{")
+                    && l.contains(r#"namespace="ml""#)
+                    && l.contains(r#"pod="train-0""#)
+                    && l.contains(r#"container="0123456789ab""#)),
+            "{text}"
+        );
+    }
+}
+
+#[cfg(test)]
 mod dashboard {
     use super::*;
 
@@ -449,10 +688,13 @@ mod dashboard {
             ..Default::default()
         };
         let params = EngineParams::from(&crate::config::EngineConfig::default());
-        let text = Metrics::new()
+        let text = Metrics::new(&Identity::default())
             .unwrap()
             .render(&View {
                 daemon_version: "t",
+                budget_in_force: Some(8 << 30),
+                loops: &[series::values(&crate::userspace::Snapshot::default())],
+                pods: &HashMap::new(),
                 up: true,
                 module: None,
                 params: &params,
@@ -478,5 +720,65 @@ mod dashboard {
             }
         }
         assert!(n > 15, "only {n} metric references found");
+    }
+
+    /// The dashboard provisions as a file (no `__inputs`, the data source
+    /// is a variable), and every Prescient legend names its instance.
+    #[test]
+    fn grafana_dashboard_provisions_as_a_file_and_names_instances() {
+        let text = include_str!("../../../packaging/grafana/prescient.json");
+        let dash: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert!(dash.get("__inputs").is_none());
+        assert!(!text.contains("DS_PROMETHEUS"));
+        let vars = dash["templating"]["list"].as_array().unwrap();
+        assert!(vars
+            .iter()
+            .any(|v| v["type"] == "datasource" && v["name"] == "datasource"));
+        for p in dash["panels"].as_array().unwrap() {
+            for t in p["targets"].as_array().unwrap() {
+                if t["expr"].as_str().unwrap().contains("prescient_") {
+                    assert_eq!(t["datasource"]["uid"], "${datasource}", "{p}");
+                    let legend = t["legendFormat"].as_str().unwrap();
+                    assert!(legend.contains("{{instance}}"), "{}: {legend}", p["title"]);
+                }
+            }
+        }
+    }
+
+    /// The alert rules only name series /metrics exports.
+    #[test]
+    fn alert_rules_name_only_exported_metrics() {
+        let rules = include_str!("../../../packaging/prometheus/prescient.rules.yml");
+        let params = EngineParams::from(&crate::config::EngineConfig::default());
+        let stats = Stats {
+            processes: vec![ProcessStats::default()],
+            ..Default::default()
+        };
+        let text = Metrics::new(&Identity::default())
+            .unwrap()
+            .render(&View {
+                daemon_version: "t",
+                budget_in_force: Some(1),
+                loops: &[],
+                pods: &HashMap::new(),
+                up: true,
+                module: None,
+                params: &params,
+                stats: &stats,
+                attached: &[],
+                daemon: DaemonCounters::default(),
+            })
+            .unwrap();
+        let re = regex::Regex::new(r"prescient_[a-z_]+").unwrap();
+        let mut n = 0;
+        for m in re.find_iter(rules) {
+            n += 1;
+            assert!(
+                text.contains(&format!("# TYPE {} ", m.as_str())),
+                "{}",
+                m.as_str()
+            );
+        }
+        assert!(n >= 5, "{n}");
     }
 }

@@ -27,8 +27,10 @@
 //! together (they are short: the module never sleeps on the fault path).
 
 mod exit;
+mod kube;
 pub mod metrics;
 mod procfs;
+mod provenance;
 mod reconcile;
 mod requests;
 mod state;
@@ -38,10 +40,11 @@ pub use state::Service;
 
 use crate::backend::{Backend, DevError};
 use crate::config::{BackendKind, Config, OnMissingModule};
+use crate::gpu::Detected;
 use crate::module::Module;
 use crate::socket::{self, bind_socket};
 use crate::userspace::{self, Userspace};
-use metrics::{DaemonCounters, Metrics, View};
+use metrics::{DaemonCounters, Identity, Metrics, View};
 use prescient_uapi::control::Stats;
 use procfs::process_exists;
 use reconcile::{apply_at_start, compile};
@@ -57,10 +60,20 @@ use tokio::sync::watch;
 impl Service {
     /// The text exposition of the latest reading.
     fn metrics_text(&self) -> Result<String, prometheus::Error> {
+        // The backend's snapshots first: its lock is never taken under ours.
+        let loops = self.dev.loop_values();
         let s = self.lock();
         let attached = s.process_infos();
+        let pods: HashMap<i32, kube::Pod> = attached
+            .iter()
+            .filter_map(|a| Some((a.pid, kube::pod_of(std::path::Path::new("/proc"), a.pid)?)))
+            .collect();
         self.metrics.render(&View {
             daemon_version: VERSION,
+            budget_in_force: (s.desired.residency_budget_bytes > 0)
+                .then_some(s.desired.residency_budget_bytes),
+            loops: &loops,
+            pods: &pods,
             up: s.up,
             module: if s.up { s.module.as_ref() } else { None },
             params: &s.desired,
@@ -123,12 +136,12 @@ async fn bind_listeners(cfg: &Config) -> Result<(Option<TcpListener>, UnixListen
     Ok((metrics_listener, control))
 }
 
-/// The backend the config names.
-fn backend(cfg: &Config) -> Arc<dyn Backend> {
+/// The backend the config names, sized for the detected GPU.
+fn backend(cfg: &Config, gpu: &Detected) -> Arc<dyn Backend> {
     match cfg.backend {
         BackendKind::Module => Arc::new(Module::new(&cfg.device)),
         BackendKind::Userspace => Arc::new(Userspace::new(userspace::Settings {
-            gpu_memory_bytes: cfg.userspace.gpu_memory.0,
+            gpu_memory_bytes: crate::gpu::gpu_memory(cfg.userspace.gpu_memory.0, gpu).bytes,
             workers: cfg.userspace.workers as usize,
             queue_entries: cfg.userspace.queue_entries,
             gate: cfg.userspace.gate,
@@ -144,14 +157,15 @@ fn new_service(
     config_path: PathBuf,
     stop: watch::Sender<Option<i32>>,
 ) -> prometheus::Result<Arc<Service>> {
+    let gpu = detect_gpu(cfg);
     Ok(Arc::new(Service {
         config_path,
-        dev: backend(cfg),
+        dev: backend(cfg, &gpu),
         started: Instant::now(),
-        metrics: Metrics::new()?,
+        metrics: Metrics::new(&Identity::of_host(gpu.device()))?,
         st: Mutex::new(State {
             patterns: compile(cfg),
-            desired: (&cfg.engine).into(),
+            desired: provenance::engine_params(cfg, &gpu),
             up: false,
             seen: false,
             module: None,
@@ -164,8 +178,35 @@ fn new_service(
             shutting_down: false,
             cfg: cfg.clone(),
         }),
+        gpu,
         stop,
     }))
+}
+
+/// Asks NVML for the configured GPU once, at start; logs one line either
+/// way. Without an answer the daemon still serves prescientctl and /metrics.
+fn detect_gpu(cfg: &Config) -> Detected {
+    let d = Detected::probe(&cfg.gpu.nvml_library, cfg.gpu.index);
+    match &d {
+        Detected::Gpu(g) => tracing::info!(
+            index = g.index,
+            uuid = %g.uuid,
+            model = %g.name,
+            memory = %prescient_units::ByteSize(g.memory_bytes),
+            "GPU detected (NVML)"
+        ),
+        Detected::None(why) => tracing::warn!(
+            "no GPU detected ({why}); {}",
+            match cfg.backend {
+                BackendKind::Module if cfg.engine.residency_budget.0 == 0 =>
+                    "the module pre-evicts nothing until engine.residency_budget is set",
+                BackendKind::Module => "engine.residency_budget applies as configured",
+                BackendKind::Userspace =>
+                    "the engine is sized by userspace.gpu_memory or its default",
+            }
+        ),
+    }
+    d
 }
 
 /// The backend now: applies the parameters and configured attachments (or

@@ -285,7 +285,7 @@ impl Service {
                 );
             }
         }
-        let params = EngineParams::from(&new.engine);
+        let params = super::provenance::engine_params(&new, &self.gpu);
         if params != s.desired && s.up {
             if let Err(e) = self.dev.set_params(&params.into()) {
                 s.daemon.reloads_failed += 1;
@@ -364,7 +364,7 @@ pub(super) fn compile(c: &Config) -> Vec<regex::Regex> {
 pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
     let s = svc.lock();
     let before = svc.dev.params().ok();
-    let want = EngineParams::from(&cfg.engine);
+    let want = super::provenance::engine_params(cfg, &svc.gpu);
     let restore = |s: &mut State| {
         let ours: Vec<i32> = s.attached.keys().copied().collect();
         for pid in ours {
@@ -472,7 +472,8 @@ mod tests {
             config_path: "/dev/null".into(),
             dev,
             started: std::time::Instant::now(),
-            metrics: Metrics::new().unwrap(),
+            metrics: Metrics::new(&crate::service::Identity::default()).unwrap(),
+            gpu: crate::gpu::Detected::None("a test".into()),
             st: std::sync::Mutex::new(State {
                 patterns: Vec::new(),
                 desired: (&cfg.engine).into(),

@@ -102,6 +102,8 @@ impl Service {
             config_path: self.config_path.display().to_string(),
             uptime_s: self.uptime(),
             attached: s.process_infos(),
+            gpu: self.gpu.device().map(crate::gpu::info),
+            settings: super::provenance::settings(&s.cfg, &s.desired, &self.gpu),
         }))
     }
 

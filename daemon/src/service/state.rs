@@ -95,6 +95,8 @@ pub struct Service {
     /// Every series /metrics exports, registered once.
     pub(super) metrics: Metrics,
     pub(super) st: Mutex<State>,
+    /// The GPU NVML reported at start, or why none (gpu/).
+    pub(super) gpu: crate::gpu::Detected,
     /// Asks the signal loop to end with an exit status.
     pub(super) stop: watch::Sender<Option<i32>>,
 }

@@ -54,7 +54,8 @@ pub struct Config {
 
 impl Default for Config {
     /// `prescientd attach`'s defaults: prescient mode on GPU_FAULT events,
-    /// no budget, a 140 GiB GPU, no back-off, gate, marks or discards.
+    /// no budget, the fallback GPU size (`gpu::FALLBACK_GPU_MEMORY`; the
+    /// command resolves the real one), no back-off, gate, marks or discards.
     fn default() -> Config {
         Config {
             fault_source: FaultSource::Faults,
@@ -68,7 +69,7 @@ impl Default for Config {
             max_coalesce_blocks: 16,
             regret_window: true,
             window_blocks: None,
-            gpu_blocks: blocks_of(140 << 30),
+            gpu_blocks: blocks_of(crate::gpu::FALLBACK_GPU_MEMORY),
             backoff: None,
             gate: None,
             engine: None,

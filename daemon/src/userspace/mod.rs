@@ -39,6 +39,7 @@ mod process;
 mod pump;
 mod ranges;
 mod residency;
+pub mod series;
 mod snapshot;
 mod state;
 
@@ -332,6 +333,19 @@ impl Backend for Userspace {
             libc::EOPNOTSUPP,
             "the user-space backend cannot reset a running engine's tables; detach and attach the process again".into(),
         ))
+    }
+
+    fn loop_values(&self) -> Vec<crate::backend::LoopValues> {
+        let inner = self.lock();
+        inner
+            .spaces
+            .iter()
+            .map(|sp| {
+                let mut s = sp.snap.lock().map(|g| g.clone()).unwrap_or_default();
+                s.pid = sp.pid;
+                series::values(&s)
+            })
+            .collect()
     }
 
     fn stats(&self) -> Result<uapi::Stats, DevError> {

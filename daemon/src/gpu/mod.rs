@@ -1,0 +1,128 @@
+//! What the daemon knows of its GPU, and where each fact came from.
+//!
+//! The GPU's memory, UUID and model are read from NVML (nvml.rs) when the
+//! service starts, so nobody types them in. An operator's config value wins
+//! over detection; without either, the module backend enforces no residency
+//! budget (it pre-evicts nothing until told the GPU's size) and the
+//! user-space backend sizes its ledger from [`FALLBACK_GPU_MEMORY`], the one
+//! default every entry point shares.
+
+pub mod nvml;
+
+use prescient_uapi::control::GpuInfo;
+
+pub use nvml::{Device, Nvml, NvmlError};
+
+/// GPU memory assumed when neither the config nor NVML gives it: an 80 GB
+/// H100/A100. Only sizes the user-space engine's ledger and window; it
+/// limits nothing.
+pub const FALLBACK_GPU_MEMORY: u64 = 80 << 30;
+
+/// The library NVML is loaded from (it ships with the NVIDIA driver).
+pub const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// The result of detection: the device, or why there is none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Detected {
+    Gpu(Device),
+    /// No answer; the message says why, in an operator's words.
+    None(String),
+}
+
+impl Detected {
+    /// Asks NVML (loaded from `library`) for GPU `index`.
+    pub fn probe(library: &str, index: u32) -> Detected {
+        match Nvml::open(library).and_then(|n| n.device(index)) {
+            Ok(d) => Detected::Gpu(d),
+            Err(e) => Detected::None(e.to_string()),
+        }
+    }
+
+    /// Asks NVML for the GPU whose UUID is `uuid` (the one UVM attached).
+    pub fn probe_uuid(library: &str, uuid: &str) -> Detected {
+        match Nvml::open(library).and_then(|n| n.device_by_uuid(uuid)) {
+            Ok(d) => Detected::Gpu(d),
+            Err(e) => Detected::None(e.to_string()),
+        }
+    }
+
+    /// The device, when one was found.
+    pub fn device(&self) -> Option<&Device> {
+        match self {
+            Detected::Gpu(d) => Some(d),
+            Detected::None(_) => None,
+        }
+    }
+
+    /// The GPU's memory rounded down to whole 2 MB blocks, when known.
+    pub fn memory_bytes(&self) -> Option<u64> {
+        self.device()
+            .map(|d| d.memory_bytes & !(prescient_core::BLOCK_BYTES - 1))
+    }
+}
+
+/// A size in force, and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sourced {
+    pub bytes: u64,
+    pub source: String,
+}
+
+/// The GPU memory that sizes the user-space engine: the config's
+/// `userspace.gpu_memory` when set (non-zero), else NVML's, else the
+/// fallback.
+pub fn gpu_memory(configured: u64, detected: &Detected) -> Sourced {
+    if configured > 0 {
+        return Sourced {
+            bytes: configured,
+            source: "config".into(),
+        };
+    }
+    match (detected.memory_bytes(), detected) {
+        (Some(b), _) => Sourced {
+            bytes: b,
+            source: "detected (NVML)".into(),
+        },
+        (None, Detected::None(why)) => Sourced {
+            bytes: FALLBACK_GPU_MEMORY,
+            source: format!("default, not detected: {why}"),
+        },
+        (None, Detected::Gpu(_)) => unreachable!("a device always has a size"),
+    }
+}
+
+/// The residency budget the daemon applies: the config's when set, else
+/// the GPU's detected size (the module pre-evicts above its watermark of
+/// it), else 0, which tells the module it knows no size and must not
+/// pre-evict.
+pub fn residency_budget(configured: u64, detected: &Detected) -> Sourced {
+    if configured > 0 {
+        return Sourced {
+            bytes: configured,
+            source: "config".into(),
+        };
+    }
+    match detected.memory_bytes() {
+        Some(b) => Sourced {
+            bytes: b,
+            source: "detected GPU size (NVML)".into(),
+        },
+        None => Sourced {
+            bytes: 0,
+            source: "none: GPU size unknown, no pre-eviction".into(),
+        },
+    }
+}
+
+/// What the control protocol and /metrics say of the GPU.
+pub fn info(d: &Device) -> GpuInfo {
+    GpuInfo {
+        index: d.index,
+        uuid: d.uuid.clone(),
+        model: d.name.clone(),
+        memory_bytes: d.memory_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,123 @@
+//! The user-space loop's counters as /metrics series (`prescient_userspace_*`,
+//! one per process, labelled by pid): the tables name them, and
+//! [`values`] reads one process's snapshot in table order for the service.
+
+use super::Snapshot;
+use crate::backend::LoopValues;
+
+/// A count of one snapshot.
+pub type ReadU64 = fn(&Snapshot) -> u64;
+/// A float value of one snapshot (seconds, depths).
+pub type ReadF64 = fn(&Snapshot) -> f64;
+
+/// The user-space backend's loop counters, per process: name, help, value.
+pub const COUNTERS: &[(&str, &str, ReadU64)] = &[
+    (
+        "prescient_userspace_events_total",
+        "UVM tools events read.",
+        |s| s.events,
+    ),
+    (
+        "prescient_userspace_dropped_events_total",
+        "UVM tools events the driver dropped (queue full).",
+        |s| s.dropped_events,
+    ),
+    (
+        "prescient_userspace_migrated_to_gpu_bytes_total",
+        "Bytes the driver migrated to the GPU (faults and prefetches).",
+        |s| s.migrated_to_gpu_bytes,
+    ),
+    (
+        "prescient_userspace_migrated_to_cpu_bytes_total",
+        "Bytes the driver migrated to the CPU (evictions, pre-evictions, CPU faults).",
+        |s| s.migrated_to_cpu_bytes,
+    ),
+    (
+        "prescient_userspace_driver_evictions_total",
+        "Evictions the driver made itself (memory full).",
+        |s| s.driver_evictions,
+    ),
+    (
+        "prescient_userspace_prefetch_errors_total",
+        "UVM_MIGRATE prefetches refused.",
+        |s| s.prefetch_errors,
+    ),
+    (
+        "prescient_userspace_evict_errors_total",
+        "UVM_MIGRATE pre-evictions refused.",
+        |s| s.evict_errors,
+    ),
+    (
+        "prescient_userspace_predicted_faults_total",
+        "Faults the engine's history had predicted (the prefetch hit count).",
+        |s| s.engine_history_hits,
+    ),
+    (
+        "prescient_userspace_unpredicted_faults_total",
+        "Faults the engine's history had not predicted.",
+        |s| s.engine_history_misses,
+    ),
+    (
+        "prescient_userspace_regrets_total",
+        "Pre-evicted blocks faulted on again soon.",
+        |s| s.engine_regrets,
+    ),
+    (
+        "prescient_userspace_discarded_blocks_total",
+        "Dead blocks discarded (UVM_DISCARD) instead of evicted.",
+        |s| s.discarded_blocks,
+    ),
+    (
+        "prescient_userspace_discard_errors_total",
+        "UVM_DISCARD failures (those blocks were evicted).",
+        |s| s.discard_errors,
+    ),
+    (
+        "prescient_userspace_ledger_overflow_total",
+        "Blocks the engine's ledger could not track.",
+        |s| s.engine_ledger_overflow,
+    ),
+    (
+        "prescient_userspace_gate_closes_total",
+        "Times the tracker gate turned the events off while the CPU faulted.",
+        |s| s.gate.as_ref().map_or(0, |g| g.closes),
+    ),
+    (
+        "prescient_userspace_backoffs_total",
+        "Times self back-off stopped prefetching (predictions too inaccurate).",
+        |s| s.backoff.as_ref().map_or(0, |b| b.backoffs),
+    ),
+    (
+        "prescient_userspace_backoff_suppressed_total",
+        "Predictions not prefetched while backed off.",
+        |s| s.backoff.as_ref().map_or(0, |b| b.suppressed),
+    ),
+];
+
+/// The user-space backend's gauges, per process (floats: seconds too).
+pub const GAUGES: &[(&str, &str, ReadF64)] = &[
+    (
+        "prescient_userspace_window_blocks",
+        "Depth of the engine's prediction window, in 2 MiB blocks.",
+        |s| s.engine_window_blocks as f64,
+    ),
+    (
+        "prescient_userspace_gate_closed_seconds",
+        "Seconds the tracker gate has kept the events off.",
+        |s| s.gate.as_ref().map_or(0.0, |g| g.closed_s),
+    ),
+    (
+        "prescient_userspace_backoff_off_seconds",
+        "Seconds self back-off has kept prefetching off.",
+        |s| s.backoff.as_ref().map_or(0.0, |b| b.off_s),
+    ),
+];
+
+/// One process's values, in the order of [`COUNTERS`] and [`GAUGES`].
+pub fn values(s: &Snapshot) -> LoopValues {
+    LoopValues {
+        pid: s.pid,
+        counters: COUNTERS.iter().map(|(_, _, f)| f(s)).collect(),
+        gauges: GAUGES.iter().map(|(_, _, f)| f(s)).collect(),
+    }
+}
