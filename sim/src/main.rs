@@ -378,13 +378,18 @@ fn sweep_point(
 fn check_gpu(a: CheckGpuArgs) -> Result<()> {
     use prescient_sim::gpu;
     let text = match &a.runs {
-        Some(p) => std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?,
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?
+        }
         None => gpu::RUNS_JSON.to_string(),
     };
     let runs = gpu::parse_runs(&text)?;
     let params = if a.fit {
         let (p, worst) = gpu::fit(&runs)?;
-        eprintln!("fitted on the runs not held out: {p:?}, worst error {:.1}%", 100.0 * worst);
+        eprintln!(
+            "fitted on the runs not held out: {p:?}, worst error {:.1}%",
+            100.0 * worst
+        );
         p
     } else {
         gpu::FITTED

@@ -127,7 +127,13 @@ impl PolicyReport {
     /// Mean faulted blocks per steady-state iteration (each block once per
     /// kernel it faulted in).
     pub fn steady_fault_blocks(&self) -> f64 {
-        steady(&self.fault_blocks.iter().map(|&f| f as f64).collect::<Vec<_>>())
+        steady(
+            &self
+                .fault_blocks
+                .iter()
+                .map(|&f| f as f64)
+                .collect::<Vec<_>>(),
+        )
     }
 }
 
@@ -191,7 +197,12 @@ fn best_oracle(plan: &Plan, m: CostModel, iterations: usize) -> PolicyReport {
     crate::policy::oracle::ORACLE_REACHES
         .iter()
         .map(|&reach| {
-            let r = replay(plan, m, iterations, &mut Oracle::new(plan, iterations, reach));
+            let r = replay(
+                plan,
+                m,
+                iterations,
+                &mut Oracle::new(plan, iterations, reach),
+            );
             PolicyReport::new(r, ideal)
         })
         .min_by(|a, b| a.steady_ratio().total_cmp(&b.steady_ratio()))

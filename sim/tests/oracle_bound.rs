@@ -11,7 +11,7 @@ use prescient_sim::plan::Plan;
 use prescient_sim::policy::prescient::DEFAULT_WATERMARK_PCT;
 use prescient_sim::report::{run, PolicyKind};
 use prescient_sim::{load, Format};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Every policy that competes with the oracle.
 const CONTENDERS: [PolicyKind; 3] = [
@@ -26,7 +26,7 @@ const SLACK: f64 = 1e-4;
 
 /// Runs every policy on `path` with a GPU of `gpu_bytes` (and `m` for the
 /// rest) in both modes; returns one line per policy that beat the oracle.
-fn beaten(path: &PathBuf, m: CostModel, iterations: usize) -> Vec<String> {
+fn beaten(path: &Path, m: CostModel, iterations: usize) -> Vec<String> {
     let w = load(path, Format::Auto, prescient_sim::g10::Layout::G10).unwrap();
     let plan = Plan::new(&w).unwrap();
     let mut out = Vec::new();
@@ -37,7 +37,15 @@ fn beaten(path: &PathBuf, m: CostModel, iterations: usize) -> Vec<String> {
         };
         let mut policies = CONTENDERS.to_vec();
         policies.push(PolicyKind::Oracle);
-        let r = run(&plan, m, iterations, &policies, params, DEFAULT_WATERMARK_PCT).unwrap();
+        let r = run(
+            &plan,
+            m,
+            iterations,
+            &policies,
+            params,
+            DEFAULT_WATERMARK_PCT,
+        )
+        .unwrap();
         let oracle = r.policies.last().unwrap().steady_ratio();
         for p in &r.policies[..CONTENDERS.len()] {
             if p.steady_ratio() < oracle * (1.0 - SLACK) {

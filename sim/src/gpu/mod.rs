@@ -107,7 +107,11 @@ pub fn workload_plan(run: &RecordedRun) -> Result<Plan> {
     match (run.workload.as_str(), &args[..]) {
         ("dnn", [_iters, in_mb, layers, layer_mb]) => umbench::dnn(*in_mb, *layers, *layer_mb),
         ("stream", [_iters, nbuf, buf_mb]) => umbench::stream(*nbuf, *buf_mb),
-        (w, _) => bail!("{}: no trace for workload {w:?} ({})", run.name, run.command),
+        (w, _) => bail!(
+            "{}: no trace for workload {w:?} ({})",
+            run.name,
+            run.command
+        ),
     }
 }
 
@@ -166,7 +170,11 @@ pub fn check(runs: &[RecordedRun], p: GpuParams) -> Result<Vec<CheckRow>> {
         if !plans.iter().any(|(c, _)| *c == run.command) {
             plans.push((run.command.clone(), workload_plan(run)?));
         }
-        let plan = &plans.iter().find(|(c, _)| *c == run.command).expect("added above").1;
+        let plan = &plans
+            .iter()
+            .find(|(c, _)| *c == run.command)
+            .expect("added above")
+            .1;
         rows.push(check_run(run, plan, p)?);
     }
     Ok(rows)

@@ -84,14 +84,30 @@ pub fn dnn(in_mb: u64, layers: u64, layer_mb: u64) -> anyhow::Result<Plan> {
     let mut kernels = Vec::new();
     let ratio = in_len / l_len;
     let first = [
-        Operand { base: 0, per_out: ratio, write: false },
-        Operand { base: buf(0), per_out: 1, write: true },
+        Operand {
+            base: 0,
+            per_out: ratio,
+            write: false,
+        },
+        Operand {
+            base: buf(0),
+            per_out: 1,
+            write: true,
+        },
     ];
     launch("layer_k.1", n_out, &first, &mut kernels);
     for l in 1..layers {
         let ops = [
-            Operand { base: buf(l - 1), per_out: 1, write: false },
-            Operand { base: buf(l), per_out: 1, write: true },
+            Operand {
+                base: buf(l - 1),
+                per_out: 1,
+                write: false,
+            },
+            Operand {
+                base: buf(l),
+                per_out: 1,
+                write: true,
+            },
         ];
         launch(&format!("layer_k.{}", l + 1), n_out, &ops, &mut kernels);
     }
@@ -100,7 +116,9 @@ pub fn dnn(in_mb: u64, layers: u64, layer_mb: u64) -> anyhow::Result<Plan> {
         kernels,
     };
     let mut plan = Plan::new(&w)?;
-    plan.host_inputs = (0..in_len.div_ceil(BLOCK_BYTES)).map(|b| b as Block).collect();
+    plan.host_inputs = (0..in_len.div_ceil(BLOCK_BYTES))
+        .map(|b| b as Block)
+        .collect();
     Ok(plan)
 }
 
@@ -115,8 +133,16 @@ pub fn stream(nbuf: u64, buf_mb: u64) -> anyhow::Result<Plan> {
     for i in (1..nbuf).chain([0]) {
         let prev = if i == 0 { nbuf - 1 } else { i - 1 };
         let ops = [
-            Operand { base: base(prev), per_out: 1, write: false },
-            Operand { base: base(i), per_out: 1, write: true },
+            Operand {
+                base: base(prev),
+                per_out: 1,
+                write: false,
+            },
+            Operand {
+                base: base(i),
+                per_out: 1,
+                write: true,
+            },
         ];
         launch("stream_k", n, &ops, &mut kernels);
     }
@@ -143,11 +169,11 @@ mod tests {
         assert_eq!(p.host_inputs.len(), 512);
         // Two waves of 128 steps per layer.
         assert_eq!(p.kernels.len(), 4 * 2 * 128);
-        let out0 = (512u32, 512u32 + 127);
+        let out0 = 512;
         let sweeps = p
             .kernels
             .iter()
-            .filter(|k| k.touches.iter().any(|t| t.block == out0.0 && t.write))
+            .filter(|k| k.touches.iter().any(|t| t.block == out0 && t.write))
             .count();
         assert_eq!(sweeps, 2, "the first output block is written by both waves");
         // Layer 1's first step reads 4 input blocks' first halves (wave 1).
