@@ -191,17 +191,17 @@ pub fn run(
     })
 }
 
-/// The oracle at each of its reaches; the fastest in steady state.
+/// The oracle under each of its schedules; the fastest in steady state.
 fn best_oracle(plan: &Plan, m: CostModel, iterations: usize) -> PolicyReport {
     let ideal = plan.ideal_s();
-    crate::policy::oracle::ORACLE_REACHES
+    crate::policy::oracle::ORACLE_SCHEDULES
         .iter()
-        .map(|&reach| {
+        .map(|&schedule| {
             let r = replay(
                 plan,
                 m,
                 iterations,
-                &mut Oracle::new(plan, iterations, reach),
+                &mut Oracle::new(plan, iterations, schedule),
             );
             PolicyReport::new(r, ideal)
         })

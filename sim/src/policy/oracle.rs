@@ -9,7 +9,8 @@
 //! Three things make it a bound rather than just a good policy:
 //! - A block that leaves the GPU after the prefetch cursor passed it (a
 //!   demand victim, or one Belady chose for a sooner need) is prefetched
-//!   again in order of its next use; before, it waited for a demand fault.
+//!   again in order of its next use (in two of its three schedules);
+//!   before, it always waited for a demand fault.
 //! - Data that will never be read again is worth nothing: a block whose
 //!   every byte is dead, and an input block the CPU rewrites before its next
 //!   use, are evicted first and discarded with no copy.
@@ -24,10 +25,13 @@ use prescient_core::Block;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
-/// The reaches the report tries; the oracle is the faster of them in
-/// steady state (on the bundled random trace the unlimited reach lost 0.2%
-/// to Prescient, a reach of 4 kernels did not).
-pub const ORACLE_REACHES: [Option<usize>; 2] = [None, Some(4)];
+/// The schedules the report tries, as (reach, refetch victims); the oracle
+/// is the fastest of them in steady state. On the bundled random trace the
+/// unlimited reach lost 0.2% to Prescient and a reach of 4 kernels did not;
+/// on BERT at a quarter of its footprint prefetching victims again in order
+/// cost 4% (1.144 against 1.099 x ideal without it).
+pub const ORACLE_SCHEDULES: [(Option<usize>, bool); 3] =
+    [(None, true), (Some(4), true), (None, false)];
 
 /// "No further use" as an access position.
 const NEVER: u32 = u32::MAX;
@@ -72,15 +76,19 @@ pub struct Oracle {
     /// Kernels after the running one it prefetches for at most (None: no
     /// limit).
     reach: Option<usize>,
+    /// Whether a block that left the GPU behind the prefetch cursor is
+    /// prefetched again in order of its next use (else it faults back).
+    refetch: bool,
 }
 
 impl Oracle {
     /// The oracle for `iterations` iterations of `plan`, prefetching for at
     /// most `reach` kernels ahead of the running one (None: as far as the
-    /// memory allows). Belady with unlimited reach moves the fewest bytes
-    /// but can push out blocks a nearer kernel needs through demand faults;
-    /// the report runs both reaches and keeps the faster (`ORACLE_REACHES`).
-    pub fn new(plan: &Plan, iterations: usize, reach: Option<usize>) -> Self {
+    /// memory allows), refetching victims or not. Belady with unlimited
+    /// reach moves the fewest bytes but can push out blocks a nearer kernel
+    /// needs; the report runs each of `ORACLE_SCHEDULES` and keeps the
+    /// fastest.
+    pub fn new(plan: &Plan, iterations: usize, (reach, refetch): (Option<usize>, bool)) -> Self {
         let mut access = Vec::new();
         let mut kernel_first = Vec::new();
         for _ in 0..iterations {
@@ -120,6 +128,7 @@ impl Oracle {
             prefetch_cursor: 0,
             pos: 0,
             reach,
+            refetch,
         }
     }
 
@@ -172,7 +181,7 @@ impl Oracle {
             self.resident.remove(&(k, b));
         }
         let q = self.nu[i];
-        if q != NEVER && (q as usize) < self.prefetch_cursor {
+        if self.refetch && q != NEVER && (q as usize) < self.prefetch_cursor {
             self.behind.push(Reverse((q, b)));
         }
     }
