@@ -3,6 +3,7 @@
 //! (see `model` and docs/cost-model.md).
 
 pub mod g10;
+pub mod gpu;
 pub mod model;
 pub mod native;
 pub mod plan;

@@ -41,6 +41,23 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+    /// Replay each recorded GPU run and compare measured with predicted.
+    CheckGpu(CheckGpuArgs),
+}
+
+#[derive(Args)]
+struct CheckGpuArgs {
+    /// Print `{"runs":[{name, measured_ratio, predicted_ratio,
+    /// measured_faults, predicted_faults, held_out}]}` instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Recorded runs file (default: the runs shipped in sim/gpu-runs/runs.json).
+    #[arg(long)]
+    runs: Option<PathBuf>,
+    /// Search the fitting grid on the runs not held out, print the best
+    /// parameters and check with them.
+    #[arg(long)]
+    fit: bool,
 }
 
 #[derive(Args, Clone)]
@@ -75,6 +92,10 @@ struct ModelArgs {
     /// Faults serviced per batch.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=4096))]
     fault_batch: u32,
+    /// Delay from a fault to the prefetcher learning of it (the tools
+    /// event's delivery to prescientd), a duration such as 20us; default 0.
+    #[arg(long, value_name = "DURATION", value_parser = parse_latency)]
+    event_latency: Option<f64>,
     /// Iterations to replay (the first one is for learning).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
     iterations: u64,
@@ -88,6 +109,7 @@ impl ModelArgs {
             d2h_bps: self.d2h,
             fault_latency_s: self.fault_latency,
             fault_batch: self.fault_batch,
+            event_latency_s: self.event_latency.unwrap_or(0.0),
             ..CostModel::g10()
         }
     }
@@ -278,6 +300,7 @@ fn main() {
             Ok(())
         }
         Cmd::Man { out_dir } => man(out_dir.as_deref()),
+        Cmd::CheckGpu(a) => check_gpu(a),
     };
     if let Err(e) = res {
         eprintln!("prescient-sim: error: {e:#}");
@@ -431,6 +454,51 @@ fn sweep_point(
         );
     }
     Ok(row)
+}
+
+/// `check-gpu`: the recorded runs, replayed with the fitted parameters.
+fn check_gpu(a: CheckGpuArgs) -> Result<()> {
+    use prescient_sim::gpu;
+    let text = match &a.runs {
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("{}: cannot read", p.display()))?
+        }
+        None => gpu::RUNS_JSON.to_string(),
+    };
+    let runs = gpu::parse_runs(&text)?;
+    let params = if a.fit {
+        let (p, worst) = gpu::fit(&runs)?;
+        eprintln!(
+            "fitted on the runs not held out: {p:?}, worst error {:.1}%",
+            100.0 * worst
+        );
+        p
+    } else {
+        gpu::FITTED
+    };
+    let rows = gpu::check(&runs, params)?;
+    if a.json {
+        println!("{}", serde_json::json!({ "runs": rows }));
+        return Ok(());
+    }
+    println!(
+        "{:<26} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6} held-out",
+        "run", "measured", "predicted", "err", "faults", "predicted", "err"
+    );
+    for r in &rows {
+        println!(
+            "{:<26} {:>8.2}x {:>8.2}x {:>5.0}% {:>9.0} {:>9.0} {:>5.0}% {}",
+            r.name,
+            r.measured_ratio,
+            r.predicted_ratio,
+            100.0 * r.ratio_error(),
+            r.measured_faults,
+            r.predicted_faults,
+            100.0 * r.fault_error(),
+            if r.held_out { "yes" } else { "" }
+        );
+    }
+    Ok(())
 }
 
 fn convert(a: ConvertArgs) -> Result<()> {

@@ -43,6 +43,9 @@ pub struct CostModel {
     pub fault_granule: u64,
     /// Faults after which the driver fetches the rest of the block.
     pub max_faults_per_block: u32,
+    /// Delay from a GPU fault to the moment the prefetcher learns of it
+    /// (the tools event's delivery; 0 for a prefetcher inside the driver).
+    pub event_latency_s: f64,
 }
 
 impl CostModel {
@@ -56,6 +59,7 @@ impl CostModel {
             fault_batch: 50,
             fault_granule: 64 << 10,
             max_faults_per_block: 16,
+            event_latency_s: 0.0,
         }
     }
 
@@ -93,6 +97,9 @@ pub enum Loc {
 pub struct IterStats {
     pub time_s: f64,
     pub faults: u64,
+    /// Blocks that faulted, once per fault batch they appear in (the GPU's
+    /// fault blocks); a late prefetch counts once.
+    pub fault_blocks: u64,
     pub fault_batches: u64,
     pub stall_s: f64,
     pub late_prefetches: u64,
@@ -368,6 +375,7 @@ fn classify_touches(
             if st.arrival[i] > t {
                 ready = ready.max(st.arrival[i]);
                 faults += 1;
+                st.it.fault_blocks += 1;
                 st.it.late_prefetches += 1;
                 policy.fault(st, b);
             }
@@ -396,6 +404,9 @@ fn serve_demand(st: &mut State, t: f64, demand: &[(Block, u32)], policy: &mut dy
         .sum();
     let batches = demand_faults.div_ceil(m.fault_batch as u64);
     st.it.fault_batches += batches;
+    // The kernel's warps fault on all its missing blocks at once, so every
+    // batch holds faults of each of them (up to the batch's size).
+    st.it.fault_blocks += batches * (demand.len() as u64).min(m.fault_batch as u64);
     tc += batches as f64 * m.fault_latency_s;
     for &(b, bytes) in demand {
         if st.free_blocks() == 0 {

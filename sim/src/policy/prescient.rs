@@ -22,6 +22,8 @@ pub struct Prescient {
     already_resident: u64,
     /// Times the engine had no victim to offer (all resident blocks predicted).
     no_victim: u64,
+    /// Faults on their way to the engine: (time it learns of it, block).
+    events: std::collections::VecDeque<(f64, Block)>,
 }
 
 impl Prescient {
@@ -43,6 +45,7 @@ impl Prescient {
             },
             already_resident: 0,
             no_victim: 0,
+            events: std::collections::VecDeque::new(),
         })
     }
 
@@ -69,6 +72,8 @@ struct SimHost<'a> {
     until: f64,
     /// When the memory freed since the last prefetch is available.
     ready: f64,
+    /// No prefetch starts before this: the events that caused it arrived.
+    floor: f64,
 }
 
 impl Host for SimHost<'_> {
@@ -101,13 +106,22 @@ impl Host for SimHost<'_> {
             return Admit::Declined;
         }
         self.st.prefetch(p.block, self.ready);
-        self.ready = self.st.now;
+        self.ready = self.floor;
         self.fifo.push(p.block);
         Admit::Issued
     }
 
     fn has_capacity(&self) -> bool {
         self.st.h2d_free < self.until
+    }
+}
+
+impl Prescient {
+    /// The engine learns of a fault on `b`.
+    fn learn(&mut self, b: Block) {
+        self.engine.fault(b);
+        // Faults restart the window: what was queued came from the old one.
+        self.pump.restart();
     }
 }
 
@@ -130,10 +144,12 @@ impl Policy for Prescient {
         }
     }
 
-    fn fault(&mut self, _st: &mut State, b: Block) {
-        self.engine.fault(b);
-        // Faults restart the window: what was queued came from the old one.
-        self.pump.restart();
+    fn fault(&mut self, st: &mut State, b: Block) {
+        if st.m.event_latency_s > 0.0 {
+            self.events.push_back((st.now + st.m.event_latency_s, b));
+        } else {
+            self.learn(b);
+        }
     }
 
     fn demand_arrived(&mut self, _st: &mut State, b: Block) {
@@ -164,13 +180,24 @@ impl Policy for Prescient {
     }
 
     fn advance(&mut self, st: &mut State, plan: &Plan, until: f64) {
-        let now = st.now;
+        // Faults whose events have arrived by `until`; prefetches they cause
+        // start no earlier than the last one's arrival.
+        let mut now = st.now;
+        while let Some(&(at, b)) = self.events.front() {
+            if at > until {
+                break;
+            }
+            self.events.pop_front();
+            self.learn(b);
+            now = now.max(at);
+        }
         let mut host = SimHost {
             st,
             fifo: &mut self.fifo,
             blocks: plan.blocks,
             until,
             ready: now,
+            floor: now,
         };
         let done: Pumped = self
             .pump

@@ -1,0 +1,81 @@
+//! `prescient-sim check-gpu --json`: its interface (one object per recorded
+//! run with exactly the fields the issue names), held-out runs present, and
+//! the prediction no worse than when the parameters were fitted
+//! (docs/cost-model.md; the issue's targets, 15% on the time ratio and 25%
+//! on faults, are not all met yet: the bounds below are today's worst).
+
+use std::process::Command;
+
+fn check_gpu(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_prescient-sim"))
+        .arg("check-gpu")
+        .args(args)
+        .output()
+        .expect("run prescient-sim");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn check_gpu_json_has_the_fixed_interface_and_today_s_accuracy() {
+    let v = check_gpu(&["--json"]);
+    let obj = v.as_object().unwrap();
+    assert_eq!(obj.keys().collect::<Vec<_>>(), ["runs"]);
+    let runs = v["runs"].as_array().unwrap();
+    assert!(runs.len() >= 10, "{} runs", runs.len());
+    let mut held_out = 0;
+    for r in runs {
+        let mut keys: Vec<&str> = r.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "held_out",
+                "measured_faults",
+                "measured_ratio",
+                "name",
+                "predicted_faults",
+                "predicted_ratio"
+            ]
+        );
+        held_out += usize::from(r["held_out"].as_bool().unwrap());
+        let f = |k: &str| r[k].as_f64().unwrap();
+        let ratio_err = (f("predicted_ratio") / f("measured_ratio") - 1.0).abs();
+        let fault_err = (f("predicted_faults") / f("measured_faults") - 1.0).abs();
+        assert!(
+            ratio_err < 0.26,
+            "{}: time ratio off by {ratio_err:.3}",
+            r["name"]
+        );
+        assert!(
+            fault_err < 0.47,
+            "{}: faults off by {fault_err:.3}",
+            r["name"]
+        );
+    }
+    assert!(held_out >= 2, "{held_out} held-out runs");
+}
+
+#[test]
+fn check_gpu_refuses_a_run_without_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.json");
+    let run = serde_json::json!({"runs": [{
+        "name": "x", "workload": "torch", "command": "train.py 12", "budget_bytes": 1u64 << 30,
+        "source": "-", "h2d_gbps": 55.0, "d2h_gbps": 55.0, "driverlike_gpu_ms": 1.0,
+        "prescient_gpu_ms": 1.0, "driverlike_fault_blocks": 1.0,
+        "prescient_fault_blocks": 1.0, "held_out": false
+    }]});
+    std::fs::write(&path, run.to_string()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_prescient-sim"))
+        .args(["check-gpu", "--runs", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no trace for workload"), "{err}");
+}
