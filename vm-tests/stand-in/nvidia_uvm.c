@@ -93,7 +93,12 @@ typedef u32 NvU32;
 #define UVM_PERF_EVENT_MIGRATION 7
 #define UVM_PERF_EVENT_COUNT 16
 #define UVM_FD_VA_SPACE 2
+/* uvm_fd_type.h: (1 << UVM_FD_TYPE_BITS) - 1; 550 has 2 type bits, 580 has 3 */
+#if UVM_L_BRANCH == 550
+#define UVM_FD_TYPE_MASK 0x3
+#else
 #define UVM_FD_TYPE_MASK 0x7
+#endif
 #define UVM_MIGRATE_FLAG_ASYNC 1
 #define STANDIN_BASE 0x7f0000000000ULL
 #define BLOCK_SHIFT 21
