@@ -2,6 +2,7 @@
 //! its /dev/nvidia-uvm fds, keeping the VA-space one.
 
 use crate::ioctl as uvm;
+use crate::processors::ProcessorTable;
 use anyhow::{anyhow, bail, Context, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -216,20 +217,27 @@ impl Target {
         !(r > 0 && p.revents & libc::POLLIN != 0)
     }
 
-    /// The first GPU in the target's processor table.
-    pub fn first_gpu(&self) -> Result<Gpu> {
-        let t = uvm::processor_uuid_table(self.va_fd.as_raw_fd())
-            .context("UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2")?;
-        for (i, u) in t.iter().enumerate().skip(1) {
-            if u.iter().any(|&b| b != 0) {
-                return Ok(Gpu {
-                    index: i as u16,
-                    uuid: *u,
-                });
-            }
-        }
-        bail!("pid {}: no GPU registered in its VA space yet", self.pid)
+    /// The target's processor table, read from the driver now: a process
+    /// registers GPUs as CUDA initialises them, and a GPU can leave (a
+    /// reset, a MIG reconfiguration), so callers read it again when an
+    /// event names an index they do not know.
+    pub fn processor_table(&self) -> Result<ProcessorTable> {
+        read_processor_table(self.va_fd.as_raw_fd())
     }
+
+    /// The first GPU in the target's processor table (the lowest index).
+    pub fn first_gpu(&self) -> Result<Gpu> {
+        match self.processor_table()?.first() {
+            Some(g) => Ok(g),
+            None => bail!("pid {}: no GPU registered in its VA space yet", self.pid),
+        }
+    }
+}
+
+/// Reads the processor table of the VA space open on `va_fd`.
+pub fn read_processor_table(va_fd: RawFd) -> Result<ProcessorTable> {
+    let raw = uvm::processor_uuid_table(va_fd).context("UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2")?;
+    Ok(ProcessorTable::from_raw(&raw))
 }
 
 #[cfg(test)]

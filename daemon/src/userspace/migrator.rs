@@ -15,22 +15,42 @@ use std::time::Instant;
 /// Jobs queued for the workers before new ones are dropped (and counted).
 const QUEUE: usize = 1024;
 
-/// One UVM_MIGRATE: a run of blocks to the GPU or to the CPU.
-#[derive(Clone, Copy)]
+/// One UVM_MIGRATE: a run of blocks to one GPU or to the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Job {
     base: u64,
     len: u64,
     to_gpu: bool,
+    /// The destination's UUID: the GPU's, or `CPU_UUID`.
+    dest: [u8; 16],
 }
 
 impl Job {
-    /// `count` 2 MB blocks from block `first`, to the GPU or to the CPU.
-    pub(super) fn blocks(first: u64, count: u64, to_gpu: bool) -> Job {
+    /// `count` 2 MB blocks from block `first`, to the GPU of UUID `gpu`.
+    pub(super) fn to_gpu(first: u64, count: u64, gpu: [u8; 16]) -> Job {
         Job {
             base: first << BLOCK_SHIFT,
             len: count << BLOCK_SHIFT,
-            to_gpu,
+            to_gpu: true,
+            dest: gpu,
         }
+    }
+
+    /// `count` 2 MB blocks from block `first`, to the CPU (from whichever
+    /// GPU holds them: UVM_MIGRATE needs no source).
+    pub(super) fn to_cpu(first: u64, count: u64) -> Job {
+        Job {
+            base: first << BLOCK_SHIFT,
+            len: count << BLOCK_SHIFT,
+            to_gpu: false,
+            dest: uvm::CPU_UUID,
+        }
+    }
+
+    /// The destination's UUID.
+    #[cfg(test)]
+    pub(super) fn dest(&self) -> [u8; 16] {
+        self.dest
     }
 }
 
@@ -66,9 +86,10 @@ pub(super) struct Migrator {
 }
 
 impl Migrator {
-    /// Starts `workers` threads migrating in `fd`'s address space to `gpu`
-    /// (none when `workers` is 0: the queue then only fills).
-    pub(super) fn start(fd: Arc<OwnedFd>, gpu: [u8; 16], flags: u32, workers: usize) -> Migrator {
+    /// Starts `workers` threads migrating in `fd`'s address space, each
+    /// job to its own destination (none when `workers` is 0: the queue
+    /// then only fills).
+    pub(super) fn start(fd: Arc<OwnedFd>, flags: u32, workers: usize) -> Migrator {
         let counters = Arc::new(Counters::default());
         let idle = || {
             Mutex::new(Busy {
@@ -82,7 +103,7 @@ impl Migrator {
         let handles = (0..workers)
             .map(|_| {
                 let (fd, rx, c, busy) = (fd.clone(), rx.clone(), counters.clone(), busy.clone());
-                std::thread::spawn(move || worker(fd, rx, gpu, flags, c, busy))
+                std::thread::spawn(move || worker(fd, rx, flags, c, busy))
             })
             .collect();
         Migrator {
@@ -117,7 +138,6 @@ fn next_job(rx: &Mutex<Receiver<Job>>) -> Option<Job> {
 fn worker(
     fd: Arc<OwnedFd>,
     rx: Arc<Mutex<Receiver<Job>>>,
-    gpu: [u8; 16],
     flags: u32,
     c: Arc<Counters>,
     busy: Arc<BusyPair>,
@@ -130,8 +150,7 @@ fn worker(
             }
             b.inflight += 1;
         }
-        let dest = if job.to_gpu { gpu } else { uvm::CPU_UUID };
-        let r = uvm::migrate(fd.as_raw_fd(), job.base, job.len, dest, flags);
+        let r = uvm::migrate(fd.as_raw_fd(), job.base, job.len, job.dest, flags);
         if let Ok(mut b) = busy[k].lock() {
             b.inflight -= 1;
             if b.inflight == 0 {

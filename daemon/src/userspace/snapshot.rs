@@ -70,6 +70,14 @@ pub struct Snapshot {
     /// Prefetch rounds stopped under the budget because every resident block
     /// was predicted.
     pub prefetch_no_room: u64,
+    /// Predicted blocks not prefetched because no GPU of the process's
+    /// table faulted on them or last (route.rs): never a guessed GPU.
+    pub prefetch_no_gpu: u64,
+    /// GPU faults whose processor index no table read had (route.rs).
+    pub faults_unknown_gpu: u64,
+    /// The process's GPUs (nvidia-smi UUIDs, by processor index) at the
+    /// last snapshot.
+    pub gpu_uuids: Vec<String>,
     pub engine_faults: u64,
     pub engine_prefetches: u64,
     pub engine_windows: u64,
