@@ -66,6 +66,22 @@ pub(super) struct Counters {
     pub(super) evict_errors: AtomicU64,
     pub(super) evict_busy_ns: AtomicU64,
     pub(super) dropped_jobs: AtomicU64,
+    /// Bytes prefetched per destination GPU UUID (a handful of GPUs:
+    /// a short list beats a map), so that a multi-GPU run can show every
+    /// worker's prefetches going to its own GPU.
+    pub(super) prefetch_bytes_by_gpu: Mutex<Vec<([u8; 16], u64)>>,
+}
+
+impl Counters {
+    /// Adds `bytes` prefetched to the GPU of UUID `gpu`.
+    fn add_gpu_bytes(&self, gpu: [u8; 16], bytes: u64) {
+        if let Ok(mut v) = self.prefetch_bytes_by_gpu.lock() {
+            match v.iter_mut().find(|(u, _)| *u == gpu) {
+                Some((_, b)) => *b += bytes,
+                None => v.push((gpu, bytes)),
+            }
+        }
+    }
 }
 
 /// Busy-time accounting over parallel workers: time with >= 1 op in flight.
@@ -178,6 +194,9 @@ fn count(c: &Counters, job: &Job, r: Result<(), uvm::IoctlError>) {
         Ok(()) => {
             ops.fetch_add(1, Relaxed);
             bytes.fetch_add(job.len, Relaxed);
+            if job.to_gpu {
+                c.add_gpu_bytes(job.dest, job.len);
+            }
         }
         Err(e) => {
             if errs.fetch_add(1, Relaxed) < 5 {
@@ -232,5 +251,21 @@ mod tests {
         // Only a block's own successor extends a run; nothing is reordered.
         assert_eq!(runs([5, 6, 2, 3, 4, 9], 16), [(5, 2), (2, 3), (9, 1)]);
         assert_eq!(runs([1, 2, 3], 2), [(1, 2), (3, 1)]);
+    }
+
+    #[test]
+    fn prefetched_bytes_are_counted_by_destination_gpu() {
+        let c = Counters::default();
+        let (g2, g5) = ([2u8; 16], [5u8; 16]);
+        count(&c, &Job::to_gpu(0, 2, g2), Ok(()));
+        count(&c, &Job::to_gpu(8, 1, g5), Ok(()));
+        count(&c, &Job::to_gpu(4, 1, g2), Ok(()));
+        count(&c, &Job::to_gpu(6, 1, g5), Err(uvm::IoctlError::Rm(0x1f)));
+        count(&c, &Job::to_cpu(0, 3), Ok(()));
+        let by = c.prefetch_bytes_by_gpu.lock().unwrap().clone();
+        let mb2 = 2 << 20;
+        assert_eq!(by, vec![(g2, 3 * mb2), (g5, mb2)]);
+        assert_eq!(c.prefetch_bytes.load(Relaxed), 4 * mb2);
+        assert_eq!(c.evict_bytes.load(Relaxed), 3 * mb2);
     }
 }
