@@ -2,6 +2,7 @@
 //! its /dev/nvidia-uvm fds, keeping the VA-space one.
 
 use crate::ioctl as uvm;
+pub use crate::processors::Gpu;
 use crate::processors::ProcessorTable;
 use anyhow::{anyhow, bail, Context, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -102,21 +103,6 @@ pub fn driver_version() -> Result<String> {
         );
     }
     Ok(v)
-}
-
-/// A GPU of the target's VA space, as tools events and UVM_MIGRATE name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Gpu {
-    /// Its processor index in tools events (the CPU is [`uvm::CPU_INDEX`]).
-    pub index: u16,
-    /// Its UUID, the destination UVM_MIGRATE takes.
-    pub uuid: [u8; 16],
-}
-
-impl std::fmt::Display for Gpu {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&uvm::uuid_string(&self.uuid))
-    }
 }
 
 /// A process we act for: its pidfd and its VA-space fd (dup'ed into us).

@@ -9,8 +9,22 @@
 //! 1, 9, 17, ... and the indices a process sees depend on the node, not on
 //! `CUDA_VISIBLE_DEVICES` (which hides GPUs, leaving holes).
 
-use crate::attach::Gpu;
 use crate::ioctl as uvm;
+
+/// A GPU of the target's VA space, as tools events and UVM_MIGRATE name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gpu {
+    /// Its processor index in tools events (the CPU is [`uvm::CPU_INDEX`]).
+    pub index: u16,
+    /// Its UUID, the destination UVM_MIGRATE takes.
+    pub uuid: [u8; 16],
+}
+
+impl std::fmt::Display for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&uvm::uuid_string(&self.uuid))
+    }
+}
 
 /// `UVM_ID_MAX_PROCESSORS` of the V2 ABI: the CPU and 32 GPUs of 8 MIG
 /// sub-processors each.

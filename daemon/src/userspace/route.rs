@@ -36,6 +36,9 @@ pub(super) struct Route {
     block_gpu: HashMap<u64, u16>,
     /// The GPU that faulted last, for blocks no GPU faulted on.
     last_gpu: Option<u16>,
+    /// The last (index, block) learnt: a fault batch names one block many
+    /// times (one event per faulting page), and the map need not see them.
+    last_fault: Option<(u16, u64)>,
     /// Faults whose index was in no table (counted, warned once per index).
     pub(super) unknown_faults: u64,
     warned: Vec<u16>,
@@ -64,6 +67,11 @@ impl Route {
         block: u64,
         reread: impl FnOnce() -> anyhow::Result<ProcessorTable>,
     ) -> Learnt {
+        if self.last_fault == Some((index, block)) {
+            if let Some(g) = self.table.gpu(index) {
+                return Learnt::Gpu(g);
+            }
+        }
         if self.table.gpu(index).is_none() {
             match reread() {
                 Ok(t) => self.replace(t),
@@ -76,6 +84,7 @@ impl Route {
         };
         self.block_gpu.insert(block, index);
         self.last_gpu = Some(index);
+        self.last_fault = Some((index, block));
         Learnt::Gpu(gpu)
     }
 
@@ -96,6 +105,7 @@ impl Route {
     /// are never prefetched to a GPU the process no longer uses.
     pub(super) fn replace(&mut self, table: ProcessorTable) {
         let old = std::mem::take(&mut self.table);
+        self.last_fault = None;
         for g in old.gpus() {
             if table.gpu(g.index) != Some(*g) {
                 self.gone(*g);
