@@ -124,6 +124,10 @@ pub(super) fn turn(
     refetch: &mut Vec<u64>,
     host: &mut Host,
 ) {
+    // A block with no GPU to go to stays where it is (its fault brings it).
+    let before = refetch.len();
+    refetch.retain(|&b| host.route.destination(b).is_some());
+    host.snap.prefetch_no_gpu += (before - refetch.len()) as u64;
     for (s, l) in sorted_runs(refetch, host.max_run) {
         for b in s..s + l {
             pump::make_room(engine, limit, host);
