@@ -171,6 +171,16 @@ impl Process {
         let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
         let migrator = Migrator::start(fd.clone(), flags, workers);
         let route = Route::new(target.processor_table()?);
+        let gpus = route.table().gpus();
+        if gpus.len() > 1 {
+            let all: Vec<String> = gpus.iter().map(|g| format!("{}={g}", g.index)).collect();
+            tracing::info!(
+                pid = target.pid,
+                gpus = all.join(","),
+                "the process's VA space has {} GPUs: each block is prefetched to the GPU that faulted on it",
+                gpus.len()
+            );
+        }
         let snap = Snapshot {
             pid: target.pid,
             mode: Some(cfg.mode),
