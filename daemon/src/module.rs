@@ -37,11 +37,23 @@ impl Module {
     /// Tells the module the GPU its prefetches for `handle` go to: the first
     /// GPU in the process's own processor table, as the driver lists it
     /// (never a fixed or guessed UUID: a wrong one makes every prefetch fail).
+    ///
+    /// prescient.ko keeps one destination per space, so a process of
+    /// several GPUs has all its prefetches sent to the first: said in a
+    /// warning. Per-GPU needs the module to take the faulting GPU from the
+    /// driver's fault path (the `uvm_gpu_t` of the fault batch, whose UUID
+    /// is `gpu->uuid`) per block, not a SET_GPU value (issue 19).
     fn give_gpu(&self, pid: i32, handle: u64) -> anyhow::Result<()> {
-        let gpu = prescient_uvm::attach::Target::attach(pid)?.first_gpu()?;
+        let table = prescient_uvm::attach::Target::attach(pid)?.processor_table()?;
+        let Some(gpu) = table.first() else {
+            anyhow::bail!("pid {pid}: no GPU registered in its VA space yet");
+        };
         let mut b = uapi::GpuAbi::new(handle, gpu.uuid).to_bytes();
         self.ioctl("SET_GPU", uapi::PRESCIENT_IOC_SET_GPU, &mut b)?;
         tracing::info!(pid, gpu = %gpu, "prefetch destination set");
+        if table.gpus().len() > 1 {
+            multi_gpu_warning(pid, &table);
+        }
         Ok(())
     }
 
@@ -168,6 +180,19 @@ fn bad_reply(op: &'static str, e: uapi::Error) -> DevError {
         op,
         err: io::Error::new(io::ErrorKind::InvalidData, format!("bad reply: {e}")),
     }
+}
+
+/// Says that the module sends a multi-GPU process's prefetches to its first
+/// GPU only (one destination per space), naming the GPUs it skips.
+#[cold]
+fn multi_gpu_warning(pid: i32, table: &prescient_uvm::ProcessorTable) {
+    let all: Vec<String> = table.gpus().iter().map(|g| g.to_string()).collect();
+    tracing::warn!(
+        pid,
+        gpus = all.join(","),
+        "the process uses {} GPUs, and prescient.ko has one prefetch destination per space: its prefetches all go to the first (blocks faulted from the others come back by the driver's faults); the user-space backend routes each block to the GPU that faulted on it",
+        all.len()
+    );
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! its /dev/nvidia-uvm fds, keeping the VA-space one.
 
 use crate::ioctl as uvm;
+pub use crate::processors::Gpu;
+use crate::processors::ProcessorTable;
 use anyhow::{anyhow, bail, Context, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -103,21 +105,6 @@ pub fn driver_version() -> Result<String> {
     Ok(v)
 }
 
-/// A GPU of the target's VA space, as tools events and UVM_MIGRATE name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Gpu {
-    /// Its processor index in tools events (the CPU is [`uvm::CPU_INDEX`]).
-    pub index: u16,
-    /// Its UUID, the destination UVM_MIGRATE takes.
-    pub uuid: [u8; 16],
-}
-
-impl std::fmt::Display for Gpu {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&uvm::uuid_string(&self.uuid))
-    }
-}
-
 /// A process we act for: its pidfd and its VA-space fd (dup'ed into us).
 pub struct Target {
     pub pid: i32,
@@ -216,20 +203,27 @@ impl Target {
         !(r > 0 && p.revents & libc::POLLIN != 0)
     }
 
-    /// The first GPU in the target's processor table.
-    pub fn first_gpu(&self) -> Result<Gpu> {
-        let t = uvm::processor_uuid_table(self.va_fd.as_raw_fd())
-            .context("UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2")?;
-        for (i, u) in t.iter().enumerate().skip(1) {
-            if u.iter().any(|&b| b != 0) {
-                return Ok(Gpu {
-                    index: i as u16,
-                    uuid: *u,
-                });
-            }
-        }
-        bail!("pid {}: no GPU registered in its VA space yet", self.pid)
+    /// The target's processor table, read from the driver now: a process
+    /// registers GPUs as CUDA initialises them, and a GPU can leave (a
+    /// reset, a MIG reconfiguration), so callers read it again when an
+    /// event names an index they do not know.
+    pub fn processor_table(&self) -> Result<ProcessorTable> {
+        read_processor_table(self.va_fd.as_raw_fd())
     }
+
+    /// The first GPU in the target's processor table (the lowest index).
+    pub fn first_gpu(&self) -> Result<Gpu> {
+        match self.processor_table()?.first() {
+            Some(g) => Ok(g),
+            None => bail!("pid {}: no GPU registered in its VA space yet", self.pid),
+        }
+    }
+}
+
+/// Reads the processor table of the VA space open on `va_fd`.
+pub fn read_processor_table(va_fd: RawFd) -> Result<ProcessorTable> {
+    let raw = uvm::processor_uuid_table(va_fd).context("UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2")?;
+    Ok(ProcessorTable::from_raw(&raw))
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ impl Leaving {
     /// Submits the pending evictions as runs of at most `max` blocks.
     pub(super) fn submit_evictions(&mut self, max: u64, migrator: &Migrator) {
         for (s, l) in sorted_runs(&mut self.evict, max) {
-            migrator.submit(Job::blocks(s, l, false));
+            migrator.submit(Job::to_cpu(s, l));
         }
     }
 }

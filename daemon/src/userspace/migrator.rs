@@ -15,22 +15,42 @@ use std::time::Instant;
 /// Jobs queued for the workers before new ones are dropped (and counted).
 const QUEUE: usize = 1024;
 
-/// One UVM_MIGRATE: a run of blocks to the GPU or to the CPU.
-#[derive(Clone, Copy)]
+/// One UVM_MIGRATE: a run of blocks to one GPU or to the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Job {
     base: u64,
     len: u64,
     to_gpu: bool,
+    /// The destination's UUID: the GPU's, or `CPU_UUID`.
+    dest: [u8; 16],
 }
 
 impl Job {
-    /// `count` 2 MB blocks from block `first`, to the GPU or to the CPU.
-    pub(super) fn blocks(first: u64, count: u64, to_gpu: bool) -> Job {
+    /// `count` 2 MB blocks from block `first`, to the GPU of UUID `gpu`.
+    pub(super) fn to_gpu(first: u64, count: u64, gpu: [u8; 16]) -> Job {
         Job {
             base: first << BLOCK_SHIFT,
             len: count << BLOCK_SHIFT,
-            to_gpu,
+            to_gpu: true,
+            dest: gpu,
         }
+    }
+
+    /// `count` 2 MB blocks from block `first`, to the CPU (from whichever
+    /// GPU holds them: UVM_MIGRATE needs no source).
+    pub(super) fn to_cpu(first: u64, count: u64) -> Job {
+        Job {
+            base: first << BLOCK_SHIFT,
+            len: count << BLOCK_SHIFT,
+            to_gpu: false,
+            dest: uvm::CPU_UUID,
+        }
+    }
+
+    /// The destination's UUID.
+    #[cfg(test)]
+    pub(super) fn dest(&self) -> [u8; 16] {
+        self.dest
     }
 }
 
@@ -46,6 +66,22 @@ pub(super) struct Counters {
     pub(super) evict_errors: AtomicU64,
     pub(super) evict_busy_ns: AtomicU64,
     pub(super) dropped_jobs: AtomicU64,
+    /// Bytes prefetched per destination GPU UUID (a handful of GPUs:
+    /// a short list beats a map), so that a multi-GPU run can show every
+    /// worker's prefetches going to its own GPU.
+    pub(super) prefetch_bytes_by_gpu: Mutex<Vec<([u8; 16], u64)>>,
+}
+
+impl Counters {
+    /// Adds `bytes` prefetched to the GPU of UUID `gpu`.
+    fn add_gpu_bytes(&self, gpu: [u8; 16], bytes: u64) {
+        if let Ok(mut v) = self.prefetch_bytes_by_gpu.lock() {
+            match v.iter_mut().find(|(u, _)| *u == gpu) {
+                Some((_, b)) => *b += bytes,
+                None => v.push((gpu, bytes)),
+            }
+        }
+    }
 }
 
 /// Busy-time accounting over parallel workers: time with >= 1 op in flight.
@@ -66,9 +102,10 @@ pub(super) struct Migrator {
 }
 
 impl Migrator {
-    /// Starts `workers` threads migrating in `fd`'s address space to `gpu`
-    /// (none when `workers` is 0: the queue then only fills).
-    pub(super) fn start(fd: Arc<OwnedFd>, gpu: [u8; 16], flags: u32, workers: usize) -> Migrator {
+    /// Starts `workers` threads migrating in `fd`'s address space, each
+    /// job to its own destination (none when `workers` is 0: the queue
+    /// then only fills).
+    pub(super) fn start(fd: Arc<OwnedFd>, flags: u32, workers: usize) -> Migrator {
         let counters = Arc::new(Counters::default());
         let idle = || {
             Mutex::new(Busy {
@@ -82,7 +119,7 @@ impl Migrator {
         let handles = (0..workers)
             .map(|_| {
                 let (fd, rx, c, busy) = (fd.clone(), rx.clone(), counters.clone(), busy.clone());
-                std::thread::spawn(move || worker(fd, rx, gpu, flags, c, busy))
+                std::thread::spawn(move || worker(fd, rx, flags, c, busy))
             })
             .collect();
         Migrator {
@@ -117,7 +154,6 @@ fn next_job(rx: &Mutex<Receiver<Job>>) -> Option<Job> {
 fn worker(
     fd: Arc<OwnedFd>,
     rx: Arc<Mutex<Receiver<Job>>>,
-    gpu: [u8; 16],
     flags: u32,
     c: Arc<Counters>,
     busy: Arc<BusyPair>,
@@ -130,8 +166,7 @@ fn worker(
             }
             b.inflight += 1;
         }
-        let dest = if job.to_gpu { gpu } else { uvm::CPU_UUID };
-        let r = uvm::migrate(fd.as_raw_fd(), job.base, job.len, dest, flags);
+        let r = uvm::migrate(fd.as_raw_fd(), job.base, job.len, job.dest, flags);
         if let Ok(mut b) = busy[k].lock() {
             b.inflight -= 1;
             if b.inflight == 0 {
@@ -159,6 +194,9 @@ fn count(c: &Counters, job: &Job, r: Result<(), uvm::IoctlError>) {
         Ok(()) => {
             ops.fetch_add(1, Relaxed);
             bytes.fetch_add(job.len, Relaxed);
+            if job.to_gpu {
+                c.add_gpu_bytes(job.dest, job.len);
+            }
         }
         Err(e) => {
             if errs.fetch_add(1, Relaxed) < 5 {
@@ -213,5 +251,21 @@ mod tests {
         // Only a block's own successor extends a run; nothing is reordered.
         assert_eq!(runs([5, 6, 2, 3, 4, 9], 16), [(5, 2), (2, 3), (9, 1)]);
         assert_eq!(runs([1, 2, 3], 2), [(1, 2), (3, 1)]);
+    }
+
+    #[test]
+    fn prefetched_bytes_are_counted_by_destination_gpu() {
+        let c = Counters::default();
+        let (g2, g5) = ([2u8; 16], [5u8; 16]);
+        count(&c, &Job::to_gpu(0, 2, g2), Ok(()));
+        count(&c, &Job::to_gpu(8, 1, g5), Ok(()));
+        count(&c, &Job::to_gpu(4, 1, g2), Ok(()));
+        count(&c, &Job::to_gpu(6, 1, g5), Err(uvm::IoctlError::Rm(0x1f)));
+        count(&c, &Job::to_cpu(0, 3), Ok(()));
+        let by = c.prefetch_bytes_by_gpu.lock().unwrap().clone();
+        let mb2 = 2 << 20;
+        assert_eq!(by, vec![(g2, 3 * mb2), (g5, mb2)]);
+        assert_eq!(c.prefetch_bytes.load(Relaxed), 4 * mb2);
+        assert_eq!(c.evict_bytes.load(Relaxed), 3 * mb2);
     }
 }

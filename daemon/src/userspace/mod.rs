@@ -39,6 +39,7 @@ mod process;
 mod pump;
 mod ranges;
 mod residency;
+mod route;
 pub mod series;
 mod snapshot;
 mod state;

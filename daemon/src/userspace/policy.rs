@@ -57,7 +57,7 @@ impl Policy for DriverLike {
             }
             p.residency.sub(v, BLOCK_BYTES);
             p.log.victim(v);
-            p.migrator.submit(Job::blocks(v, 1, false));
+            p.migrator.submit(Job::to_cpu(v, 1));
         }
     }
 }
@@ -96,6 +96,7 @@ impl Policy for Prescient {
             log: &mut p.log,
             snap: &mut p.snap,
             migrator: &p.migrator,
+            route: &p.route,
             max_run,
             issued: Vec::new(),
         };

@@ -80,6 +80,7 @@ impl Process {
                 if let Some(g) = self.gate.as_mut() {
                     g.gate.gpu_fault();
                 }
+                self.learn_gpu(f.gpu_index, f.address >> BLOCK_SHIFT);
                 self.on_gpu_fault(f.address >> BLOCK_SHIFT)
             }
             Event::Migration(m) => self.on_migration(&m),
@@ -88,6 +89,16 @@ impl Process {
                 false
             }
         }
+    }
+
+    /// Processor `index` faulted on block `b` (a fault event, or a
+    /// migration to a GPU standing for one): `b`'s prefetches go there
+    /// from now on (route.rs); an unknown index reads the table again.
+    fn learn_gpu(&mut self, index: u16, b: u64) {
+        let fd = self.fd.as_raw_fd();
+        self.route
+            .fault(index, b, || prescient_uvm::attach::read_processor_table(fd));
+        self.snap.faults_unknown_gpu = self.route.unknown_faults;
     }
 
     /// A GPU fault on block `b`. A fault says the block is not resident.
@@ -170,6 +181,7 @@ impl Process {
                 || m.migration_cause == uvm::CAUSE_PREFETCH)
             && b != self.last_fault_block
         {
+            self.learn_gpu(m.dst_index, b);
             learnt = self.count_fault(b);
         }
         if to_gpu {
@@ -291,6 +303,7 @@ impl Process {
     /// Refreshes the snapshot and hands it to the service and the file.
     fn publish(&mut self, tracker: &Tracker) {
         let now = Instant::now();
+        self.reread_gpus();
         let counters = &self.migrator.counters;
         fill(
             &mut self.snap,
@@ -307,6 +320,19 @@ impl Process {
             self.cfg.stats_json.as_ref(),
             &self.snap,
         );
+    }
+
+    /// Reads the processor table again at every snapshot, so that a GPU
+    /// that left it (a reset, a MIG reconfiguration) gets no more
+    /// prefetches even when no fault names an unknown index.
+    fn reread_gpus(&mut self) {
+        match prescient_uvm::attach::read_processor_table(self.fd.as_raw_fd()) {
+            Ok(t) => self.route.replace(t),
+            Err(e) => tracing::debug!(pid = self.snap.pid, "processor table: {e:#}"),
+        }
+        self.snap.gpu_uuids = (self.route.table().gpus().iter())
+            .map(|g| g.to_string())
+            .collect();
     }
 
     /// Waits for the workers, reads the last events, publishes once more.

@@ -9,6 +9,7 @@ use super::blocklog::BlockLog;
 use super::discard::Leaving;
 use super::migrator::{runs, sorted_runs, Job, Migrator};
 use super::residency::{fault_in, Residency};
+use super::route::Route;
 use super::snapshot::Snapshot;
 use prescient_core::pump::{self, Admit, Why};
 use prescient_core::{Block, Engine, Limit, Prefetch, Pump, Victim, BLOCK_BYTES};
@@ -27,6 +28,8 @@ pub(super) struct Host<'a> {
     pub(super) log: &'a mut BlockLog,
     pub(super) snap: &'a mut Snapshot,
     pub(super) migrator: &'a Migrator,
+    /// Which GPU each prefetch goes to.
+    pub(super) route: &'a Route,
     /// Longest run of blocks in one UVM_MIGRATE.
     pub(super) max_run: u64,
     /// Prefetches of this turn, submitted in runs at its end.
@@ -55,9 +58,13 @@ impl prescient_core::Host for Host<'_> {
     }
 
     /// Blocks of uncertain residency always come in, the others as the
-    /// back-off says.
+    /// back-off says; never a block with no GPU to go to (route.rs).
     fn prefetch(&mut self, p: Prefetch) -> Admit {
         let b = p.block;
+        if self.route.destination(b).is_none() {
+            self.snap.prefetch_no_gpu += 1;
+            return Admit::Declined;
+        }
         let was_uncertain = self.uncertain.remove(&b);
         self.discarded.remove(&b);
         let admitted = match self.backoff.as_mut() {
@@ -75,12 +82,34 @@ impl prescient_core::Host for Host<'_> {
 }
 
 impl Host<'_> {
-    /// Queues `(start, count)` runs to the GPU.
-    fn submit(&self, runs: Vec<(u64, u64)>) {
-        for (s, l) in runs {
-            self.migrator.submit(Job::blocks(s, l, true));
+    /// Queues `blocks` (in the engine's order) to their GPUs.
+    fn submit(&self, blocks: Vec<u64>) {
+        for j in prefetch_jobs(&blocks, self.route, self.max_run) {
+            self.migrator.submit(j);
         }
     }
+}
+
+/// The UVM_MIGRATE jobs of `blocks`: runs of consecutive blocks of one
+/// destination GPU, at most `max` long, in the blocks' order; a block with
+/// no destination (its GPU left the table) is left out.
+pub(super) fn prefetch_jobs(blocks: &[u64], route: &Route, max: u64) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    let mut i = 0;
+    while i < blocks.len() {
+        let dest = route.destination(blocks[i]);
+        let same = blocks[i..]
+            .iter()
+            .take_while(|&&b| route.destination(b) == dest)
+            .count();
+        if let Some(g) = dest {
+            for (s, l) in runs(blocks[i..i + same].iter().copied(), max) {
+                jobs.push(Job::to_gpu(s, l, g.uuid));
+            }
+        }
+        i += same;
+    }
+    jobs
 }
 
 /// One turn: brings back the discarded blocks in `refetch` (room made for
@@ -95,12 +124,16 @@ pub(super) fn turn(
     refetch: &mut Vec<u64>,
     host: &mut Host,
 ) {
+    // A block with no GPU to go to stays where it is (its fault brings it).
+    let before = refetch.len();
+    refetch.retain(|&b| host.route.destination(b).is_some());
+    host.snap.prefetch_no_gpu += (before - refetch.len()) as u64;
     for (s, l) in sorted_runs(refetch, host.max_run) {
         for b in s..s + l {
             pump::make_room(engine, limit, host);
             fault_in(host.residency, engine, b);
         }
-        host.submit(vec![(s, l)]);
+        host.submit((s..s + l).collect());
     }
     let done = pump.round(engine, limit, max_prefetches, host);
     host.snap.prefetch_resident += u64::from(done.already_resident);
@@ -109,7 +142,7 @@ pub(super) fn turn(
         host.snap.prefetch_no_room += 1;
     }
     let issued = std::mem::take(&mut host.issued);
-    host.submit(runs(issued, host.max_run));
+    host.submit(issued);
 }
 
 #[cfg(test)]
@@ -137,7 +170,7 @@ mod tests {
         assert_eq!(e.stats().ledger_overflow, 0);
         // One turn of pre-eviction brings both back under the budget.
         let null = std::fs::File::open("/dev/null").unwrap();
-        let migrator = Migrator::start(Arc::new(null.into()), [0; 16], 0, 0);
+        let migrator = Migrator::start(Arc::new(null.into()), 0, 0);
         let (mut leaving, mut log, mut snap) =
             (Leaving::default(), BlockLog::off(), Snapshot::default());
         let (mut uncertain, mut discarded) = (HashSet::new(), HashSet::new());
@@ -151,6 +184,7 @@ mod tests {
             log: &mut log,
             snap: &mut snap,
             migrator: &migrator,
+            route: &Route::default(),
             max_run: 16,
             issued: Vec::new(),
         };
@@ -170,5 +204,55 @@ mod tests {
         assert!(left <= 8, "{left} blocks resident");
         assert_eq!(e.resident_blocks() as u64, left);
         assert_eq!(leaving.evict.len() as u64, 40 - left);
+    }
+
+    /// On an 8-GPU node, the blocks GPU 2 faulted on go to GPU 2's UUID,
+    /// GPU 5's to GPU 5's, in runs that never mix two GPUs; a predicted
+    /// block no GPU faulted on goes to the GPU that faulted last.
+    #[test]
+    fn prefetches_go_to_the_gpu_that_faulted_in_runs_of_one_gpu() {
+        use crate::userspace::route::tests::{index, table, uuid};
+        let mut r = Route::new(table(&[0, 1, 2, 3, 4, 5, 6, 7]));
+        let known = |_: ()| -> anyhow::Result<prescient_uvm::ProcessorTable> {
+            panic!("every index is in the table")
+        };
+        for b in 10..14 {
+            r.fault(index(2), b, || known(()));
+        }
+        for b in 14..16 {
+            r.fault(index(5), b, || known(()));
+        }
+        let jobs = prefetch_jobs(&[10, 11, 12, 13, 14, 15, 16], &r, 16);
+        let want = vec![Job::to_gpu(10, 4, uuid(2)), Job::to_gpu(14, 3, uuid(5))];
+        assert_eq!(jobs, want);
+        assert!(
+            jobs.iter().all(|j| j.dest() != uuid(0)),
+            "never the first GPU"
+        );
+        // GPU 5 leaves: its blocks, and the unfaulted one, are left out.
+        r.replace(table(&[0, 1, 2, 3, 4, 6, 7]));
+        let jobs = prefetch_jobs(&[10, 14, 15, 16, 11], &r, 16);
+        assert_eq!(
+            jobs,
+            vec![Job::to_gpu(10, 1, uuid(2)), Job::to_gpu(11, 1, uuid(2))]
+        );
+    }
+
+    /// A one-GPU process: every prefetch goes to its only GPU, as before.
+    #[test]
+    fn one_gpu_gets_every_prefetch_in_runs() {
+        use crate::userspace::route::tests::{index, table, uuid};
+        let mut r = Route::new(table(&[3]));
+        r.fault(index(3), 1, || anyhow::bail!("not read"));
+        let jobs = prefetch_jobs(&[1, 2, 3, 9], &r, 2);
+        assert_eq!(
+            jobs,
+            vec![
+                Job::to_gpu(1, 2, uuid(3)),
+                Job::to_gpu(3, 1, uuid(3)),
+                Job::to_gpu(9, 1, uuid(3))
+            ]
+        );
+        assert!(prefetch_jobs(&[1], &Route::new(table(&[3])), 2).is_empty());
     }
 }

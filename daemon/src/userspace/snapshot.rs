@@ -70,6 +70,16 @@ pub struct Snapshot {
     /// Prefetch rounds stopped under the budget because every resident block
     /// was predicted.
     pub prefetch_no_room: u64,
+    /// Predicted blocks not prefetched because no GPU of the process's
+    /// table faulted on them or last (route.rs): never a guessed GPU.
+    pub prefetch_no_gpu: u64,
+    /// GPU faults whose processor index no table read had (route.rs).
+    pub faults_unknown_gpu: u64,
+    /// The process's GPUs (nvidia-smi UUIDs, by processor index) at the
+    /// last snapshot.
+    pub gpu_uuids: Vec<String>,
+    /// Bytes our prefetches moved, by destination GPU (nvidia-smi UUID).
+    pub prefetch_bytes_by_gpu: std::collections::BTreeMap<String, u64>,
     pub engine_faults: u64,
     pub engine_prefetches: u64,
     pub engine_windows: u64,
@@ -149,6 +159,11 @@ pub(super) fn fill(
     s.prefetch_ops = c.prefetch_ops.load(Relaxed);
     s.prefetch_bytes = c.prefetch_bytes.load(Relaxed);
     s.prefetch_errors = c.prefetch_errors.load(Relaxed);
+    if let Ok(v) = c.prefetch_bytes_by_gpu.lock() {
+        s.prefetch_bytes_by_gpu = (v.iter())
+            .map(|(u, b)| (prescient_uvm::ioctl::uuid_string(u), *b))
+            .collect();
+    }
     s.prefetch_gbps = gbps(s.prefetch_bytes, c.prefetch_busy_ns.load(Relaxed));
     s.evict_ops = c.evict_ops.load(Relaxed);
     s.evict_bytes = c.evict_bytes.load(Relaxed);

@@ -11,6 +11,7 @@ use super::gate::{self, Gate, MajorFaults};
 use super::migrator::Migrator;
 use super::mode::{ExecIds, FaultSource};
 use super::residency::Residency;
+use super::route::Route;
 use super::snapshot::Snapshot;
 use prescient_core::Engine;
 use prescient_uvm::ioctl as uvm;
@@ -131,6 +132,8 @@ pub(super) struct Process {
     pub(super) copy: CopyClock,
     pub(super) snap: Snapshot,
     pub(super) migrator: Migrator,
+    /// The process's GPUs and each block's destination among them.
+    pub(super) route: Route,
     pub(super) start: Instant,
     /// The process's execution-id page, once found (execfeed.rs).
     pub(super) feed: Option<Feed>,
@@ -166,7 +169,18 @@ impl Process {
             0
         };
         let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
-        let migrator = Migrator::start(fd.clone(), gpu.uuid, flags, workers);
+        let migrator = Migrator::start(fd.clone(), flags, workers);
+        let route = Route::new(target.processor_table()?);
+        let gpus = route.table().gpus();
+        if gpus.len() > 1 {
+            let all: Vec<String> = gpus.iter().map(|g| format!("{}={g}", g.index)).collect();
+            tracing::info!(
+                pid = target.pid,
+                gpus = all.join(","),
+                "the process's VA space has {} GPUs: each block is prefetched to the GPU that faulted on it",
+                gpus.len()
+            );
+        }
         let snap = Snapshot {
             pid: target.pid,
             mode: Some(cfg.mode),
@@ -195,6 +209,7 @@ impl Process {
             copy: CopyClock::default(),
             snap,
             migrator,
+            route,
             start: Instant::now(),
             feed,
             exec_mode,
