@@ -1,7 +1,7 @@
 //! Scenarios about the driver boundary: CPU-fault events shaped as the real
 //! driver's, the prefetch destination (SET_GPU and the driver's
 //! NV_ERR_INVALID_DEVICE), and the 550 branch (no discard, size unknown).
-use crate::{attach, info, ioc, marker, prescient, set_gpu, stats, uvm, Info};
+use crate::{attach, detach, info, ioc, marker, prescient, set_gpu, stats, uvm, Info};
 use prescient_uapi as u;
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -101,20 +101,6 @@ fn space(p: &File, h: u64) -> u::SpaceStats {
         .find(|e| e.handle == h)
         .copied()
         .unwrap_or_default()
-}
-
-fn detach(p: &File, h: u64) {
-    let mut d = u::Target {
-        kind: u::TARGET_HANDLE,
-        id: 0,
-        handle: h,
-    }
-    .to_bytes();
-    let _ = ioc(
-        p.as_raw_fd(),
-        u::PRESCIENT_IOC_DETACH as u64,
-        d.as_mut_ptr(),
-    );
 }
 
 /// CPU faults (proc_id = CPU, cpu.fault_va a user address) in an attached

@@ -158,6 +158,21 @@ fn prescient() -> File {
         .expect("open /dev/prescient")
 }
 
+/// Detaches the space `h` by handle: cleanup after a scenario, so the answer is not checked.
+fn detach(p: &File, h: u64) {
+    let mut d = u::Target {
+        kind: u::TARGET_HANDLE,
+        id: 0,
+        handle: h,
+    }
+    .to_bytes();
+    let _ = ioc(
+        p.as_raw_fd(),
+        u::PRESCIENT_IOC_DETACH as u64,
+        d.as_mut_ptr(),
+    );
+}
+
 fn attach(p: &File, uvm_fd: i32) -> Result<u64, i32> {
     let mut t = u::Target {
         kind: u::TARGET_FD,
@@ -832,17 +847,7 @@ fn overflow() -> bool {
             break;
         }
     }
-    let mut d = u::Target {
-        kind: u::TARGET_HANDLE,
-        id: 0,
-        handle: h,
-    }
-    .to_bytes();
-    let _ = ioc(
-        p.as_raw_fd(),
-        u::PRESCIENT_IOC_DETACH as u64,
-        d.as_mut_ptr(),
-    );
+    detach(&p, h);
     marker(
         "queue-overflow",
         r.is_ok() && drops > 0 && seen + drops == n,

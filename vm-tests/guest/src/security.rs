@@ -1,7 +1,7 @@
 //! Who may do what: every ioctl's permission check as uid 65534, and attach
 //! and marks from inside a new pid namespace (numbers there are not the
 //! initial namespace's; a reused number is not the process).
-pub(crate) use crate::{info, ioc, marker, prescient, set_gpu, stats, uvm};
+pub(crate) use crate::{detach, info, ioc, marker, prescient, set_gpu, stats, uvm};
 use prescient_uapi as u;
 use prescient_uapi::errno::*;
 use std::fs::File;
@@ -207,12 +207,7 @@ pub(crate) fn unprivileged_eperm() -> bool {
     let rc = wait(child);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let left = stats(&p).head.n_spaces;
-    let mut d = target(u::TARGET_HANDLE, 0, other);
-    let _ = ioc(
-        p.as_raw_fd(),
-        u::PRESCIENT_IOC_DETACH as u64,
-        d.as_mut_ptr(),
-    );
+    detach(&p, other);
     marker(
         "unprivileged-eperm",
         ready == 1 && attached.is_ok() && rc == 0 && left == 1,
@@ -345,12 +340,7 @@ pub(crate) fn pidns() -> bool {
     let h = read_u64(&mut r);
     let seen_here = pid_of(&p, h);
     let rc = wait(init);
-    let mut d = target(u::TARGET_HANDLE, 0, h);
-    let _ = ioc(
-        p.as_raw_fd(),
-        u::PRESCIENT_IOC_DETACH as u64,
-        d.as_mut_ptr(),
-    );
+    detach(&p, h);
     marker(
         "pidns",
         rc == 0 && g_global > 2 && seen_here == g_global,
@@ -403,12 +393,7 @@ pub(crate) fn slots_per_uid() -> bool {
         wait(k);
     }
     for h in handles.into_iter().chain(root_ok.ok()) {
-        let mut d = target(u::TARGET_HANDLE, 0, h);
-        let _ = ioc(
-            p.as_raw_fd(),
-            u::PRESCIENT_IOC_DETACH as u64,
-            d.as_mut_ptr(),
-        );
+        detach(&p, h);
     }
     let want: Vec<Result<(), i32>> = (0..n)
         .map(|i| if i + 1 < n { Ok(()) } else { Err(ENOSPC) })
