@@ -15,13 +15,13 @@ help:
 	@echo "make test    set up, then the format check, clippy -D warnings, the shape check, the alert-rule, chart and package checks, the VM tests, every workspace test"
 	@echo "make setup   install what building and testing need (toolchain parts, cargo-nextest, crates, VM-test packages); demo and test run it"
 	@echo "make build   build everything, release"
-	@echo "make package out/prescient_<version>_<arch>.deb (binaries, unit, sysusers group, config, man pages, completions)"
+	@echo "make package out/prescient_<version>_<arch>.deb (binaries, unit, sysusers group, config, man pages, completions) and out/prescient-dkms_<version>_all.deb (prescient.ko's source for DKMS)"
 	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
 	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios; then make e2e"
 	@echo "make e2e     prescient.ko + prescientd + prescientctl in QEMU, scraped by a real Prometheus on the host"
 	@echo "make real-uvm prescient.ko with the REAL nvidia-uvm (Debian's 550) in a KASAN+kmemleak guest; the DKMS build test"
 	@echo "make dkms    install the source to /usr/src/prescient-<version> and build/install prescient.ko with dkms (root)"
-	@echo "make install install the binaries, the runtime prescientctl run preloads, the systemd unit (vendor dir), the sysusers group, the sample config, man pages, completions (DESTDIR, PREFIX)"
+	@echo "make install install the binaries, the runtime prescientctl run preloads, the systemd unit (vendor dir), the sysusers group, the sample config, man pages (prescientd.toml(5) too), completions (DESTDIR, PREFIX)"
 	@echo "make bench   criterion benchmarks of the engine"
 	@echo "make sweep   DeepUM's table-parameter study on the five bundled traces"
 
@@ -112,7 +112,10 @@ dkms-version:
 	@echo $(DKMS_VERSION)
 dkms-stage:
 	rm -rf $(DKMS_SRC) && mkdir -p $(DKMS_SRC)/core $(DKMS_SRC)/uapi $(DKMS_SRC)/tools/uvm-layouts $(DKMS_SRC)/packaging/dkms
-	cp -r Kbuild kmod $(DKMS_SRC)/ && rm -f $(DKMS_SRC)/kmod/*.o $(DKMS_SRC)/kmod/.*.cmd
+	cp -r Kbuild kmod $(DKMS_SRC)/
+	# A tree `make kmod` built in holds its outputs (.gitignore's list): not source.
+	find $(DKMS_SRC) \( -name '*.o' -o -name '*.ko' -o -name '*.mod' -o -name '*.mod.c' -o -name '.*.cmd' \
+		-o -name '*.rmeta' -o -name modules.order -o -name Module.symvers \) -delete
 	cp -r core/src $(DKMS_SRC)/core/ && cp -r uapi/src $(DKMS_SRC)/uapi/
 	cp tools/uvm-layouts/uvm-layouts.sh tools/uvm-layouts/lib.sh tools/uvm-layouts/layouts.c tools/uvm-layouts/fields.h $(DKMS_SRC)/tools/uvm-layouts/
 	cp packaging/dkms/build.sh $(DKMS_SRC)/packaging/dkms/
@@ -142,6 +145,7 @@ install:
 	target/release/prescientctl man --out-dir $(DESTDIR)$(PREFIX)/share/man/man1
 	target/release/prescient-sim man --out-dir $(DESTDIR)$(PREFIX)/share/man/man1
 	target/release/prescientd man --out-dir $(DESTDIR)$(PREFIX)/share/man/man8
+	target/release/prescientd man --config-file --out-dir $(DESTDIR)$(PREFIX)/share/man/man5
 	mkdir -p $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 	for b in prescientd prescientctl prescient-sim; do \

@@ -2,7 +2,8 @@
 //! requests it sends, its tables and JSON, and its exit statuses.
 
 use prescient_uapi::control::{
-    Counters, EngineParams, ErrorReply, Mode, ProcessStats, Reply, Request, Response, Stats,
+    Counters, EngineParams, ErrorReply, Mode, ModuleInfo, ProcessStats, Reply, Request, Response,
+    Stats, Status, UserspaceInfo,
 };
 use prescient_units::DURATION_FORMS;
 use std::io::{BufRead, BufReader, Write};
@@ -106,6 +107,8 @@ fn stats_json_is_the_daemons_numbers() {
             faults: 700,
             ..Default::default()
         }],
+        backend: "module".into(),
+        unavailable: None,
     };
     let (o, req) = with_daemon(
         "stats",
@@ -121,6 +124,126 @@ fn stats_json_is_the_daemons_numbers() {
     let out = stdout(&o);
     assert!(
         out.contains("faults") && out.contains("777") && out.contains("700"),
+        "{out}"
+    );
+}
+
+/// A status reply as prescientd (service/requests.rs) words it for each
+/// backend and state.
+fn status(backend: &str, module: Option<ModuleInfo>, userspace: Option<UserspaceInfo>) -> Status {
+    Status {
+        daemon_version: "0.1.0".into(),
+        backend: backend.into(),
+        backend_up: module.is_some() || userspace.is_some(),
+        module,
+        userspace,
+        params: params(2),
+        module_params: None,
+        config_path: "/etc/prescient/prescientd.toml".into(),
+        uptime_s: 5.0,
+        attached: Vec::new(),
+        gpu: None,
+        settings: Vec::new(),
+    }
+}
+
+/// Issue 18: the user-space backend was shown as "prescient.ko: ABI 2 ...".
+/// Each backend, loaded or not: the line names the backend in force, and
+/// prescient.ko appears as loaded only when it is the backend and loaded.
+#[test]
+fn status_names_the_backend_in_force_and_no_module_it_does_not_use() {
+    let ko = ModuleInfo {
+        abi_version: 2,
+        driver_version: "550.163.01".into(),
+        bound: true,
+        enabled: true,
+        max_processes: 8,
+    };
+    let us = UserspaceInfo {
+        driver_version: "580.95.05".into(),
+        enabled: true,
+        max_processes: 8,
+    };
+    let cases = [
+        (status("module", Some(ko), None), "prescient.ko: ABI 2, bound to nvidia-uvm 550.163.01", "user-space"),
+        (status("module", None, None), "prescient.ko: not loaded", "user-space"),
+        (
+            status("userspace", None, Some(us)),
+            "backend: user-space (prescientd attaches to each process itself; prescient.ko is not used), nvidia-uvm 580.95.05",
+            "prescient.ko:",
+        ),
+        (status("userspace", None, None), "nvidia_uvm is not loaded", "prescient.ko:"),
+    ];
+    for (i, (st, want, never)) in cases.into_iter().enumerate() {
+        let (o, _) = with_daemon(
+            &format!("status-{i}"),
+            Response::Ok(Reply::Status(st)),
+            &["status"],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains(want), "case {i}: want {want:?} in\n{out}");
+        assert!(!out.contains(never), "case {i}: {never:?} in\n{out}");
+    }
+}
+
+/// Issue 18: `stats` exited 69 ("prescient.ko is not loaded (No such file
+/// ...)") while `status` exited 0 in the same state. Now: the daemon's one
+/// line (why, and what to do), exit 0, as `status`; JSON says it too.
+#[test]
+fn stats_without_a_loaded_backend_is_one_line_and_exits_as_status_does() {
+    let why = "prescient.ko is not loaded (No such file or directory (os error 2)): no counters yet. Load it (`sudo modprobe prescient`), or run without it: backend = \"userspace\" in /etc/prescient/prescientd.toml";
+    let s = Stats {
+        at_s: 2.0,
+        backend: "module".into(),
+        unavailable: Some(why.into()),
+        ..Default::default()
+    };
+    let (o, _) = with_daemon(
+        "stats-down",
+        Response::Ok(Reply::Stats(s.clone())),
+        &["stats"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), format!("{why}\n"));
+    let (o, _) = with_daemon(
+        "stats-down-j",
+        Response::Ok(Reply::Stats(s)),
+        &["stats", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let back: Stats = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(!back.backend_up && back.unavailable.as_deref() == Some(why));
+}
+
+/// The user-space backend's counters: its own table, without the two
+/// counters it cannot know (shown as 0 before).
+#[test]
+fn stats_of_the_userspace_backend_leave_out_what_it_cannot_know() {
+    let s = Stats {
+        at_s: 1.0,
+        backend_up: true,
+        backend: "userspace".into(),
+        totals: Counters {
+            faults: 321,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (o, _) = with_daemon("stats-us", Response::Ok(Reply::Stats(s)), &["stats"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with("user-space backend (no prescient.ko)"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("faults") && l.contains("321")),
+        "{out}"
+    );
+    assert!(
+        !out.lines().any(|l| l.starts_with("prefetches used")),
         "{out}"
     );
 }

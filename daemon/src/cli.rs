@@ -51,18 +51,23 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// Print the man page (roff); with --out-dir, write it and one page per
-    /// subcommand (prescientd-service.8 ...).
+    /// subcommand (prescientd-service.8 ...). With --config-file, the config
+    /// file's page instead, prescientd.toml(5).
     Man {
         /// Write every page into this directory instead of printing one.
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
+        /// prescientd.toml(5): every key of the config file, its default and
+        /// what it does (written as prescientd.toml.5 with --out-dir).
+        #[arg(long)]
+        config_file: bool,
     },
 }
 
 /// `prescientd service`.
 #[derive(Args, Debug)]
 pub struct ServiceArgs {
-    /// The config file (every key: packaging/prescientd.toml).
+    /// The config file (every key: prescientd.toml(5)).
     #[arg(long, value_name = "FILE", default_value = prescientd::config::DEFAULT_PATH)]
     pub config: PathBuf,
     /// Check the config file and exit (0 if valid, 78 otherwise).

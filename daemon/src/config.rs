@@ -1,6 +1,7 @@
 //! prescientd's configuration file (TOML). Every key, its default and its
-//! range are documented in packaging/prescientd.toml; this file is the one
-//! place that checks them. Loading is all-or-nothing: a file with one bad key
+//! range are documented in packaging/prescientd.toml (prescientd.toml(5) is
+//! generated from its comments and this parser's keys: config_doc.rs); this
+//! file is the one place that checks them. Loading is all-or-nothing: a file with one bad key
 //! is refused whole, with an error naming the key, and nothing is applied.
 
 use prescient_core::BLOCK_BYTES;

@@ -12,6 +12,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod config_doc;
 pub mod gpu;
 pub mod module;
 pub mod pidfd;

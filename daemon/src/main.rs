@@ -41,8 +41,16 @@ async fn main() {
                 &mut std::io::stdout(),
             );
         }
-        Command::Man { out_dir } => {
-            if let Err(e) = man(out_dir.as_deref()) {
+        Command::Man {
+            out_dir,
+            config_file,
+        } => {
+            let done = if config_file {
+                config_page(out_dir.as_deref())
+            } else {
+                man(out_dir.as_deref())
+            };
+            if let Err(e) = done {
                 eprintln!("prescientd: {e:#}");
                 std::process::exit(1);
             }
@@ -73,6 +81,21 @@ fn man(dir: Option<&std::path::Path>) -> Result<()> {
             let mut cmd = cmd;
             cmd.build();
             write_pages(&cmd, d)?;
+        }
+    }
+    Ok(())
+}
+
+/// prescientd.toml(5), printed or written into `dir`.
+fn config_page(dir: Option<&std::path::Path>) -> Result<()> {
+    let page =
+        prescientd::config_doc::render(env!("CARGO_PKG_VERSION")).map_err(anyhow::Error::msg)?;
+    match dir {
+        None => print!("{page}"),
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            let path = d.join("prescientd.toml.5");
+            std::fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
         }
     }
     Ok(())

@@ -108,3 +108,31 @@ fn bad_sizes_in_the_config_exit_78_naming_the_key() {
         assert_eq!(o.status.code(), Some(0), "{v}: {}", stderr(&o));
     }
 }
+
+/// prescientd.toml(5): printed, written by --out-dir, and clean roff for
+/// groff (every warning on) where groff is installed (man-db needs it).
+#[test]
+fn the_config_file_man_page_renders() {
+    let o = prescientd(&["man", "--config-file"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = String::from_utf8(o.stdout).unwrap();
+    assert!(page.starts_with(".TH PRESCIENTD.TOML 5"), "{page}");
+    let dir = std::env::temp_dir().join(format!("prescientd-man5-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    let o = prescientd(&["man", "--config-file", "--out-dir", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let file = dir.join("prescientd.toml.5");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), page);
+    if let Ok(o) = Command::new("groff")
+        .args(["-man", "-ww", "-Tutf8", "-P-cbou", "-rLL=100n"])
+        .arg(&file)
+        .output()
+    {
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && o.stderr.is_empty(), "{}", stderr(&o));
+        for want in ["engine.residency_budget = 0", "[userspace]", "control.socket_group"] {
+            assert!(text.contains(want), "{want} not in:\n{text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

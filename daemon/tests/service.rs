@@ -309,6 +309,20 @@ fn waits_for_the_module_answers_ctl_reloads_and_stops_cleanly() {
     assert_eq!(st["ok"]["reply"], "status", "{st}");
     assert_eq!(st["ok"]["backend_up"], false);
     assert_eq!(st["ok"]["params"]["assoc"], 2);
+    assert!(
+        st["ok"]["module"].is_null() && st["ok"]["userspace"].is_null(),
+        "{st}"
+    );
+    // Without the module, stats is a state as status is: why, what to do.
+    let r = dm.call(r#"{"cmd":"stats"}"#);
+    assert_eq!(r["ok"]["reply"], "stats", "{r}");
+    assert_eq!(r["ok"]["backend_up"], false, "{r}");
+    let why = r["ok"]["unavailable"].as_str().unwrap_or_default();
+    assert!(why.starts_with("prescient.ko is not loaded"), "{r}");
+    assert!(
+        why.contains(&format!("backend = \"userspace\" in {}", cfg.display())),
+        "{r}"
+    );
     // Without the module, changes are refused and nothing changes.
     let r = dm.call(r#"{"cmd":"set-params","changes":{"assoc":4}}"#);
     assert_eq!(r["error"]["kind"], "unavailable", "{r}");
@@ -410,6 +424,12 @@ fn userspace_backend_without_nvidia_uvm_waits_or_exits_69() {
     let st = dm.call(r#"{"cmd":"status"}"#);
     assert_eq!(st["ok"]["backend"], "userspace", "{st}");
     assert_eq!(st["ok"]["backend_up"], false, "{st}");
+    assert!(st["ok"]["module"].is_null(), "{st}");
+    let r = dm.call(r#"{"cmd":"stats"}"#);
+    assert_eq!(r["ok"]["backend"], "userspace", "{r}");
+    let why = r["ok"]["unavailable"].as_str().unwrap_or_default();
+    assert!(why.starts_with("nvidia_uvm is not loaded"), "{r}");
+    assert!(why.contains("modprobe nvidia-uvm"), "{r}");
     let r = dm.call(r#"{"cmd":"attach","pid":1}"#);
     assert_error(&r, "unavailable", "nvidia_uvm");
     // This test process is not attached: its marks have nowhere to go.

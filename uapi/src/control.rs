@@ -322,8 +322,26 @@ pub struct Applied {
 pub struct VersionInfo {
     pub daemon: String,
     pub protocol: u32,
-    /// None when the module is not loaded.
+    /// prescient.ko's versions; None when the module is not loaded, and
+    /// always None under the user-space backend (which uses no module).
     pub module: Option<ModuleInfo>,
+    /// "module" or "userspace" (empty from daemons older than this field).
+    #[serde(default)]
+    pub backend: String,
+    /// The user-space backend's driver, when it is the backend and
+    /// nvidia_uvm is loaded.
+    #[serde(default)]
+    pub userspace: Option<UserspaceInfo>,
+}
+
+/// What the user-space backend runs on: no module, the NVIDIA driver's
+/// nvidia-uvm ioctls (the counterpart of [`ModuleInfo`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserspaceInfo {
+    /// The nvidia-uvm version it drives, "580.159.04"-style.
+    pub driver_version: String,
+    pub enabled: bool,
+    pub max_processes: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -340,12 +358,19 @@ pub struct ModuleInfo {
 pub struct Status {
     pub daemon_version: String,
     pub backend: String,
-    /// /dev/prescient answered the last poll.
+    /// The backend answered the last poll: /dev/prescient (module), or
+    /// nvidia_uvm (userspace).
     pub backend_up: bool,
+    /// prescient.ko, when it is the backend and loaded; always None under
+    /// the user-space backend.
     pub module: Option<ModuleInfo>,
+    /// The user-space backend, when it is the backend and nvidia_uvm is
+    /// loaded.
+    #[serde(default)]
+    pub userspace: Option<UserspaceInfo>,
     /// What the daemon applies (and re-applies after a module reload).
     pub params: EngineParams,
-    /// What the module has in force now (None when it is not loaded).
+    /// What the backend has in force now (None when it is not loaded).
     pub module_params: Option<EngineParams>,
     pub config_path: String,
     pub uptime_s: f64,
@@ -423,6 +448,13 @@ pub struct Stats {
     pub backend_up: bool,
     pub totals: Counters,
     pub processes: Vec<ProcessStats>,
+    /// "module" or "userspace" (empty from daemons older than this field).
+    #[serde(default)]
+    pub backend: String,
+    /// Why there are no counters (the backend is not loaded) and what to
+    /// do, one line; None when the counters are the backend's.
+    #[serde(default)]
+    pub unavailable: Option<String>,
 }
 
 impl Stats {
@@ -460,6 +492,8 @@ impl Stats {
                     migrate_errors: e.migrate_errors,
                 })
                 .collect(),
+            backend: String::new(),
+            unavailable: None,
         }
     }
 }

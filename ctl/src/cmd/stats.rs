@@ -1,5 +1,7 @@
 //! `prescientctl stats [--watch DURATION]`: the counters, once or repeated with
-//! per-second rates.
+//! per-second rates. A daemon whose backend is not loaded answers with one
+//! line saying why and what to do, and the exit status is 0, as for
+//! `prescientctl status` in the same state (69: no daemon, 77: no access).
 
 use crate::client::{fail, json, Client, Res, EXIT_REFUSED};
 use crate::render::{bytes, counter_rows};
@@ -40,14 +42,32 @@ pub fn run(socket: &Path, as_json: bool, watch: Option<Duration>) -> Res<()> {
     }
 }
 
+/// Counters the user-space backend cannot know (the driver reports faults,
+/// not accesses to resident memory): left out of its table, not shown as 0.
+const NOT_KNOWN_IN_USERSPACE: [&str; 2] = ["prefetches used", "late prefetches"];
+
 fn print(s: &Stats, prev: Option<&Stats>) {
-    let dt = prev.map(|p| s.at_s - p.at_s).filter(|d| *d > 0.0);
-    if !s.backend_up {
-        println!("prescient.ko is not loaded");
+    // The backend is not loaded: one line, why and what to do (the daemon
+    // words it; a daemon older than that field only says it is down).
+    if let Some(why) = &s.unavailable {
+        println!("{why}");
+        return;
     }
+    if !s.backend_up {
+        println!("the backend is not loaded (prescientctl status says which)");
+        return;
+    }
+    let userspace = s.backend == "userspace";
+    if userspace {
+        println!("user-space backend (no prescient.ko); prefetches used and late prefetches are not known to it");
+    }
+    let dt = prev.map(|p| s.at_s - p.at_s).filter(|d| *d > 0.0);
     let cur = counter_rows(&s.totals);
     let old = prev.map(|p| counter_rows(&p.totals));
     for (i, (name, v)) in cur.iter().enumerate() {
+        if userspace && NOT_KNOWN_IN_USERSPACE.contains(name) {
+            continue;
+        }
         match (dt, &old) {
             (Some(dt), Some(o)) if !matches!(*name, "in flight" | "table bytes") => {
                 let rate = v.saturating_sub(o[i].1) as f64 / dt;

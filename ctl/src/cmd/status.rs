@@ -18,21 +18,46 @@ pub fn run(socket: &Path, f: &JsonFlag) -> Res<()> {
     Ok(())
 }
 
-fn print(s: &Status) {
-    println!(
-        "prescientd {} ({} backend, up {:.0} s), config {}",
-        s.daemon_version, s.backend, s.uptime_s, s.config_path
-    );
+/// Which backend is in force and what it runs on. Under the user-space
+/// backend no module is named as loaded: prescient.ko plays no part there
+/// (a daemon older than the `userspace` field still reports the driver in
+/// `module`; only its driver version is used).
+fn backend_line(s: &Status) -> String {
+    if s.backend == "userspace" {
+        let driver = s
+            .userspace
+            .as_ref()
+            .map(|u| (&u.driver_version, u.enabled, u.max_processes))
+            .or(s
+                .module
+                .as_ref()
+                .map(|m| (&m.driver_version, m.enabled, m.max_processes)));
+        return match driver {
+            Some((v, on, max)) => format!(
+                "backend: user-space (prescientd attaches to each process itself; prescient.ko is not used), nvidia-uvm {v}, prefetch {}, up to {max} processes",
+                if on { "on" } else { "off" }
+            ),
+            None => "backend: user-space (prescient.ko is not used); nvidia_uvm is not loaded (the daemon waits for it)".into(),
+        };
+    }
     match &s.module {
-        Some(m) => println!(
+        Some(m) => format!(
             "prescient.ko: ABI {}, bound to nvidia-uvm {}, prefetch {}, up to {} processes",
             m.abi_version,
             m.driver_version,
             if m.enabled { "on" } else { "off" },
             m.max_processes
         ),
-        None => println!("prescient.ko: not loaded (the daemon waits for it)"),
+        None => "prescient.ko: not loaded (the daemon waits for it)".into(),
     }
+}
+
+fn print(s: &Status) {
+    println!(
+        "prescientd {} ({} backend, up {:.0} s), config {}",
+        s.daemon_version, s.backend, s.uptime_s, s.config_path
+    );
+    println!("{}", backend_line(s));
     match &s.gpu {
         Some(g) => println!(
             "GPU {}: {} {} ({} MiB, NVML)",
@@ -47,7 +72,12 @@ fn print(s: &Status) {
     if let Some(mp) = &s.module_params {
         if *mp != s.params {
             println!(
-                "  but the module has: {} (changed outside prescientd)",
+                "  but the {} has: {} (changed outside prescientd)",
+                if s.backend == "userspace" {
+                    "backend"
+                } else {
+                    "module"
+                },
                 param_line(mp)
             );
         }

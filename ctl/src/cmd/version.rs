@@ -36,6 +36,19 @@ fn print_daemon(v: Option<&VersionInfo>) {
                 "prescientd   {} (control protocol {})",
                 v.daemon, v.protocol
             );
+            if v.backend == "userspace" {
+                // No module under this backend: the driver it drives.
+                match &v.userspace {
+                    Some(u) => println!(
+                        "backend      user-space (no prescient.ko), nvidia-uvm {}",
+                        u.driver_version
+                    ),
+                    None => {
+                        println!("backend      user-space (no prescient.ko), nvidia_uvm not loaded")
+                    }
+                }
+                return;
+            }
             match &v.module {
                 Some(m) => println!(
                     "prescient.ko ABI {}, bound to nvidia-uvm {}",

@@ -513,6 +513,7 @@ mod tests {
                 resident_bytes: 6 << 21,
                 ..Default::default()
             }],
+            ..Default::default()
         };
         let params = EngineParams::from(&crate::config::EngineConfig::default());
         let attached = [ProcessInfo {

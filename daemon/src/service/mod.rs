@@ -34,6 +34,8 @@ mod provenance;
 mod reconcile;
 mod requests;
 mod state;
+#[cfg(test)]
+mod testing;
 
 pub use exit::{EXIT_CONFIG, EXIT_FAILURE, EXIT_NOPERM, EXIT_OK, EXIT_UNAVAILABLE};
 pub use state::Service;
@@ -48,7 +50,7 @@ use metrics::{DaemonCounters, Identity, Metrics, View};
 use prescient_uapi::control::Stats;
 use procfs::process_exists;
 use reconcile::{apply_at_start, compile};
-use state::{module_info, State, VERSION};
+use state::{load_hint, module_info, State, VERSION};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -233,11 +235,7 @@ fn probe(svc: &Service, cfg: &Config) -> Result<(), i32> {
                 tracing::error!(
                     "{}: {e}; exiting (on_missing_module = \"exit\"). {}",
                     svc.dev.path().display(),
-                    match cfg.backend {
-                        BackendKind::Module =>
-                            "Load it with `insmod prescient.ko` or `modprobe prescient`",
-                        BackendKind::Userspace => "Load the NVIDIA driver (nvidia_uvm) first",
-                    }
+                    load_hint(svc.dev.kind(), &svc.config_path)
                 );
                 return Err(EXIT_UNAVAILABLE);
             }

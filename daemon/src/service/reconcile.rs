@@ -407,91 +407,9 @@ pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::metrics::{DaemonCounters, Metrics};
+    use super::super::testing::{service, Forgetful};
     use super::*;
-    use crate::backend::{Backend, MarkFrom};
-    use prescient_uapi as uapi;
-    use std::collections::{BTreeMap, HashMap};
-    use std::sync::Mutex;
-
-    /// A backend that attaches whatever it is asked to and then, like
-    /// prescient.ko after an rmmod/insmod, reports no process attached.
-    #[derive(Default)]
-    struct Forgetful {
-        attached: Mutex<Vec<i32>>,
-    }
-
-    impl Backend for Forgetful {
-        fn kind(&self) -> &'static str {
-            "module"
-        }
-        fn needs(&self) -> &'static str {
-            "prescient.ko"
-        }
-        fn path(&self) -> &std::path::Path {
-            std::path::Path::new("/dev/prescient")
-        }
-        fn version(&self) -> Result<uapi::Version, DevError> {
-            Ok(uapi::Version {
-                abi_version: uapi::ABI_VERSION,
-                flags: uapi::VERSION_FLAG_BOUND,
-                ..Default::default()
-            })
-        }
-        fn params(&self) -> Result<uapi::ParamsAbi, DevError> {
-            Ok(EngineParams::default().into())
-        }
-        fn set_params(&self, _: &uapi::ParamsAbi) -> Result<(), DevError> {
-            Ok(())
-        }
-        fn stats(&self) -> Result<uapi::Stats, DevError> {
-            Ok(uapi::Stats::default())
-        }
-        fn reset_tables(&self) -> Result<(), DevError> {
-            Ok(())
-        }
-        fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
-            self.attached.lock().unwrap().push(pid);
-            Ok(1)
-        }
-        fn detach_pid(&self, _: i32) -> Result<(), DevError> {
-            Ok(())
-        }
-        fn mark(&self, _: MarkFrom<'_>) -> Result<prescient_uapi::control::Applied, DevError> {
-            Err(DevError::Declined {
-                op: "MARK",
-                errno: libc::EOPNOTSUPP,
-                what: "no marks".into(),
-            })
-        }
-    }
-
-    fn service(dev: Arc<Forgetful>, attached: BTreeMap<i32, Attachment>) -> Service {
-        let cfg = Config::default();
-        Service {
-            config_path: "/dev/null".into(),
-            dev,
-            started: std::time::Instant::now(),
-            metrics: Metrics::new(&crate::service::Identity::default()).unwrap(),
-            gpu: crate::gpu::Detected::None("a test".into()),
-            st: std::sync::Mutex::new(State {
-                patterns: Vec::new(),
-                desired: (&cfg.engine).into(),
-                up: true,
-                seen: true,
-                module: None,
-                stats: Stats::default(),
-                attached,
-                attaching: Vec::new(),
-                failed: HashMap::new(),
-                daemon: DaemonCounters::default(),
-                last_poll_error: None,
-                shutting_down: false,
-                cfg,
-            }),
-            stop: tokio::sync::watch::channel(None).0,
-        }
-    }
+    use std::collections::BTreeMap;
 
     #[test]
     fn a_lost_attachment_is_reattached_only_if_it_is_the_same_process() {

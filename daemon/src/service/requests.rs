@@ -3,12 +3,13 @@
 //! dispatches.
 
 use super::procfs::{comm, process_exists};
-use super::state::{module_info, Reason, Service, State, VERSION};
+use super::state::{load_hint, module_info, Reason, Service, State, VERSION};
 use crate::backend::{DevError, MarkFrom};
 use crate::socket::{error, Connection, Peer};
 use crate::userspace::marks::Owner;
 use prescient_uapi::control::{
-    self, EngineParams, ParamChanges, Reply, Request, Response, Stats, VersionInfo,
+    self, EngineParams, ModuleInfo, ParamChanges, Reply, Request, Response, Stats, UserspaceInfo,
+    VersionInfo,
 };
 use std::sync::Arc;
 
@@ -84,19 +85,46 @@ impl Service {
     }
 
     fn version(&self) -> Response {
+        let (module, userspace) =
+            self.backend_info(self.dev.version().ok().map(|v| module_info(&v)));
         Response::Ok(Reply::Version(VersionInfo {
             daemon: VERSION.into(),
             protocol: control::PROTOCOL_VERSION,
-            module: self.dev.version().ok().map(|v| module_info(&v)),
+            module,
+            backend: self.dev.kind().into(),
+            userspace,
         }))
     }
 
+    /// The backend's versions as the reply names them: under the
+    /// user-space backend there is no module to report, only the driver it
+    /// drives.
+    fn backend_info(
+        &self,
+        info: Option<ModuleInfo>,
+    ) -> (Option<ModuleInfo>, Option<UserspaceInfo>) {
+        match (self.dev.kind(), info) {
+            ("userspace", Some(m)) => (
+                None,
+                Some(UserspaceInfo {
+                    driver_version: m.driver_version,
+                    enabled: m.enabled,
+                    max_processes: m.max_processes,
+                }),
+            ),
+            ("userspace", None) => (None, None),
+            (_, m) => (m, None),
+        }
+    }
+
     fn status(&self, s: &State) -> Response {
+        let (module, userspace) = self.backend_info(if s.up { s.module.clone() } else { None });
         Response::Ok(Reply::Status(control::Status {
             daemon_version: VERSION.into(),
             backend: self.dev.kind().into(),
             backend_up: s.up,
-            module: if s.up { s.module.clone() } else { None },
+            module,
+            userspace,
             params: s.desired,
             module_params: self.dev.params().ok().map(EngineParams::from),
             config_path: self.config_path.display().to_string(),
@@ -107,9 +135,25 @@ impl Service {
         }))
     }
 
+    /// The backend's counters; a backend that is not loaded is a state
+    /// (as `status` and /metrics show it), not a failure: the reply says
+    /// why there are no counters and what to do.
     fn stats(&self) -> Response {
+        let backend = self.dev.kind().to_string();
         match self.dev.stats() {
-            Ok(raw) => Response::Ok(Reply::Stats(Stats::from_abi(&raw, self.uptime()))),
+            Ok(raw) => Response::Ok(Reply::Stats(Stats {
+                backend,
+                ..Stats::from_abi(&raw, self.uptime())
+            })),
+            Err(e @ DevError::Missing { .. }) => Response::Ok(Reply::Stats(Stats {
+                at_s: self.uptime(),
+                unavailable: Some(format!(
+                    "{e}: no counters yet. {}",
+                    load_hint(self.dev.kind(), &self.config_path)
+                )),
+                backend,
+                ..Stats::default()
+            })),
             Err(e) => dev_error(&e),
         }
     }
@@ -229,6 +273,111 @@ impl Service {
                 error("unavailable", format!("mark: {e}"))
             }
             Err(e) => dev_error(&e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{service, Forgetful};
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// The service of `dev` after its first poll (the path that records
+    /// the backend's versions).
+    fn polled(dev: Forgetful) -> Service {
+        let svc = service(Arc::new(dev), BTreeMap::new());
+        svc.lock().up = false;
+        svc.poll();
+        svc
+    }
+
+    fn status(svc: &Service) -> control::Status {
+        match svc.status(&svc.lock()) {
+            Response::Ok(Reply::Status(s)) => s,
+            r => panic!("{r:?}"),
+        }
+    }
+
+    /// Issue 18: under the user-space backend, status and version named a
+    /// prescient.ko with ABI 2 that was never loaded.
+    #[test]
+    fn the_userspace_backend_reports_its_driver_and_no_module() {
+        let svc = polled(Forgetful {
+            userspace: true,
+            ..Default::default()
+        });
+        let s = status(&svc);
+        assert_eq!((s.backend.as_str(), s.backend_up), ("userspace", true));
+        assert_eq!(s.module, None);
+        let u = s.userspace.expect("the driver the backend runs on");
+        assert_eq!((u.driver_version.as_str(), u.enabled), ("580.95.05", true));
+        let Response::Ok(Reply::Version(v)) = svc.version() else {
+            panic!()
+        };
+        assert_eq!((v.module, v.backend.as_str()), (None, "userspace"));
+        assert_eq!(
+            v.userspace.map(|u| u.driver_version).as_deref(),
+            Some("580.95.05")
+        );
+    }
+
+    #[test]
+    fn the_module_backend_reports_the_module_and_no_userspace_driver() {
+        let svc = polled(Forgetful::default());
+        let s = status(&svc);
+        assert_eq!((s.backend.as_str(), s.backend_up), ("module", true));
+        let m = s.module.expect("the module's versions");
+        assert_eq!((m.abi_version, m.driver_version.as_str()), (2, "580.95.05"));
+        assert_eq!(s.userspace, None);
+        let Response::Ok(Reply::Stats(st)) = svc.stats() else {
+            panic!()
+        };
+        assert_eq!((st.backend.as_str(), st.unavailable), ("module", None));
+    }
+
+    /// Issue 18: `stats` without the backend was an "unavailable" error
+    /// (prescientctl exit 69) while `status` answered. Now a reply saying
+    /// why and what to do, in the backend's own terms.
+    #[test]
+    fn stats_without_the_backend_say_why_and_what_to_do() {
+        for (userspace, says) in [
+            (
+                false,
+                [
+                    "prescient.ko is not loaded",
+                    "modprobe prescient",
+                    "backend = \"userspace\" in /etc/prescient/prescientd.toml",
+                ],
+            ),
+            (
+                true,
+                [
+                    "nvidia_uvm is not loaded",
+                    "modprobe nvidia-uvm",
+                    "no counters yet",
+                ],
+            ),
+        ] {
+            let svc = polled(Forgetful {
+                userspace,
+                missing: true,
+                ..Default::default()
+            });
+            let s = status(&svc);
+            assert!(
+                !s.backend_up && s.module.is_none() && s.userspace.is_none(),
+                "{s:?}"
+            );
+            let Response::Ok(Reply::Stats(st)) = svc.stats() else {
+                panic!()
+            };
+            assert!(!st.backend_up);
+            let why = st.unavailable.expect("a reason");
+            assert!(!why.contains('\n'), "{why}");
+            for w in says {
+                assert!(why.contains(w), "{w:?} not in {why}");
+            }
         }
     }
 }

@@ -129,3 +129,16 @@ pub(super) fn module_info(v: &prescient_uapi::Version) -> ModuleInfo {
         max_processes: v.max_spaces,
     }
 }
+
+/// What to do about a backend that is not loaded, for the operator who
+/// asked (`prescientctl stats`, the log at start): load what it needs, or,
+/// for the module, run without it.
+pub(super) fn load_hint(backend: &str, config: &std::path::Path) -> String {
+    match backend {
+        "userspace" => "Load the NVIDIA driver's nvidia_uvm (`sudo modprobe nvidia-uvm`); the user-space backend attaches once it is there".into(),
+        _ => format!(
+            "Load it (`sudo modprobe prescient`; the prescient-dkms package or `make dkms` builds it for this kernel), or run without it: backend = \"userspace\" in {}",
+            config.display()
+        ),
+    }
+}
