@@ -3,7 +3,7 @@ CARGO ?= cargo
 SIM := target/release/prescient-sim
 TRACES := sim/traces
 
-.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test real-uvm e2e install dkms dkms-stage dkms-version package package-test deploy-check rules-test
+.PHONY: help setup build demo test lint unit bench sweep clean kmod kmod-clean vm-kernel vm-test real-uvm e2e install dkms dkms-stage dkms-version package package-test deploy-check rules-test image image-test systemd-test
 
 # The kernel module builds against a Rust-enabled kernel tree: the one
 # vm-tests/kernel.sh keeps in its cache, unless KDIR says otherwise.
@@ -16,6 +16,7 @@ help:
 	@echo "make setup   install what building and testing need (toolchain parts, cargo-nextest, crates, VM-test packages); demo and test run it"
 	@echo "make build   build everything, release"
 	@echo "make package out/prescient_<version>_<arch>.deb (binaries, unit, sysusers group, config, man pages, completions) and out/prescient-dkms_<version>_all.deb (prescient.ko's source for DKMS)"
+	@echo "make image   out/prescient-image_<version>.oci.tar: deploy/Containerfile's image, built without a container daemon (umoci); make image-test checks it"
 	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
 	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios; then make e2e"
 	@echo "make e2e     prescient.ko + prescientd + prescientctl in QEMU, scraped by a real Prometheus on the host"
@@ -65,13 +66,30 @@ lint:
 unit:
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
 
-# The VM tests first: the workspace tests' summary ends the run.
+# The VM tests first: the workspace tests' summary ends the run. VMTEST
+# dkms-build builds prescient.ko from the prescient-dkms package made by
+# package-test (DKMS_DEB; `make real-uvm` alone stages the tree instead).
 test: setup lint rules-test package-test deploy-check vm-test unit
+test: export DKMS_DEB = $(CURDIR)/out/prescient-dkms_$(DKMS_VERSION)_all.deb
 
 # The alert rules against their promtool unit tests.
 rules-test:
 	promtool check rules packaging/prometheus/prescient.rules.yml
 	cd packaging/prometheus && promtool test rules prescient.rules.test.yml
+
+# The container image of deploy/Containerfile without a container daemon
+# (umoci over a debootstrap'd Debian 12): out/prescient-image_<version>.oci.tar.
+image: package
+	deploy/image.sh out
+
+# The image, unpacked, checked: config, name = the chart's, files, --check-config.
+image-test: image
+	deploy/image-check.sh out
+
+# The .deb under a real systemd (PID 1 in systemd-nspawn): start, status,
+# sysusers group, socket, restart, stop (tests/systemd/run.sh).
+systemd-test: package
+	tests/systemd/run.sh out
 
 # The Helm chart: lint, render, refuse bad values, validate every manifest.
 deploy-check:

@@ -1,5 +1,6 @@
 #!/bin/bash
-# `VMTEST: dkms-build`: the dkms tool (Debian's package) builds prescient.ko from a staged source
+# `VMTEST: dkms-build`: the dkms tool (Debian's package) builds prescient.ko from the
+# prescient-dkms package's source (DKMS_DEB=out/prescient-dkms_<version>_all.deb) or a staged source
 # tree (make dkms-stage) against a kernel tree (KDIR: vm-tests' cached one) and Debian's driver
 # source package (vm-tests/real-uvm/fetch-deb.sh), in private dkms/source trees (the system's
 # /var/lib/dkms and /usr/src stay untouched); and each refusal is one line: a kernel without
@@ -10,11 +11,22 @@ HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
 . "$ROOT/tools/uvm-layouts/lib.sh"
 KDIR=$(readlink -f "$1")
 CACHE=${PRESCIENT_CACHE:-$HOME/.cache/prescient}
-W=$ROOT/vm-tests/work/dkms; rm -rf "$W/src" "$W/tree" "$W/norust"; mkdir -p "$W/tree"
+W=$ROOT/vm-tests/work/dkms; rm -rf "$W/src" "$W/tree" "$W/norust" "$W/deb"; mkdir -p "$W/tree"
 fail() { echo "VMTEST: dkms-build FAIL ($*)"; exit 1; }
 command -v dkms >/dev/null || fail "no dkms tool (vm-tests/deps.sh installs Debian's dkms)"
 VER=$(make -s -C "$ROOT" dkms-version)
-make -s -C "$ROOT" dkms-stage DKMS_SRC="$W/src/prescient-$VER" >/dev/null || fail "make dkms-stage"
+# The source: the prescient-dkms package's (DKMS_DEB, which `make test` sets
+# after `make package`), or staged from this tree as the package stages it.
+if [ -n "${DKMS_DEB:-}" ]; then
+  [ -f "$DKMS_DEB" ] || fail "DKMS_DEB=$DKMS_DEB: no such package"
+  mkdir -p "$W/deb" && dpkg-deb -x "$DKMS_DEB" "$W/deb" && mv "$W/deb/usr/src" "$W/src" && rm -rf "$W/deb" ||
+    fail "unpack $DKMS_DEB"
+  [ -d "$W/src/prescient-$VER" ] || fail "$DKMS_DEB holds no /usr/src/prescient-$VER"
+  FROM="$(basename "$DKMS_DEB")'s source"
+else
+  make -s -C "$ROOT" dkms-stage DKMS_SRC="$W/src/prescient-$VER" >/dev/null || fail "make dkms-stage"
+  FROM="make dkms-stage's source"
+fi
 # Debian's driver source, unpacked once per .deb (the generator's conftest is kept beside it)
 DEB=$("$ROOT/vm-tests/real-uvm/fetch-deb.sh" | tail -1) || fail "no nvidia-open-kernel-source .deb"
 NV=$CACHE/dkms-nvidia-src/$(basename "$DEB" .deb)
@@ -43,4 +55,4 @@ ko=$(find "$W/tree/prescient/$VER" -name prescient.ko | head -1)
 agree=$(find "$W/tree/prescient/$VER" -name make.log -exec grep -h 'agrees with driver' {} + | sed 's/.*agrees/kmod\/layout: agrees/')
 [ -n "$agree" ] || fail "dkms built without the layout check"
 echo "dkms-build: $agree"
-echo "VMTEST: dkms-build PASS (dkms $(dkms --version | sed 's/^dkms-//') built $(modinfo -F vermagic "$ko" | cut -d' ' -f1) prescient.ko against Debian's $(basename "$DEB" .deb) in $(( $(date +%s) - T0 ))s, layouts checked; 3 refusals one line each)"
+echo "VMTEST: dkms-build PASS (dkms $(dkms --version | sed 's/^dkms-//') built, from $FROM, $(modinfo -F vermagic "$ko" | cut -d' ' -f1) prescient.ko against Debian's $(basename "$DEB" .deb) in $(( $(date +%s) - T0 ))s, layouts checked; 3 refusals one line each)"
