@@ -130,7 +130,11 @@ fn the_config_file_man_page_renders() {
     {
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success() && o.stderr.is_empty(), "{}", stderr(&o));
-        for want in ["engine.residency_budget = 0", "[userspace]", "control.socket_group"] {
+        for want in [
+            "engine.residency_budget = 0",
+            "[userspace]",
+            "control.socket_group",
+        ] {
             assert!(text.contains(want), "{want} not in:\n{text}");
         }
     }

@@ -50,7 +50,7 @@ ln -s ../prescient-check.service "$R/etc/systemd/system/multi-user.target.wants/
 # The guest has no console to wait on, nor a getty to start.
 ln -sf /dev/null "$R/etc/systemd/system/console-getty.service"
 T1=$(date +%s)
-timeout 150 systemd-nspawn --quiet --boot --register=no --private-network --console=pipe \
+timeout 150 systemd-nspawn --quiet --boot --register=no --keep-unit --private-network --console=pipe \
   --machine="prescient-$$" -D "$R" </dev/null >"$W/boot.log" 2>&1
 rc=$?
 T2=$(date +%s)

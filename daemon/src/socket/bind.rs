@@ -1,7 +1,8 @@
 //! Binding a socket of the line protocol safely as root: the directory is
 //! checked (safe_path.rs), the mode is in place when the file appears (the
 //! umask during bind(), not a chmod after it that would follow a symlink),
-//! and the group is set on the socket itself (lchown), never through a link.
+//! and the group is set on the socket itself (lchown, when the process's own
+//! group is not already the one wanted), never through a link.
 
 use crate::safe_path::safe_parent;
 use anyhow::{anyhow, bail, Context, Result};
@@ -56,20 +57,41 @@ pub fn bind_socket(path: &Path, access: &Access, what: &str) -> Result<UnixListe
         unsafe { libc::umask(old) };
         r.with_context(|| format!("{what}: binding {}", path.display()))?
     };
-    if access.uid.is_some() || access.gid.is_some() {
-        lchown(path, access.uid, access.gid)
-            .with_context(|| format!("{what}: setting the owner of {}", path.display()))?;
+    if needs_chown(path, access) {
+        lchown(path, access.uid, access.gid).map_err(|e| {
+            anyhow!(
+                "{what}: setting the owner of {}: {e}{}",
+                path.display(),
+                if e.raw_os_error() == Some(libc::EPERM) {
+                    " (under systemd, the unit's Group= gives the socket its group without chown: make it the group named here)"
+                } else {
+                    ""
+                }
+            )
+        })?;
     }
     Ok(l)
 }
 
+/// Whether the new socket's owner or group differ from `access`'s. The
+/// shipped unit runs with Group=prescient, so the socket is created with
+/// its group and no chown is made: the unit's system call filter
+/// (~@privileged) refuses chown, which keeps its exposure low.
+fn needs_chown(path: &Path, access: &Access) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::symlink_metadata(path) else {
+        return access.uid.is_some() || access.gid.is_some();
+    };
+    access.uid.is_some_and(|u| u != m.uid()) || access.gid.is_some_and(|g| g != m.gid())
+}
+
 /// lchown(2): the file at `path` itself, never a symlink's target.
-fn lchown(path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+fn lchown(path: &Path, uid: Option<u32>, gid: Option<u32>) -> std::io::Result<()> {
     let c = CString::new(path.as_os_str().as_bytes())?;
     // SAFETY: a valid NUL-terminated path; -1 leaves an id unchanged.
     let r = unsafe { libc::lchown(c.as_ptr(), uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX)) };
     if r != 0 {
-        return Err(anyhow!(std::io::Error::last_os_error()));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
