@@ -12,10 +12,11 @@ LLVM ?= -19
 
 help:
 	@echo "make demo    set up, build, then replay a real DNN trace: driver vs Prescient vs oracle (plot in out/demo.svg), and prescient.ko in QEMU"
-	@echo "make test    set up, then the format check, clippy -D warnings, the shape check, the alert-rule, chart and package checks, the VM tests, every workspace test"
+	@echo "make test    set up, then the format check, clippy -D warnings, the shape check, the alert-rule checks, the package checks (clean root, real systemd, container image), the chart checks, the VM tests, every workspace test"
 	@echo "make setup   install what building and testing need (toolchain parts, cargo-nextest, crates, VM-test packages); demo and test run it"
 	@echo "make build   build everything, release"
 	@echo "make package out/prescient_<version>_<arch>.deb (binaries, unit, sysusers group, config, man pages, completions) and out/prescient-dkms_<version>_all.deb (prescient.ko's source for DKMS)"
+	@echo "make systemd-test the .deb under a real systemd (PID 1 in systemd-nspawn): start, status, group, socket, restart, stop"
 	@echo "make image   out/prescient-image_<version>.oci.tar: deploy/Containerfile's image, built without a container daemon (umoci); make image-test checks it"
 	@echo "make kmod    build prescient.ko (KDIR=<kernel tree>, default: the cached VM kernel)"
 	@echo "make vm-test build the VM kernel (cached), the module, the stand-in driver; boot QEMU; run the scenarios; then make e2e"
@@ -69,7 +70,7 @@ unit:
 # The VM tests first: the workspace tests' summary ends the run. VMTEST
 # dkms-build builds prescient.ko from the prescient-dkms package made by
 # package-test (DKMS_DEB; `make real-uvm` alone stages the tree instead).
-test: setup lint rules-test package-test deploy-check vm-test unit
+test: setup lint rules-test package-test systemd-test image-test deploy-check vm-test unit
 test: export DKMS_DEB = $(CURDIR)/out/prescient-dkms_$(DKMS_VERSION)_all.deb
 
 # The alert rules against their promtool unit tests.

@@ -4,7 +4,8 @@
 #   base     Debian 12 minbase + procps by debootstrap (what debian:12-slim
 #            is), cached (packaging/deb/root.sh)
 #   layer    the Containerfile's RUN: out/prescient_<version>_<arch>.deb
-#            installed with dpkg, apt lists and the .deb removed
+#            installed with dpkg; apt's lists and caches, the .deb and
+#            translations removed
 #   config   the Containerfile's ENTRYPOINT, CMD, ENV and EXPOSE, read from
 #            it (one definition for both builds)
 # Writes OUT/prescient-image_<version>.oci.tar (an OCI image layout, tagged
@@ -40,7 +41,10 @@ cp "$DEB" "$R/tmp/"
 # RUN: install the package (its Depends, libc6 and procps, are in the base).
 chroot "$R" dpkg -i "/tmp/$(basename "$DEB")" >"$WORK/dpkg.log" 2>&1 ||
   { tail -20 "$WORK/dpkg.log" >&2; exit 1; }
-rm -rf "$R"/tmp/*.deb "$R"/var/lib/apt/lists/* "$R"/var/cache/apt/*.bin "$R"/var/log/dpkg.log
+# What debian:12-slim leaves out too: debootstrap's downloaded .debs, apt's
+# lists, translations.
+rm -rf "$R"/tmp/*.deb "$R"/var/lib/apt/lists/* "$R"/var/cache/apt/*.bin "$R"/var/cache/apt/archives/*.deb \
+  "$R"/var/log/dpkg.log "$R"/usr/share/locale/* "$R"/usr/share/info/*
 umoci repack --image "$L:$VERSION" "$WORK/bundle"
 umoci config --image "$L:$VERSION" "${CONFIG[@]}" \
   --config.label "org.opencontainers.image.version=$VERSION" \

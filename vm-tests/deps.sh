@@ -12,7 +12,8 @@ PKGS=(clang-19 llvm-19 lld-19 libclang-19-dev bc flex bison libelf-dev libssl-de
       qemu-system-x86 zstd busybox-static xz-utils make python3 kmod gcc
       prometheus jq curl  # tests/e2e (a real Prometheus scrapes the guest); promtool: the alert rules
       dkms  # packaging/dkms/test.sh (dkms-build)
-      debootstrap python3-venv)  # make package-test (a clean root), make deploy-check (chart tools)
+      debootstrap python3-venv  # make package-test (a clean root), make deploy-check (chart tools)
+      systemd-container umoci)  # make systemd-test (systemd-nspawn), make image (the OCI image)
 missing=()
 for p in "${PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
 # Node and npm (make deploy-check's CRD schemas) may come from elsewhere than
