@@ -5,6 +5,7 @@ manifest to OUT/<case>/{core,crd}-N-Kind.yaml for the schema validators.
 
 usage: chart_check.py CHART OUT    (prints `deploy: NAME PASS|FAIL (...)`)
 """
+import json
 import os
 import sys
 
@@ -56,6 +57,13 @@ for case, values in cases.items():
             f.write(cm)
         ds = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
         sc = ds["containers"][0]["securityContext"]
+        # What deploy/image-run.sh runs the image with: the container as the chart specifies it.
+        ctr = ds["containers"][0]
+        with open(f"{OUT}/container.json", "w") as f:
+            json.dump({"args": ctr["args"], "capabilities": sc["capabilities"]["add"],
+                       "readOnlyRootFilesystem": sc["readOnlyRootFilesystem"],
+                       "mounts": [m["mountPath"] for m in ctr["volumeMounts"]],
+                       "env": [f"{e['name']}={e['value']}" for e in ctr["env"]]}, f)
         check("daemonset-minimal-privileges",
               ds["hostPID"] and not sc["privileged"] and sc["capabilities"]["drop"] == ["ALL"]
               and set(sc["capabilities"]["add"]) == {"SYS_PTRACE", "SYS_ADMIN", "DAC_READ_SEARCH"},

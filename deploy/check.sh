@@ -4,7 +4,8 @@
 # values, and every rendered manifest validates against the Kubernetes API
 # schemas (kubernetes-validate) or, for ServiceMonitor and PrometheusRule,
 # the prometheus-operator's (@kubernetes-models/prometheus-operator). The
-# chart's copy of the alert rules is the tested one. Tools: deploy/tools.sh.
+# chart's copy of the alert rules is the tested one. Where `make image` has
+# built the image, it runs as the DaemonSet runs it (image-run.sh). Tools: deploy/tools.sh.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CHART=$HERE/helm/prescient
@@ -23,6 +24,11 @@ PRESCIENTD=${PRESCIENTD:-$HERE/../target/release/prescientd}
 if [ -x "$PRESCIENTD" ]; then
   out=$("$PRESCIENTD" service --check-config --config "$WORK/prescientd.toml" 2>&1) && ok=1 || ok=0
   check chart-config-accepted $ok "$out"
+fi
+# The image (`make image` built it) run as the DaemonSet runs it.
+IMG=$HERE/../out/prescient-image_$(make -s -C "$HERE/.." dkms-version).oci.tar
+if [ -f "$IMG" ]; then
+  "$HERE/image-run.sh" "$IMG" "$WORK" || fail=1
 fi
 for case in default all; do
   "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$WORK/$case"/core-*.yaml >"$WORK/kv" 2>&1 && ok=1 || ok=0

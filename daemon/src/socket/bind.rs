@@ -63,7 +63,7 @@ pub fn bind_socket(path: &Path, access: &Access, what: &str) -> Result<UnixListe
                 "{what}: setting the owner of {}: {e}{}",
                 path.display(),
                 if e.raw_os_error() == Some(libc::EPERM) {
-                    " (under systemd, the unit's Group= gives the socket its group without chown: make it the group named here)"
+                    " (without CAP_CHOWN or chown allowed, the socket can only have prescientd's own group: make that the group named here, as the shipped unit's Group= does, or name none, as the Helm chart does)"
                 } else {
                     ""
                 }
