@@ -3,7 +3,7 @@
 
 use prescient_uapi::control::{
     Counters, EngineParams, ErrorReply, Mode, ModuleInfo, ProcessStats, Reply, Request, Response,
-    Stats, Status, UserspaceInfo,
+    Stats, Status, UserspaceInfo, VersionInfo,
 };
 use prescient_units::DURATION_FORMS;
 use std::io::{BufRead, BufReader, Write};
@@ -410,6 +410,62 @@ fn version_exits_69_without_the_daemon_json_or_not_saying_it_once() {
         } else {
             assert!(stdout(&o).starts_with("prescientctl "), "{}", stdout(&o));
         }
+    }
+}
+
+/// `version` under each backend: prescient.ko's ABI only where the module
+/// is the backend (the user-space backend's reply names no module).
+#[test]
+fn version_names_the_module_only_where_it_is_the_backend() {
+    let v = |backend: &str, module: Option<ModuleInfo>, userspace: Option<UserspaceInfo>| {
+        Response::Ok(Reply::Version(VersionInfo {
+            daemon: "0.1.0".into(),
+            protocol: 1,
+            module,
+            backend: backend.into(),
+            userspace,
+        }))
+    };
+    let us = UserspaceInfo {
+        driver_version: "580.95.05".into(),
+        enabled: true,
+        max_processes: 8,
+    };
+    let ko = ModuleInfo {
+        abi_version: 2,
+        driver_version: "550.163.01".into(),
+        bound: true,
+        enabled: true,
+        max_processes: 8,
+    };
+    for (i, (reply, want, never)) in [
+        (
+            v("userspace", None, Some(us)),
+            "backend      user-space (no prescient.ko), nvidia-uvm 580.95.05",
+            "ABI",
+        ),
+        (v("userspace", None, None), "nvidia_uvm not loaded", "ABI"),
+        (
+            v("module", Some(ko), None),
+            "prescient.ko ABI 2, bound to nvidia-uvm 550.163.01",
+            "user-space",
+        ),
+        (
+            v("module", None, None),
+            "prescient.ko not loaded",
+            "user-space",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (o, _) = with_daemon(&format!("version-{i}"), reply, &["version"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(
+            out.contains(want) && !out.contains(never),
+            "case {i}:\n{out}"
+        );
     }
 }
 
