@@ -205,13 +205,14 @@ mod tests {
         render("test").expect("every key documented")
     }
 
-    /// The page's items read back from the roff: (key, its text), a key
-    /// of a `.TQ` group getting the group's text.
+    /// The KEYS section's items read back from the roff: (key, its text),
+    /// a key of a `.TQ` group getting the group's text.
     fn items(page: &str) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = Vec::new();
         let mut group = 0;
         let mut prev = "";
-        for l in page.lines() {
+        let keys = page.split("\n.SH KEYS\n").nth(1).unwrap_or_default();
+        for l in keys.lines().take_while(|l| !l.starts_with(".SH")) {
             if prev == ".TP" || prev == ".TQ" {
                 if prev == ".TP" {
                     group = out.len();

@@ -66,7 +66,7 @@ Architecture: $ARCH
 Maintainer: Prescient maintainers <prescient@localhost>
 Section: admin
 Priority: optional
-Depends: libc6 (>= 2.34), procps
+Depends: libc6 (>= 2.34), procps, systemd | adduser
 Recommends: systemd
 Suggests: nvidia-driver
 Installed-Size: $(du -sk "$D" | cut -f1)
