@@ -47,14 +47,10 @@ pub fn run(socket: &Path, as_json: bool, watch: Option<Duration>) -> Res<()> {
 const NOT_KNOWN_IN_USERSPACE: [&str; 2] = ["prefetches used", "late prefetches"];
 
 fn print(s: &Stats, prev: Option<&Stats>) {
-    // The backend is not loaded: one line, why and what to do (the daemon
-    // words it; a daemon older than that field only says it is down).
+    // The backend is not loaded: one line, why and what to do, as the
+    // daemon words it (older daemons answered that case with an error).
     if let Some(why) = &s.unavailable {
         println!("{why}");
-        return;
-    }
-    if !s.backend_up {
-        println!("the backend is not loaded (prescientctl status says which)");
         return;
     }
     let userspace = s.backend == "userspace";
