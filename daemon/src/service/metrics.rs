@@ -90,6 +90,9 @@ pub struct View<'a> {
     /// The Kubernetes pod of attached processes that run in one.
     pub pods: &'a HashMap<i32, Pod>,
     pub up: bool,
+    /// "module" or "userspace": prescient_info names a module ABI only
+    /// under the module (the user-space backend reports its driver alone).
+    pub backend: &'a str,
     pub module: Option<&'a ModuleInfo>,
     pub params: &'a EngineParams,
     pub stats: &'a Stats,
@@ -372,7 +375,7 @@ impl Metrics {
             )?,
             info: gauge_vec(
                 "prescient_info",
-                "Versions: daemon, module ABI, bound nvidia-uvm driver; and the engine mode (always 1).",
+                "Versions: daemon, module ABI (empty under the user-space backend), the nvidia-uvm driver the backend drives; and the engine mode (always 1).",
                 &["version", "abi_version", "driver_version", "mode"],
             )?,
             reloads: labelled(
@@ -405,6 +408,7 @@ impl Metrics {
         }
         self.info.reset();
         let (abi, drv) = match v.module {
+            Some(m) if v.backend == "userspace" => (String::new(), m.driver_version.clone()),
             Some(m) => (m.abi_version.to_string(), m.driver_version.clone()),
             None => (String::new(), String::new()),
         };
@@ -529,6 +533,7 @@ mod tests {
                 loops: &[],
                 pods: &HashMap::new(),
                 up: true,
+                backend: "module",
                 module: None,
                 params: &params,
                 stats: &stats,
@@ -615,6 +620,7 @@ mod labels {
                 loops: &[series::values(&snap)],
                 pods: &pods,
                 up: true,
+                backend: "module",
                 module: None,
                 params: &params,
                 stats: &stats,
@@ -697,6 +703,7 @@ mod dashboard {
                 loops: &[series::values(&crate::userspace::Snapshot::default())],
                 pods: &HashMap::new(),
                 up: true,
+                backend: "module",
                 module: None,
                 params: &params,
                 stats: &stats,
@@ -763,6 +770,7 @@ mod dashboard {
                 loops: &[],
                 pods: &HashMap::new(),
                 up: true,
+                backend: "module",
                 module: None,
                 params: &params,
                 stats: &stats,
@@ -781,5 +789,48 @@ mod dashboard {
             );
         }
         assert!(n >= 5, "{n}");
+    }
+
+    /// prescient_info names a module ABI only under the module: the
+    /// user-space backend's synthesised version (ABI 2) is no module.
+    #[test]
+    fn info_names_a_module_abi_only_under_the_module() {
+        let params = EngineParams::from(&crate::config::EngineConfig::default());
+        let m = ModuleInfo {
+            abi_version: 2,
+            driver_version: "580.95.05".into(),
+            bound: true,
+            enabled: true,
+            max_processes: 8,
+        };
+        for (backend, abi) in [
+            ("module", "abi_version=\"2\""),
+            ("userspace", "abi_version=\"\""),
+        ] {
+            let text = Metrics::new(&Identity::default())
+                .unwrap()
+                .render(&View {
+                    daemon_version: "t",
+                    budget_in_force: None,
+                    loops: &[],
+                    pods: &HashMap::new(),
+                    up: true,
+                    backend,
+                    module: Some(&m),
+                    params: &params,
+                    stats: &Stats::default(),
+                    attached: &[],
+                    daemon: DaemonCounters::default(),
+                })
+                .unwrap();
+            let info = text
+                .lines()
+                .find(|l| l.starts_with("prescient_info{"))
+                .unwrap();
+            assert!(
+                info.contains(abi) && info.contains("driver_version=\"580.95.05\""),
+                "{backend}: {info}"
+            );
+        }
     }
 }

@@ -77,6 +77,7 @@ impl Service {
             loops: &loops,
             pods: &pods,
             up: s.up,
+            backend: self.dev.kind(),
             module: if s.up { s.module.as_ref() } else { None },
             params: &s.desired,
             stats: &s.stats,
