@@ -32,8 +32,10 @@ mod discard;
 mod execfeed;
 pub mod gate;
 pub mod marks;
+mod mechanism;
 mod migrator;
 mod mode;
+pub mod oracle;
 mod policy;
 mod process;
 mod pump;
@@ -45,7 +47,9 @@ mod snapshot;
 mod state;
 
 pub use config::{Config, Settings};
+pub use mechanism::{Hist, Mechanism};
 pub use mode::{ExecIds, FaultSource, PolicyMode};
+pub use oracle::{OracleConfig, OracleStats};
 pub use process::run;
 pub use snapshot::Snapshot;
 
