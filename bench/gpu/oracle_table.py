@@ -88,3 +88,7 @@ for wl in wls:
         for r in v:
             if r.get("daemon"):
                 print(f"  [{r['case']}] {mech(r['daemon'])}")
+            elif r.get("mode") != "none":
+                # No final counters: the daemon failed or was killed, and
+                # the job's later steps ran without it: not a result.
+                print(f"  [{r['case']}] DAEMON DID NOT FINISH: its times are not valid")

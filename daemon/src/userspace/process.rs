@@ -231,6 +231,9 @@ impl Process {
                 if let Some(g) = self.gate.as_mut() {
                     g.gate.cpu_fault_migration();
                 }
+                if self.cfg.mode == PolicyMode::Oracle {
+                    self.turn_cpu_taken.push(b);
+                }
             }
             if apply_migration(&mut self.residency, &mut self.engine, self.cfg.mode, m) {
                 self.snap.driver_evictions += 1;

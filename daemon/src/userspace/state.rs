@@ -147,6 +147,8 @@ pub(super) struct Process {
     pub(super) mech: mechanism::Tracker,
     /// This turn's fault blocks, for the oracle's cursor (oracle mode only).
     pub(super) turn_faults: Vec<u64>,
+    /// This turn's blocks the CPU faulted away from the GPU (oracle mode).
+    pub(super) turn_cpu_taken: Vec<u64>,
     /// `--record-plan`: the run's block sequence.
     pub(super) recorder: Option<Recorder>,
     /// Set by a policy that cannot go on (a plan of another workload):
@@ -228,6 +230,7 @@ impl Process {
             feed_looked: Instant::now(),
             mech: mechanism::Tracker::default(),
             turn_faults: Vec::new(),
+            turn_cpu_taken: Vec::new(),
             recorder: cfg_record.map(|path| Recorder::new(target.pid, path)),
             fatal: None,
         })

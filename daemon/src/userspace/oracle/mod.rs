@@ -19,11 +19,12 @@ pub mod record;
 use super::policy::{budget_blocks, DriverLike, Policy};
 use super::pump::prefetch_jobs;
 use super::state::Process;
-use belady::{Moved, Schedule};
+use belady::{Ledger, Moved, Schedule};
 use maps::Range;
 use plan::Plan;
 use prescient_core::BLOCK_BYTES;
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,9 @@ pub struct OracleStats {
     pub no_room: u64,
     /// Prefetched blocks evicted before the cursor reached their use.
     pub evicted_before_use: u64,
+    /// Window blocks not prefetched because the CPU took them since the
+    /// cursor last moved.
+    pub held_for_cpu: u64,
 }
 
 /// What the oracle is told.
@@ -68,7 +72,12 @@ struct Active {
     schedule: Schedule,
     ranges: Vec<Range>,
     /// Prefetched blocks not evicted yet, with the position prefetched for.
-    prefetched: std::collections::HashMap<u64, u32>,
+    prefetched: HashMap<u64, u32>,
+    /// Blocks the CPU faulted away since the cursor last moved: the plan
+    /// knows only the GPU's uses, and prefetching a block the CPU is
+    /// writing (a job's next input) would only bounce it back and forth.
+    /// Released when the GPU moves on (its next fault ahead in the plan).
+    cpu_held: HashSet<u64>,
     next_look: Instant,
 }
 
@@ -111,8 +120,9 @@ impl Oracle {
             Ok(None) => {}
             Ok(Some(t)) => {
                 let budget = budget_blocks(p).unwrap_or(u64::from(p.cfg.gpu_blocks));
-                let max_jump = (2 * budget).clamp(1024, u64::from(u32::MAX / 2)) as u32;
-                let mut schedule = Schedule::new(t.blocks, max_jump);
+                let ahead = self.ahead(budget) as u32;
+                // Jumps of at most four windows; uses stay in use for two.
+                let mut schedule = Schedule::new(t.blocks, 4 * ahead, 2 * ahead);
                 // The driver-like fallback's arrivals are stale: start
                 // from what the ledger holds now.
                 while p.residency.pop_oldest().is_some() {}
@@ -131,6 +141,7 @@ impl Oracle {
                     schedule,
                     ranges: t.ranges,
                     prefetched: Default::default(),
+                    cpu_held: Default::default(),
                     next_look: Instant::now(),
                 });
             }
@@ -159,15 +170,17 @@ impl Policy for Oracle {
         let ahead = self.ahead(budget);
         let Some(a) = self.active.as_mut() else {
             p.turn_faults.clear();
+            p.turn_cpu_taken.clear();
             return DriverLike.step(p, faulted);
         };
         let s = &mut self.stats;
         s.ahead_blocks = ahead as u64;
         let mut changed = a.arrivals(p);
         changed |= a.follow_faults(p, s);
-        changed |= a.settle(p, budget, s);
-        if changed || Instant::now() >= a.next_look {
-            a.prefetch(p, budget, ahead, s);
+        a.cpu_held.extend(p.turn_cpu_taken.drain(..));
+        let look = changed || Instant::now() >= a.next_look;
+        a.act(p, budget, ahead, s, look);
+        if look {
             a.next_look = Instant::now() + RETRY;
         }
         s.cursor = u64::from(a.schedule.cursor());
@@ -202,11 +215,13 @@ impl Active {
     /// Moves the cursor with this turn's faults; true if it moved.
     fn follow_faults(&mut self, p: &mut Process, s: &mut OracleStats) -> bool {
         let mut moved = false;
+        let res = &p.residency;
         for b in p.turn_faults.drain(..) {
-            match self.schedule.fault(b) {
+            match self.schedule.fault(b, |x| res.get(x) >= BLOCK_BYTES) {
                 Moved::Ahead => {
                     s.faults_ahead += 1;
                     moved = true;
+                    self.cpu_held.clear();
                 }
                 Moved::Here => s.faults_here += 1,
                 Moved::Far => s.faults_far += 1,
@@ -216,72 +231,96 @@ impl Active {
         moved
     }
 
-    /// Takes `v` off the ledger and queues its eviction.
-    fn evict(&mut self, p: &mut Process, v: u64, s: &mut OracleStats) {
+    /// Evicts Belady's victims while over the budget (faults bring blocks
+    /// in beyond it), then prefetches the window; true if anything moved.
+    fn act(&mut self, p: &mut Process, budget: u64, ahead: usize, s: &mut OracleStats, look: bool) {
+        let mut l = OnProcess {
+            p,
+            ranges: &self.ranges,
+            cpu_held: &self.cpu_held,
+            prefetched: &mut self.prefetched,
+            cursor: self.schedule.cursor(),
+            s,
+            issued: Vec::new(),
+        };
+        let over = self.schedule.settle(&mut l, budget);
+        l.s.victims_over_budget += over;
+        if look || over > 0 {
+            let f = self.schedule.fill(&mut l, budget, ahead);
+            l.s.victims_for_prefetch += f.victims;
+            l.s.prefetched_blocks += f.prefetched;
+            l.s.no_room += u64::from(f.no_room);
+        }
+        let (p, issued) = (l.p, l.issued);
+        // Prefetches first: the copies the GPU waits for lead the queue.
+        for j in prefetch_jobs(&issued, &p.route, p.cfg.max_coalesce_blocks) {
+            p.migrator.submit(j);
+        }
+    }
+}
+
+/// The daemon's ledger, workers' bookkeeping and counters as the
+/// schedule sees them.
+struct OnProcess<'a> {
+    p: &'a mut Process,
+    ranges: &'a [Range],
+    cpu_held: &'a HashSet<u64>,
+    prefetched: &'a mut HashMap<u64, u32>,
+    cursor: u32,
+    s: &'a mut OracleStats,
+    issued: Vec<u64>,
+}
+
+impl Ledger for OnProcess<'_> {
+    fn blocks(&self) -> u64 {
+        self.p.residency.blocks()
+    }
+
+    fn resident(&self, b: u64) -> bool {
+        self.p.residency.get(b) >= BLOCK_BYTES
+    }
+
+    /// Only whole blocks of a managed range, with a GPU to go to, and not
+    /// while the CPU is taking them.
+    fn movable(&mut self, b: u64) -> bool {
+        if !whole(self.ranges, b) {
+            return false;
+        }
+        if self.p.route.destination(b).is_none() {
+            self.p.snap.prefetch_no_gpu += 1;
+            return false;
+        }
+        if self.cpu_held.contains(&b) {
+            self.s.held_for_cpu += 1;
+            return false;
+        }
+        true
+    }
+
+    /// Takes `v` off the ledger and queues its eviction (at the turn's end).
+    fn evict(&mut self, v: u64) -> bool {
+        let p = &mut *self.p;
         if p.residency.get(v) == 0 {
-            return; // gone already (the driver, or the CPU, moved it)
+            return false; // gone already (the driver, or the CPU, moved it)
         }
         p.residency.sub(v, BLOCK_BYTES);
         p.leaving.evict.push(v);
         p.log.victim(v);
         if let Some(pos) = self.prefetched.remove(&v) {
-            if pos >= self.schedule.cursor() {
-                s.evicted_before_use += 1;
+            if pos >= self.cursor {
+                self.s.evicted_before_use += 1;
             }
         }
+        true
     }
 
-    /// Evicts Belady's victims while the ledger is over the budget (faults
-    /// bring blocks in beyond it); true if any went.
-    fn settle(&mut self, p: &mut Process, budget: u64, s: &mut OracleStats) -> bool {
-        let mut any = false;
-        while p.residency.blocks() > budget {
-            let Some((v, _)) = self.schedule.take_victim() else {
-                break;
-            };
-            if p.residency.get(v) > 0 {
-                s.victims_over_budget += 1;
-                any = true;
-            }
-            self.evict(p, v, s);
-        }
-        any
-    }
-
-    /// Prefetches the missing blocks of the window in order, each making
-    /// room with a victim used after it; stops at the first that has none.
-    fn prefetch(&mut self, p: &mut Process, budget: u64, ahead: usize, s: &mut OracleStats) {
-        let mut issued = Vec::new();
-        'window: for (pos, b) in self.schedule.window(ahead, ahead * 64) {
-            if p.residency.get(b) >= BLOCK_BYTES || !whole(&self.ranges, b) {
-                continue;
-            }
-            if p.route.destination(b).is_none() {
-                p.snap.prefetch_no_gpu += 1;
-                continue;
-            }
-            while p.residency.blocks() >= budget {
-                let Some((v, _)) = self.schedule.take_victim_after(pos) else {
-                    s.no_room += 1;
-                    break 'window;
-                };
-                if p.residency.get(v) > 0 {
-                    s.victims_for_prefetch += 1;
-                }
-                self.evict(p, v, s);
-            }
-            p.residency.add(b, BLOCK_BYTES);
-            self.schedule.track(b);
-            self.prefetched.insert(b, pos);
-            p.log.prefetch(b);
-            p.mech.prefetched(b);
-            issued.push(b);
-        }
-        s.prefetched_blocks += issued.len() as u64;
-        // Prefetches first: the copies the GPU waits for lead the queue.
-        for j in prefetch_jobs(&issued, &p.route, p.cfg.max_coalesce_blocks) {
-            p.migrator.submit(j);
-        }
+    fn prefetch(&mut self, b: u64, pos: u32) {
+        let p = &mut *self.p;
+        p.residency.add(b, BLOCK_BYTES);
+        p.log.prefetch(b);
+        p.mech.prefetched(b);
+        self.prefetched.insert(b, pos);
+        self.issued.push(b);
     }
 }
 

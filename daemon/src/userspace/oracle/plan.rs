@@ -268,10 +268,7 @@ mod tests {
             (good.replace("0 3 3", "0 511 3"), "outside range 0"),
             (good.replace("1 0 1", "1 0 1 9"), "expected 3 numbers"),
             (good.replace("blocks 7", "blocks 6"), "more than 6"),
-            (
-                good.replace("blocks 7", "blocks 8"),
-                "before the last block",
-            ),
+            (good.replace("blocks 7", "blocks 8"), "got \"end\""),
             (good.replace("end\n", "end\nmore\n"), "expected"),
             (good.replace("end\n", ""), "before end"),
             (String::new(), "before the header"),
