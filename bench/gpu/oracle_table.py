@@ -76,7 +76,7 @@ for wl in wls:
     if step.get("base") is not None and ob is not None and h2d:
         link = max(step["base"], ob / (h2d * 1e9) * 1e3)
     print(f"\n== {wl}: checksums {cks}")
-    for k in ("base", "driverlike", "prescient", "oracle", "oracleB"):
+    for k in ("base", "driverlike", "prescient", "prescientB", "oracle", "oracleB"):
         if k in step:
             ratio = "" if not link or step[k] is None else f"  {step[k] / link:.2f}x link"
             print(f"  {k:11s} step {f(step[k])} ms  GB/step {f(gbytes.get(k) and gbytes[k] / 1e9, 2)}{ratio}")

@@ -3,17 +3,14 @@
 //! waits on a copy; their counters and busy time; and `runs()`, which
 //! coalesces blocks into the jobs' runs.
 
+use super::jobqueue::JobQueue;
 use prescient_core::BLOCK_SHIFT;
 use prescient_uvm::ioctl as uvm;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
-
-/// Jobs queued for the workers before new ones are dropped (and counted).
-const QUEUE: usize = 1024;
 
 /// One UVM_MIGRATE: a run of blocks to one GPU or to the CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +48,16 @@ impl Job {
     #[cfg(test)]
     pub(super) fn dest(&self) -> [u8; 16] {
         self.dest
+    }
+
+    pub(super) fn goes_to_gpu(&self) -> bool {
+        self.to_gpu
+    }
+
+    /// The first block.
+    #[cfg(test)]
+    pub(super) fn first(&self) -> u64 {
+        self.base >> BLOCK_SHIFT
     }
 }
 
@@ -147,8 +154,7 @@ impl Busy {
 
 /// The worker pool of one process and the queue that feeds it.
 pub(super) struct Migrator {
-    /// None once finished.
-    tx: Option<SyncSender<Job>>,
+    queue: Arc<JobQueue>,
     handles: Vec<JoinHandle<()>>,
     pub(super) counters: Arc<Counters>,
 }
@@ -163,63 +169,55 @@ impl Migrator {
             inflight: [0; 2],
             since: Instant::now(),
         }));
-        let (tx, rx) = sync_channel(QUEUE);
-        let rx = Arc::new(Mutex::new(rx));
+        let queue = Arc::new(JobQueue::default());
         let handles = (0..workers)
             .map(|_| {
-                let (fd, rx, c, busy) = (fd.clone(), rx.clone(), counters.clone(), busy.clone());
-                std::thread::spawn(move || worker(fd, rx, flags, c, busy))
+                let (fd, q, c, busy) = (fd.clone(), queue.clone(), counters.clone(), busy.clone());
+                std::thread::spawn(move || worker(fd, q, flags, c, busy))
             })
             .collect();
         Migrator {
-            tx: Some(tx),
+            queue,
             handles,
             counters,
         }
     }
 
-    /// Queues `j`; dropped (and counted) when the queue is full.
+    /// Queues `j` (prefetches before evictions: jobqueue.rs); dropped
+    /// (and counted) when its direction's queue is full.
     pub(super) fn submit(&self, j: Job) {
         let c = &self.counters;
-        match self.tx.as_ref().map(|tx| tx.try_send(j)) {
-            Some(Ok(())) => {
-                let depth = c.queued.fetch_add(1, Relaxed) + 1;
-                c.queue_max.fetch_max(depth, Relaxed);
-                c.queue_sum.fetch_add(depth, Relaxed);
-                c.queue_samples.fetch_add(1, Relaxed);
-                c.sizes[usize::from(!j.to_gpu)][size_bucket(j.len >> BLOCK_SHIFT)]
-                    .fetch_add(1, Relaxed);
-            }
-            Some(Err(TrySendError::Full(_))) => {
-                c.dropped_jobs.fetch_add(1, Relaxed);
-            }
-            _ => {}
+        // Counted before the push: a worker may take it at once.
+        let depth = c.queued.fetch_add(1, Relaxed) + 1;
+        if !self.queue.push(j) {
+            c.queued.fetch_sub(1, Relaxed);
+            c.dropped_jobs.fetch_add(1, Relaxed);
+            return;
         }
+        c.queue_max.fetch_max(depth, Relaxed);
+        c.queue_sum.fetch_add(depth, Relaxed);
+        c.queue_samples.fetch_add(1, Relaxed);
+        c.sizes[usize::from(!j.to_gpu)][size_bucket(j.len >> BLOCK_SHIFT)].fetch_add(1, Relaxed);
     }
 
     /// Lets the workers finish what is queued and waits for them.
     pub(super) fn finish(&mut self) {
-        self.tx = None;
+        self.queue.close();
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
     }
 }
 
-/// Takes the next job, or None once the queue is closed.
-fn next_job(rx: &Mutex<Receiver<Job>>) -> Option<Job> {
-    rx.lock().ok()?.recv().ok()
-}
-
 /// One worker: migrates jobs until the queue closes.
 fn worker(
     fd: Arc<OwnedFd>,
-    rx: Arc<Mutex<Receiver<Job>>>,
+    queue: Arc<JobQueue>,
     flags: u32,
     c: Arc<Counters>,
     busy: Arc<Mutex<Busy>>,
 ) {
-    while let Some(job) = next_job(&rx) {
+    while let Some(job) = queue.next() {
         c.queued.fetch_sub(1, Relaxed);
         let k = usize::from(!job.to_gpu);
         if let Ok(mut b) = busy.lock() {

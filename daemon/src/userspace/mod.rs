@@ -31,6 +31,7 @@ mod config;
 mod discard;
 mod execfeed;
 pub mod gate;
+mod jobqueue;
 pub mod marks;
 mod mechanism;
 mod migrator;

@@ -133,10 +133,14 @@ impl Schedule {
             self.touch(b);
             return Moved::Unplanned;
         }
-        let p = self.next_use(b, self.cursor);
-        if p == self.cursor {
+        // A use still within the trail is the job's trailing edge reading
+        // the block: not a sign to move (matching it to a later use, such
+        // as a refault of the recorded run, would ratchet the cursor ahead
+        // of the job).
+        if self.next_use(b, self.frontier()) <= self.cursor {
             return Moved::Here;
         }
+        let p = self.next_use(b, self.cursor);
         if p == NEVER || (p - self.cursor > self.max_jump && !self.passable(p, resident)) {
             self.touch(b);
             return Moved::Far;
@@ -381,6 +385,22 @@ mod tests {
         assert_eq!(s.cursor(), 50);
         // Within the jump limit, no questions asked.
         assert_eq!(s.fault(58, |_| false), Moved::Ahead);
+    }
+
+    #[test]
+    fn a_fault_at_the_trailing_edge_does_not_ratchet_the_cursor() {
+        // The recorded run refaulted 1 at 3 (its FIFO had evicted it).
+        let seq = vec![1, 2, 3, 1, 4, 5, 6];
+        let mut s = Schedule::new(seq.clone(), 100, 2);
+        assert_eq!(s.fault(3, |_| false), Moved::Ahead); // cursor 2
+                                                         // 1 read by a late thread block: its use at 0 is within the trail.
+        assert_eq!(s.fault(1, |_| false), Moved::Here);
+        assert_eq!(s.cursor(), 2);
+        // Without a trail the same fault is the refault at 3.
+        let mut s = Schedule::new(seq, 100, 0);
+        s.fault(3, |_| false);
+        assert_eq!(s.fault(1, |_| false), Moved::Ahead);
+        assert_eq!(s.cursor(), 3);
     }
 
     #[test]
