@@ -111,7 +111,8 @@ impl Schedule {
         self.cursor.saturating_sub(self.trail)
     }
 
-    pub fn len(&self) -> usize {
+    /// Entries of the plan.
+    pub fn entries(&self) -> usize {
         self.seq.len()
     }
 

@@ -60,7 +60,7 @@ pub struct OracleStats {
 }
 
 /// What the oracle is told.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OracleConfig {
     pub plan: Arc<Plan>,
     /// Distinct blocks ahead of the cursor to prefetch (None: 1/8 of the budget).
@@ -134,7 +134,7 @@ impl Oracle {
                 self.stats.applied_after_s = Some(self.start.elapsed().as_secs_f64());
                 tracing::info!(
                     pid = p.snap.pid,
-                    entries = schedule.len(),
+                    entries = schedule.entries(),
                     "oracle: the plan applies"
                 );
                 self.active = Some(Active {
