@@ -63,6 +63,9 @@ case_() {
       --ready-file "$go" --stats-interval ${STATS_MS:-1000}ms ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
     dp=$!
     [ "${STATS_MS:-1000}" -lt 1000 ] && python3 "$HERE/sampler.py" "$OUT/$name.stats.json" $bp "$OUT/$name.samples.tsv" &
+    # The managed ranges (the oracle's plans name blocks by them) a few
+    # seconds in: what a refused plan was compared with.
+    [ -n "${MAPS:-}" ] && (sleep ${MAPS}; grep nvidia-uvm /proc/$bp/maps > "$OUT/$name.maps.txt" 2>/dev/null) &
   fi
   wait $bp; local rc=$?
   kill $wd 2>/dev/null
@@ -237,6 +240,7 @@ for w in $WHAT; do
     # under half of each workload's managed memory (the only pressure: the
     # budget prescientd enforces), plus a resident run without a daemon.
     # ORACLE_WL: which of dnn stream xf; O_EXTRA: more oracle flags;
+    # MAPS=SECONDS: each case's /dev/nvidia-uvm mappings that long in;
     # PRESCIENTD_B: another build's prescient mode beside (prescientB).
     export STATS_MS=10
     for wl in ${ORACLE_WL:-dnn stream xf}; do

@@ -54,8 +54,8 @@ pub struct OracleStats {
     pub no_room: u64,
     /// Prefetched blocks evicted before the cursor reached their use.
     pub evicted_before_use: u64,
-    /// Window blocks not prefetched because the CPU took them since the
-    /// cursor last moved.
+    /// Window looks that passed over a block because the CPU took it
+    /// since the cursor last moved (one block counts once per look).
     pub held_for_cpu: u64,
 }
 
@@ -145,7 +145,12 @@ impl Oracle {
                     next_look: Instant::now(),
                 });
             }
-            Err(e) => p.fatal = Some(e),
+            Err(e) => {
+                // The one line is the error; the sizes, for whoever asks.
+                tracing::debug!(pid = p.snap.pid, now = ?now.iter().map(Range::size).collect::<Vec<_>>(),
+                    plan = ?self.cfg.plan.ranges.iter().map(|r| r.size).collect::<Vec<_>>(), "oracle: ranges");
+                p.fatal = Some(e);
+            }
         }
     }
 
