@@ -9,7 +9,8 @@
 //! moves to each fault's next recorded use (a fault says the GPU is there
 //! now). Until the process's managed ranges (maps.rs) match the plan's the
 //! budget is kept as the driver-like mode keeps it; ranges that cannot
-//! grow into the plan's end the loop with one line.
+//! become the plan's (more of them, more bytes, or standing still without
+//! matching) end the loop with one line.
 
 pub mod belady;
 pub mod maps;
@@ -30,6 +31,9 @@ use std::time::{Duration, Instant};
 
 /// How often the ranges are read again while the plan does not apply yet.
 const RECHECK: Duration = Duration::from_millis(50);
+/// Ranges unchanged this long while the GPU faults, and still not the
+/// plan's: the plan is of another workload or size.
+const SETTLED: Duration = Duration::from_secs(5);
 /// How often the window is looked at again when nothing changed.
 const RETRY: Duration = Duration::from_millis(1);
 
@@ -85,6 +89,8 @@ pub(super) struct Oracle {
     cfg: OracleConfig,
     active: Option<Active>,
     last_check: Option<Instant>,
+    /// The range sizes last read, since when, and the faults seen then.
+    sizes: (Vec<u64>, Instant, u64),
     start: Instant,
     stats: OracleStats,
 }
@@ -99,6 +105,7 @@ impl Oracle {
             cfg,
             active: None,
             last_check: None,
+            sizes: (Vec::new(), Instant::now(), 0),
             start: Instant::now(),
             stats,
         }
@@ -117,7 +124,7 @@ impl Oracle {
             Err(e) => return tracing::debug!(pid = p.snap.pid, "oracle: /proc maps: {e}"),
         };
         match self.cfg.plan.translate(&now) {
-            Ok(None) => {}
+            Ok(None) => self.wait_or_refuse(p, &now),
             Ok(Some(t)) => {
                 let budget = budget_blocks(p).unwrap_or(u64::from(p.cfg.gpu_blocks));
                 let ahead = self.ahead(budget) as u32;
@@ -151,6 +158,21 @@ impl Oracle {
                     plan = ?self.cfg.plan.ranges.iter().map(|r| r.size).collect::<Vec<_>>(), "oracle: ranges");
                 p.fatal = Some(e);
             }
+        }
+    }
+
+    /// The ranges do not match the plan yet: wait while they change (the
+    /// job is still allocating), refuse once they have stood still for
+    /// `SETTLED` with the GPU faulting meanwhile.
+    fn wait_or_refuse(&mut self, p: &mut Process, now: &[Range]) {
+        let sizes: Vec<u64> = now.iter().map(Range::size).collect();
+        let faults = p.snap.fault_blocks;
+        if sizes != self.sizes.0 {
+            self.sizes = (sizes, Instant::now(), faults);
+        } else if self.sizes.1.elapsed() >= SETTLED && faults > self.sizes.2 {
+            tracing::debug!(pid = p.snap.pid, now = ?self.sizes.0,
+                plan = ?self.cfg.plan.ranges.iter().map(|r| r.size).collect::<Vec<_>>(), "oracle: ranges");
+            p.fatal = Some(self.cfg.plan.mismatch(now));
         }
     }
 

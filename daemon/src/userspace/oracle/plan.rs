@@ -129,14 +129,19 @@ impl Plan {
 
     /// This plan's blocks in a process whose managed ranges are `now`:
     /// Ok(None) while `now` may still grow into the recorded ranges (some
-    /// allocations not made yet), Err (one line) when it cannot.
+    /// allocations not made yet), Err (one line) when it cannot: more
+    /// ranges or more bytes than the plan. Ranges a job has at some moment
+    /// need not be an in-order part of its final ones (run 40: a PyTorch
+    /// job's first 23 were not of its 173), so anything smaller waits; the
+    /// loop refuses it once the ranges stop changing (oracle/mod.rs).
     pub fn translate(&self, now: &[Range]) -> Result<Option<Translated>, String> {
         let sizes: Vec<u64> = self.ranges.iter().map(|r| r.size).collect();
         let have: Vec<u64> = now.iter().map(Range::size).collect();
         if have == sizes {
             return Ok(Some(Translated::new(self, now)));
         }
-        if !is_subsequence(&have, &sizes) {
+        let bytes: u64 = have.iter().sum();
+        if have.len() > sizes.len() || bytes > self.footprint_bytes() {
             return Err(self.mismatch(now));
         }
         Ok(None)
@@ -180,12 +185,6 @@ fn numbers<const K: usize>(n: usize, l: &str) -> Result<[u64; K], String> {
         return Err(format!("line {n}: expected {K} numbers, got {l:?}"));
     }
     Ok(out)
-}
-
-/// Whether `a` is `b` with some elements left out (order kept).
-fn is_subsequence(a: &[u64], b: &[u64]) -> bool {
-    let mut it = b.iter();
-    a.iter().all(|x| it.any(|y| y == x))
 }
 
 /// A plan mapped onto the current process: each entry's block number, and
@@ -304,25 +303,18 @@ mod tests {
     #[test]
     fn another_workload_is_refused_and_a_growing_one_waits() {
         let p = plan();
-        // Not all allocations made yet: wait.
-        assert!(p.translate(&[range(100, 1 << 30)]).unwrap().is_none());
-        assert!(p.translate(&[]).unwrap().is_none());
-        // Another size, or one range too many: refused, one line.
+        // Not all allocations made yet (or not the same ones yet): wait.
+        for now in [vec![range(100, 1 << 30)], vec![], vec![range(100, 1 << 29)]] {
+            assert!(p.translate(&now).unwrap().is_none());
+        }
+        // More ranges or more bytes than the plan: refused, one line.
         for now in [
-            vec![range(100, 1 << 29)],
             vec![range(1, 4096), range(100, 1 << 30), range(900, 4096)],
+            vec![range(100, (1 << 30) + (4 << 20))],
         ] {
             let e = p.translate(&now).unwrap_err();
             assert!(e.contains("another workload or size"), "{e}");
             assert!(!e.contains('\n'));
         }
-    }
-
-    #[test]
-    fn subsequences() {
-        assert!(is_subsequence(&[1, 3], &[1, 2, 3]));
-        assert!(!is_subsequence(&[3, 1], &[1, 2, 3]));
-        assert!(!is_subsequence(&[1, 1], &[1, 2]));
-        assert!(is_subsequence(&[], &[]));
     }
 }
