@@ -241,6 +241,7 @@ for w in $WHAT; do
     # budget prescientd enforces), plus a resident run without a daemon.
     # ORACLE_WL: which of dnn stream xf; O_EXTRA: more oracle flags;
     # MAPS=SECONDS: each case's /dev/nvidia-uvm mappings that long in;
+    # NO_PRESCIENT=1: driver-like and oracle only;
     # PRESCIENTD_B: another build's prescient mode beside (prescientB).
     export STATS_MS=10
     for wl in ${ORACLE_WL:-dnn stream xf}; do
@@ -261,7 +262,7 @@ for w in $WHAT; do
       log "oracle $wl: budget $OB"
       for rep in ${REPS:-1 2}; do
         RUNNER="$R" EXTRA="--record-plan $OUT/${wl}_$rep.plan" case_ ${wl}_driverlike_$rep driver-like $OB -- "${A[@]}"
-        RUNNER="$R" case_ ${wl}_prescient_$rep prescient $OB -- "${A[@]}"
+        [ -z "${NO_PRESCIENT:-}" ] && RUNNER="$R" case_ ${wl}_prescient_$rep prescient $OB -- "${A[@]}"
         [ -n "${PRESCIENTD_B:-}" ] && PD_CASE=$PRESCIENTD_B RUNNER="$R" case_ ${wl}_prescientB_$rep prescient $OB -- "${A[@]}"
         RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan ${O_EXTRA:-}" case_ ${wl}_oracle_$rep oracle $OB -- "${A[@]}"
         [ -n "${O2_EXTRA:-}" ] && RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan $O2_EXTRA" case_ ${wl}_oracleB_$rep oracle $OB -- "${A[@]}"
