@@ -137,8 +137,8 @@ impl Plan {
     pub fn translate(&self, now: &[Range]) -> Result<Option<Translated>, String> {
         let sizes: Vec<u64> = self.ranges.iter().map(|r| r.size).collect();
         let have: Vec<u64> = now.iter().map(Range::size).collect();
-        if have == sizes {
-            return Ok(Some(Translated::new(self, now)));
+        if let Some(map) = same_sizes(&sizes, &have) {
+            return Ok(Some(Translated::new(self, now, &map)));
         }
         let bytes: u64 = have.iter().sum();
         if have.len() > sizes.len() || bytes > self.footprint_bytes() {
@@ -187,6 +187,26 @@ fn numbers<const K: usize>(n: usize, l: &str) -> Result<[u64; K], String> {
     Ok(out)
 }
 
+/// The recorded ranges (`sizes`, by address) onto the current ones
+/// (`have`, by address) when both hold the same sizes: the k-th recorded
+/// range of a size is the k-th current one of that size. In the same
+/// address order that is the identity; a job that places the same
+/// allocations in another order (its allocator's threads, say) still maps.
+fn same_sizes(sizes: &[u64], have: &[u64]) -> Option<Vec<usize>> {
+    if sizes.len() != have.len() {
+        return None;
+    }
+    let mut by_size: std::collections::HashMap<u64, std::collections::VecDeque<usize>> =
+        Default::default();
+    for (j, &s) in have.iter().enumerate() {
+        by_size.entry(s).or_default().push_back(j);
+    }
+    sizes
+        .iter()
+        .map(|s| by_size.get_mut(s).and_then(|q| q.pop_front()))
+        .collect()
+}
+
 /// A plan mapped onto the current process: each entry's block number, and
 /// whether that block lies wholly inside its managed range (only those are
 /// ever migrated by the oracle).
@@ -198,12 +218,13 @@ pub struct Translated {
 }
 
 impl Translated {
-    fn new(plan: &Plan, now: &[Range]) -> Translated {
+    /// `map[i]`: the current range of recorded range `i`.
+    fn new(plan: &Plan, now: &[Range], map: &[usize]) -> Translated {
         let (blocks, whole) = plan
             .seq
             .iter()
             .map(|&(r, o)| {
-                let range = &now[r as usize];
+                let range = &now[map[r as usize]];
                 let b = range.first_block() + o;
                 (b, o < range.span_blocks() && range.holds_block(b))
             })
@@ -298,6 +319,26 @@ mod tests {
         assert_eq!(t.blocks, [103, 104, 105, 900, 105, 100, 101]);
         // The 4 KiB range's block is never whole: never migrated.
         assert_eq!(t.whole, [true, true, true, false, true, true, true]);
+    }
+
+    #[test]
+    fn ranges_of_one_size_map_in_their_order_whatever_the_others_do() {
+        let p = Plan {
+            ranges: [4u64, 8, 4]
+                .iter()
+                .map(|&mb| PlanRange {
+                    size: mb << 20,
+                    misalign: 0,
+                })
+                .collect(),
+            seq: vec![(0, 0), (1, 0), (2, 1)],
+        };
+        // The 8 MiB range now comes first by address.
+        let now = [range(10, 8 << 20), range(20, 4 << 20), range(30, 4 << 20)];
+        let t = p.translate(&now).unwrap().unwrap();
+        assert_eq!(t.blocks, [20, 10, 31]);
+        assert_eq!(same_sizes(&[1, 2], &[2, 2]), None);
+        assert_eq!(same_sizes(&[1, 2, 1], &[1, 1, 2]), Some(vec![0, 2, 1]));
     }
 
     #[test]
