@@ -28,6 +28,11 @@ bounds = [d["w0"] for d in iters] + [iters[-1]["w1"]]
 blocks = [at(bounds[i + 1], 2) - at(bounds[i], 2) for i in range(len(iters))]
 events = [at(bounds[i + 1], 1) - at(bounds[i], 1) for i in range(len(iters))]
 steady = blocks[2:] if len(blocks) > 2 else blocks
+# Bytes migrated to the GPU per iteration (column 10; older series lack it).
+gpu_bytes = [at(bounds[i + 1], 10) - at(bounds[i], 10) for i in range(len(iters))] if len(rows[0]) > 10 else []
+steady_bytes = gpu_bytes[2:] if len(gpu_bytes) > 2 else gpu_bytes
 print(json.dumps({"fault_blocks_per_iter": blocks, "fault_events_per_iter": events,
                   "steady_mean_fault_blocks": statistics.mean(steady),
+                  "gpu_bytes_per_iter": gpu_bytes,
+                  "steady_mean_gpu_bytes": statistics.mean(steady_bytes) if steady_bytes else None,
                   "first_sample": ts[0], "first_w0": bounds[0], "samples": len(rows)}))

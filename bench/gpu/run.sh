@@ -63,6 +63,9 @@ case_() {
       --ready-file "$go" --stats-interval ${STATS_MS:-1000}ms ${EXTRA:-} > "$OUT/$name.daemon.json" 2> "$OUT/$name.daemon.log" &
     dp=$!
     [ "${STATS_MS:-1000}" -lt 1000 ] && python3 "$HERE/sampler.py" "$OUT/$name.stats.json" $bp "$OUT/$name.samples.tsv" &
+    # The managed ranges (the oracle's plans name blocks by them) a few
+    # seconds in: what a refused plan was compared with.
+    [ -n "${MAPS:-}" ] && (sleep ${MAPS}; grep nvidia-uvm /proc/$bp/maps > "$OUT/$name.maps.txt" 2>/dev/null) &
   fi
   wait $bp; local rc=$?
   kill $wd 2>/dev/null
@@ -231,6 +234,43 @@ for w in $WHAT; do
       [ -n "${C_EXTRA:-}" ] && EXTRA="$C_EXTRA" case_ dnn_prescientC_$rep prescient ${DNN_BUDGET:-1G} -- "${A[@]}"
     done
     ;;
+  oracle)
+    # Issue 20: driver-like (recording the plan), Prescient, and the GPU
+    # oracle replaying the plan of the same repetition's driver-like run,
+    # under half of each workload's managed memory (the only pressure: the
+    # budget prescientd enforces), plus a resident run without a daemon.
+    # ORACLE_WL: which of dnn stream xf; O_EXTRA: more oracle flags;
+    # MAPS=SECONDS: each case's /dev/nvidia-uvm mappings that long in;
+    # NO_PRESCIENT=1: driver-like and oracle only;
+    # PRESCIENTD_B: another build's prescient mode beside (prescientB).
+    export STATS_MS=10
+    for wl in ${ORACLE_WL:-dnn stream xf}; do
+      R=; AA=
+      case $wl in
+      dnn) A=(dnn ${ITERS:-10} 1024 4 256); OB=${DNN_BUDGET:-1G} ;;
+      stream) A=(stream ${ITERS:-10} 32 256); OB=4G ;;
+      xf)
+        torch_allocator || continue
+        R="python3 $HERE/torch/train.py"; A=(${ITERS:-10} ${XF_BATCH:-16} ${XF_SEQ:-256} ${XF_DIM:-1024} transformer) ;;
+      esac
+      RUNNER="$R" case_ ${wl}_base none - -- "${A[@]}"
+      if [ $wl = xf ]; then
+        mb=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["managed_bytes"])' "$OUT/xf_base.bench.jsonl" 2>/dev/null)
+        [ -n "$mb" ] || { log "xf_base gave no managed_bytes"; continue; }
+        OB=$((mb / 2))
+      fi
+      log "oracle $wl: budget $OB"
+      for rep in ${REPS:-1 2}; do
+        RUNNER="$R" EXTRA="--record-plan $OUT/${wl}_$rep.plan" case_ ${wl}_driverlike_$rep driver-like $OB -- "${A[@]}"
+        [ -z "${NO_PRESCIENT:-}" ] && RUNNER="$R" case_ ${wl}_prescient_$rep prescient $OB -- "${A[@]}"
+        [ -n "${PRESCIENTD_B:-}" ] && PD_CASE=$PRESCIENTD_B RUNNER="$R" case_ ${wl}_prescientB_$rep prescient $OB -- "${A[@]}"
+        RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan ${O_EXTRA:-}" case_ ${wl}_oracle_$rep oracle $OB -- "${A[@]}"
+        [ -n "${O2_EXTRA:-}" ] && RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan $O2_EXTRA" case_ ${wl}_oracleB_$rep oracle $OB -- "${A[@]}"
+      done
+      gzip -f "$OUT"/${wl}_*.plan
+    done
+    python3 "$HERE/oracle_table.py" "$OUT/results.jsonl" "$OUT/bw.jsonl" | tee "$OUT/oracle_table.txt"
+    ;;
   budget)
     export STATS_MS=1000
     A=(stream 10 32 256)   # 8 GiB working set; pressure only from the 4 GiB budget
@@ -264,4 +304,4 @@ done
 log done
 # The device returns few files: pack everything into one archive.
 # Recorded traces stay beside it (they come back as files of their own).
-(cd "$OUT" && tar czf /tmp/umb-results.tgz --exclude=results.tgz --exclude='*.trace.gz' . && rm -f ./*.jsonl ./*.json ./*.log ./*.err ./*.txt ./*.csv ./*.tsv ./*.tsv.gz && mv /tmp/umb-results.tgz results.tgz)
+(cd "$OUT" && tar czf /tmp/umb-results.tgz --exclude=results.tgz --exclude='*.trace.gz' . && rm -f ./*.jsonl ./*.json ./*.log ./*.err ./*.txt ./*.csv ./*.tsv ./*.tsv.gz ./*.plan.gz && mv /tmp/umb-results.tgz results.tgz)

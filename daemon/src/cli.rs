@@ -143,6 +143,53 @@ pub struct PolicyArgs {
     /// default it shrinks while pre-evicted blocks are soon needed again).
     #[arg(long, hide = true)]
     pub no_regret_window: bool,
+    /// `--mode oracle`: the plan to replay, recorded by `--record-plan` on
+    /// a run of the same workload (same managed ranges).
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    /// `--mode oracle`: distinct blocks to prefetch ahead of the process's
+    /// position in the plan. Default: 1/8 of the budget.
+    #[arg(long, value_name = "BLOCKS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub oracle_ahead: Option<u32>,
+    /// Record the run's block sequence (its faults, by managed range) as a
+    /// plan for `--mode oracle --plan`, written when the loop ends.
+    #[arg(long, value_name = "FILE")]
+    pub record_plan: Option<PathBuf>,
+}
+
+impl PolicyArgs {
+    /// The oracle's configuration: the plan read and checked against
+    /// --budget; None in the other modes. Errors name the flag.
+    pub fn oracle(&self) -> Result<Option<prescientd::userspace::OracleConfig>> {
+        use prescientd::userspace::oracle::{check_budget, plan::Plan};
+        if let Some(b) = self.budget {
+            if u64::from(b) < prescient_core::BLOCK_BYTES {
+                bail!("--budget {b} is smaller than one 2 MB block");
+            }
+        }
+        let path = match (self.mode, &self.plan) {
+            (PolicyMode::Oracle, Some(p)) => p,
+            (PolicyMode::Oracle, None) => {
+                bail!("--mode oracle needs --plan FILE (record one with --record-plan)")
+            }
+            (_, Some(_)) => bail!("--plan is for --mode oracle"),
+            (_, None) if self.oracle_ahead.is_some() => {
+                bail!("--oracle-ahead is for --mode oracle")
+            }
+            (_, None) => return Ok(None),
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("--plan {}: {e}", path.display()))?;
+        let plan =
+            Plan::parse(&text).map_err(|e| anyhow::anyhow!("--plan {}: {e}", path.display()))?;
+        if let Some(b) = self.budget {
+            check_budget(u64::from(b), &plan).map_err(anyhow::Error::msg)?;
+        }
+        Ok(Some(prescientd::userspace::OracleConfig {
+            plan: std::sync::Arc::new(plan),
+            ahead: self.oracle_ahead,
+        }))
+    }
 }
 
 /// How long to run and where counters go.
@@ -408,5 +455,58 @@ mod tests {
             let e = Cli::try_parse_from(argv).expect_err(&argv.join(" "));
             assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{e}");
         }
+    }
+
+    /// A plan file of `blocks` 2 MB blocks in one range, in a fresh dir.
+    fn plan_file(tag: &str, blocks: u64) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("oracle-cli-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.plan");
+        let text = format!(
+            "prescient-plan 1\nranges 1\n{} 0\nblocks 2\n0 0 2\nend\n",
+            blocks << 21
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn oracle_error(args: &[&str]) -> String {
+        let e = attach(args).policy.oracle().unwrap_err();
+        format!("{e:#}")
+    }
+
+    #[test]
+    fn the_oracle_needs_its_plan_and_a_budget_that_fits_it() {
+        let p = plan_file("a", 8);
+        let ps = p.to_str().unwrap();
+        let ok = attach(&["--mode", "oracle", "--plan", ps, "--budget", "8M"]);
+        let o = ok.policy.oracle().unwrap().unwrap();
+        assert_eq!(o.plan.footprint_blocks(), 8);
+        // Budget: smaller than a block, or larger than the footprint.
+        let e = oracle_error(&["--mode", "oracle", "--plan", ps, "--budget", "1M"]);
+        assert!(
+            e.contains("--budget") && e.contains("smaller than one 2 MB block"),
+            "{e}"
+        );
+        let e = oracle_error(&["--mode", "oracle", "--plan", ps, "--budget", "17M"]);
+        assert!(
+            e.contains("--budget") && e.contains("larger than the plan's footprint"),
+            "{e}"
+        );
+        // The flags belong together.
+        let e = oracle_error(&["--mode", "oracle"]);
+        assert!(e.contains("--plan"), "{e}");
+        let e = oracle_error(&["--plan", ps]);
+        assert!(e.contains("--plan is for --mode oracle"), "{e}");
+        let e = oracle_error(&["--oracle-ahead", "8"]);
+        assert!(e.contains("--oracle-ahead"), "{e}");
+        // Any mode: a budget under one block is a mistake.
+        let e = oracle_error(&["--mode", "driver-like", "--budget", "4096"]);
+        assert!(e.contains("--budget"), "{e}");
+        // A file that is no plan: its name and the line.
+        std::fs::write(&p, "hello\n").unwrap();
+        let e = oracle_error(&["--mode", "oracle", "--plan", ps]);
+        assert!(e.contains("p.plan") && e.contains("line 1"), "{e}");
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
     }
 }

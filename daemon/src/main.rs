@@ -145,6 +145,7 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     }
     let backoff = args.backoff.params()?;
     let gate = args.gate.params()?;
+    let oracle = args.policy.oracle()?;
     // Unknown drivers are refused before the claim and any ioctl.
     let version = prescient_uvm::driver_version()?;
     tracing::info!(%version, "nvidia_uvm ABI known");
@@ -159,6 +160,12 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     let discard = !args.marks.no_discard && uvm::discard_supported(&version);
     if !args.marks.no_discard && !discard {
         tracing::warn!(%version, "this driver has no UVM_DISCARD: dead blocks are evicted like live ones");
+    }
+    if let Some(o) = &oracle {
+        // A plan of another workload is refused here, before anything moves,
+        // when the process already has ranges the plan cannot have.
+        let now = userspace::oracle::maps::read(pid)?;
+        o.plan.translate(&now).map_err(anyhow::Error::msg)?;
     }
     let (marks, _marks_server) = serve_marks(&args.marks, &session)?;
     if let Some(f) = &args.target.ready_file {
@@ -176,7 +183,8 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
         source = %gpu_memory.source,
         "engine sized"
     );
-    let cfg = loop_config(args, backoff, gate, marks, discard, gpu_memory.bytes);
+    let mut cfg = loop_config(args, backoff, gate, marks, discard, gpu_memory.bytes);
+    cfg.oracle = oracle;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     tokio::spawn(async move {
@@ -263,6 +271,8 @@ fn loop_config(
         discard,
         block_log: args.output.block_log,
         exec_ids: args.policy.exec_ids,
+        oracle: None,
+        record_plan: args.policy.record_plan,
     }
 }
 

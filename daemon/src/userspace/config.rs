@@ -4,6 +4,7 @@
 
 use super::marks;
 use super::mode::{ExecIds, FaultSource, PolicyMode};
+use super::oracle::OracleConfig;
 use super::snapshot::Snapshot;
 use super::{backoff, gate};
 use prescient_core::{Mode, Params, BLOCK_SHIFT};
@@ -50,6 +51,10 @@ pub struct Config {
     pub block_log: Option<PathBuf>,
     /// Execution ids from the process's runtime (execfeed.rs).
     pub exec_ids: ExecIds,
+    /// `--mode oracle`: the plan it replays and its depth (oracle/).
+    pub oracle: Option<OracleConfig>,
+    /// `--record-plan FILE`: write the run's block sequence there at the end.
+    pub record_plan: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -78,6 +83,8 @@ impl Default for Config {
             discard: false,
             block_log: None,
             exec_ids: ExecIds::Off,
+            oracle: None,
+            record_plan: None,
         }
     }
 }

@@ -3,17 +3,14 @@
 //! waits on a copy; their counters and busy time; and `runs()`, which
 //! coalesces blocks into the jobs' runs.
 
+use super::jobqueue::JobQueue;
 use prescient_core::BLOCK_SHIFT;
 use prescient_uvm::ioctl as uvm;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
-
-/// Jobs queued for the workers before new ones are dropped (and counted).
-const QUEUE: usize = 1024;
 
 /// One UVM_MIGRATE: a run of blocks to one GPU or to the CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +49,16 @@ impl Job {
     pub(super) fn dest(&self) -> [u8; 16] {
         self.dest
     }
+
+    pub(super) fn goes_to_gpu(&self) -> bool {
+        self.to_gpu
+    }
+
+    /// The first block.
+    #[cfg(test)]
+    pub(super) fn first(&self) -> u64 {
+        self.base >> BLOCK_SHIFT
+    }
 }
 
 /// What the workers did, read by the stats snapshot.
@@ -70,6 +77,28 @@ pub(super) struct Counters {
     /// a short list beats a map), so that a multi-GPU run can show every
     /// worker's prefetches going to its own GPU.
     pub(super) prefetch_bytes_by_gpu: Mutex<Vec<([u8; 16], u64)>>,
+    /// Jobs submitted and not yet taken by a worker; the most ever, and
+    /// the sum and count of the depths seen at submission (the mean).
+    pub(super) queued: AtomicU64,
+    pub(super) queue_max: AtomicU64,
+    pub(super) queue_sum: AtomicU64,
+    pub(super) queue_samples: AtomicU64,
+    /// Jobs by size in blocks: 1, 2, 3-4, 5-8, 9-16, 17+ ([to GPU, to CPU]).
+    pub(super) sizes: [[AtomicU64; SIZE_BUCKETS]; 2],
+    /// Wall time with both directions in flight, and the integral of the
+    /// ops in flight over the time any is (their mean concurrency).
+    pub(super) both_busy_ns: AtomicU64,
+    pub(super) any_busy_ns: AtomicU64,
+    pub(super) inflight_ns: AtomicU64,
+    pub(super) inflight_max: AtomicU64,
+}
+
+/// Job size buckets (`Counters::sizes`).
+pub(super) const SIZE_BUCKETS: usize = 6;
+
+/// The bucket of a job of `blocks` blocks: 1, 2, 3-4, 5-8, 9-16, 17+.
+pub(super) fn size_bucket(blocks: u64) -> usize {
+    (64 - blocks.max(1).saturating_sub(1).leading_zeros() as usize).min(SIZE_BUCKETS - 1)
 }
 
 impl Counters {
@@ -84,19 +113,48 @@ impl Counters {
     }
 }
 
-/// Busy-time accounting over parallel workers: time with >= 1 op in flight.
+/// Busy-time accounting over parallel workers, both directions under one
+/// lock: time with >= 1 op in flight per direction, with both at once,
+/// and the integral of the ops in flight.
 struct Busy {
-    inflight: u32,
+    /// Ops in flight [to the GPU, to the CPU].
+    inflight: [u32; 2],
     since: Instant,
 }
 
-/// One direction's busy clock per direction: [to the GPU, to the CPU].
-type BusyPair = [Mutex<Busy>; 2];
+impl Busy {
+    /// Accounts the time since the last change, then `delta` ops of
+    /// direction `k` start (+1) or end (-1).
+    fn change(&mut self, k: usize, delta: i32, c: &Counters) {
+        self.change_at(k, delta, Instant::now(), c);
+    }
+
+    fn change_at(&mut self, k: usize, delta: i32, now: Instant, c: &Counters) {
+        let ns = now.duration_since(self.since).as_nanos() as u64;
+        self.since = now;
+        let [g, h] = self.inflight;
+        if g > 0 {
+            c.prefetch_busy_ns.fetch_add(ns, Relaxed);
+        }
+        if h > 0 {
+            c.evict_busy_ns.fetch_add(ns, Relaxed);
+        }
+        if g > 0 && h > 0 {
+            c.both_busy_ns.fetch_add(ns, Relaxed);
+        }
+        if g + h > 0 {
+            c.any_busy_ns.fetch_add(ns, Relaxed);
+            c.inflight_ns.fetch_add(ns * u64::from(g + h), Relaxed);
+        }
+        self.inflight[k] = self.inflight[k].saturating_add_signed(delta);
+        c.inflight_max
+            .fetch_max(u64::from(self.inflight[0] + self.inflight[1]), Relaxed);
+    }
+}
 
 /// The worker pool of one process and the queue that feeds it.
 pub(super) struct Migrator {
-    /// None once finished.
-    tx: Option<SyncSender<Job>>,
+    queue: Arc<JobQueue>,
     handles: Vec<JoinHandle<()>>,
     pub(super) counters: Arc<Counters>,
 }
@@ -107,77 +165,67 @@ impl Migrator {
     /// then only fills).
     pub(super) fn start(fd: Arc<OwnedFd>, flags: u32, workers: usize) -> Migrator {
         let counters = Arc::new(Counters::default());
-        let idle = || {
-            Mutex::new(Busy {
-                inflight: 0,
-                since: Instant::now(),
-            })
-        };
-        let busy = Arc::new([idle(), idle()]);
-        let (tx, rx) = sync_channel(QUEUE);
-        let rx = Arc::new(Mutex::new(rx));
+        let busy = Arc::new(Mutex::new(Busy {
+            inflight: [0; 2],
+            since: Instant::now(),
+        }));
+        let queue = Arc::new(JobQueue::default());
         let handles = (0..workers)
             .map(|_| {
-                let (fd, rx, c, busy) = (fd.clone(), rx.clone(), counters.clone(), busy.clone());
-                std::thread::spawn(move || worker(fd, rx, flags, c, busy))
+                let (fd, q, c, busy) = (fd.clone(), queue.clone(), counters.clone(), busy.clone());
+                std::thread::spawn(move || worker(fd, q, flags, c, busy))
             })
             .collect();
         Migrator {
-            tx: Some(tx),
+            queue,
             handles,
             counters,
         }
     }
 
-    /// Queues `j`; dropped (and counted) when the queue is full.
+    /// Queues `j` (prefetches before evictions: jobqueue.rs); dropped
+    /// (and counted) when its direction's queue is full.
     pub(super) fn submit(&self, j: Job) {
-        if let Some(Err(TrySendError::Full(_))) = self.tx.as_ref().map(|tx| tx.try_send(j)) {
-            self.counters.dropped_jobs.fetch_add(1, Relaxed);
+        let c = &self.counters;
+        // Counted before the push: a worker may take it at once.
+        let depth = c.queued.fetch_add(1, Relaxed) + 1;
+        if !self.queue.push(j) {
+            c.queued.fetch_sub(1, Relaxed);
+            c.dropped_jobs.fetch_add(1, Relaxed);
+            return;
         }
+        c.queue_max.fetch_max(depth, Relaxed);
+        c.queue_sum.fetch_add(depth, Relaxed);
+        c.queue_samples.fetch_add(1, Relaxed);
+        c.sizes[usize::from(!j.to_gpu)][size_bucket(j.len >> BLOCK_SHIFT)].fetch_add(1, Relaxed);
     }
 
     /// Lets the workers finish what is queued and waits for them.
     pub(super) fn finish(&mut self) {
-        self.tx = None;
+        self.queue.close();
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
     }
 }
 
-/// Takes the next job, or None once the queue is closed.
-fn next_job(rx: &Mutex<Receiver<Job>>) -> Option<Job> {
-    rx.lock().ok()?.recv().ok()
-}
-
 /// One worker: migrates jobs until the queue closes.
 fn worker(
     fd: Arc<OwnedFd>,
-    rx: Arc<Mutex<Receiver<Job>>>,
+    queue: Arc<JobQueue>,
     flags: u32,
     c: Arc<Counters>,
-    busy: Arc<BusyPair>,
+    busy: Arc<Mutex<Busy>>,
 ) {
-    while let Some(job) = next_job(&rx) {
+    while let Some(job) = queue.next() {
+        c.queued.fetch_sub(1, Relaxed);
         let k = usize::from(!job.to_gpu);
-        if let Ok(mut b) = busy[k].lock() {
-            if b.inflight == 0 {
-                b.since = Instant::now();
-            }
-            b.inflight += 1;
+        if let Ok(mut b) = busy.lock() {
+            b.change(k, 1, &c);
         }
         let r = uvm::migrate(fd.as_raw_fd(), job.base, job.len, job.dest, flags);
-        if let Ok(mut b) = busy[k].lock() {
-            b.inflight -= 1;
-            if b.inflight == 0 {
-                let ns = b.since.elapsed().as_nanos() as u64;
-                if job.to_gpu {
-                    &c.prefetch_busy_ns
-                } else {
-                    &c.evict_busy_ns
-                }
-                .fetch_add(ns, Relaxed);
-            }
+        if let Ok(mut b) = busy.lock() {
+            b.change(k, -1, &c);
         }
         count(&c, &job, r);
     }
@@ -251,6 +299,41 @@ mod tests {
         // Only a block's own successor extends a run; nothing is reordered.
         assert_eq!(runs([5, 6, 2, 3, 4, 9], 16), [(5, 2), (2, 3), (9, 1)]);
         assert_eq!(runs([1, 2, 3], 2), [(1, 2), (3, 1)]);
+    }
+
+    #[test]
+    fn job_sizes_fall_in_power_of_two_buckets() {
+        let got: Vec<usize> = [1, 2, 3, 4, 5, 8, 9, 16, 17, 64]
+            .iter()
+            .map(|&b| size_bucket(b))
+            .collect();
+        assert_eq!(got, [0, 1, 2, 2, 3, 3, 4, 4, 5, 5]);
+    }
+
+    #[test]
+    fn busy_time_counts_each_direction_both_and_the_ops_in_flight() {
+        let c = Counters::default();
+        let t0 = Instant::now();
+        let mut b = Busy {
+            inflight: [0; 2],
+            since: t0,
+        };
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        b.change_at(0, 1, at(0), &c); // one to the GPU
+        b.change_at(1, 1, at(20), &c); // and one to the CPU
+        b.change_at(0, 1, at(40), &c); // a second to the GPU
+        b.change_at(0, -1, at(60), &c);
+        b.change_at(0, -1, at(70), &c);
+        b.change_at(1, -1, at(100), &c);
+        let ms = |a: &AtomicU64| a.load(Relaxed) / 1_000_000;
+        assert_eq!(ms(&c.prefetch_busy_ns), 70);
+        assert_eq!(ms(&c.evict_busy_ns), 80);
+        assert_eq!(ms(&c.both_busy_ns), 50);
+        assert_eq!(ms(&c.any_busy_ns), 100);
+        // 1 op for 20 ms, 2 for 20, 3 for 20, 2 for 10, 1 for 30.
+        assert_eq!(ms(&c.inflight_ns), 20 + 40 + 60 + 20 + 30);
+        assert_eq!(c.inflight_max.load(Relaxed), 3);
+        assert_eq!(b.inflight, [0, 0]);
     }
 
     #[test]

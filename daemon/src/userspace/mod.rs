@@ -31,9 +31,12 @@ mod config;
 mod discard;
 mod execfeed;
 pub mod gate;
+mod jobqueue;
 pub mod marks;
+mod mechanism;
 mod migrator;
 mod mode;
+pub mod oracle;
 mod policy;
 mod process;
 mod pump;
@@ -45,7 +48,9 @@ mod snapshot;
 mod state;
 
 pub use config::{Config, Settings};
+pub use mechanism::{Hist, Mechanism};
 pub use mode::{ExecIds, FaultSource, PolicyMode};
+pub use oracle::{OracleConfig, OracleStats};
 pub use process::run;
 pub use snapshot::Snapshot;
 

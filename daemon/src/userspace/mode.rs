@@ -13,6 +13,9 @@ pub enum PolicyMode {
     DriverLike,
     /// Count events only; issue nothing.
     Observe,
+    /// Replay a recorded plan (`--plan`): each block prefetched just ahead
+    /// of its recorded use, Belady eviction under the budget (oracle/).
+    Oracle,
 }
 
 impl PolicyMode {
@@ -24,7 +27,7 @@ impl PolicyMode {
 
     /// Migrations to the GPU with cause "user" are ours (prefetches).
     pub fn prefetches(self) -> bool {
-        self == PolicyMode::Prescient
+        matches!(self, PolicyMode::Prescient | PolicyMode::Oracle)
     }
 
     /// Migrations to the CPU with cause "user" are ours (evictions).

@@ -6,6 +6,7 @@
 use super::discard::discard_blocks;
 use super::migrator::Job;
 use super::mode::PolicyMode;
+use super::oracle::{Oracle, OracleConfig};
 use super::pump::{turn, Host};
 use super::state::Process;
 use prescient_core::{ChainState, Limit, Pump, BLOCK_BYTES, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
@@ -21,17 +22,25 @@ pub(super) trait Policy {
     fn step(&mut self, p: &mut Process, faulted: bool);
 }
 
-/// The policy `mode` names.
-pub(super) fn for_mode(mode: PolicyMode) -> Box<dyn Policy> {
-    match mode {
+/// The policy `mode` names; the oracle replays `oracle`'s plan (the
+/// command line refuses `--mode oracle` without one).
+pub(super) fn for_mode(
+    mode: PolicyMode,
+    oracle: Option<OracleConfig>,
+) -> anyhow::Result<Box<dyn Policy>> {
+    Ok(match mode {
         PolicyMode::Observe => Box::new(Observe),
         PolicyMode::DriverLike => Box::new(DriverLike),
         PolicyMode::Prescient => Box::new(Prescient { pump: Pump::new() }),
-    }
+        PolicyMode::Oracle => match oracle {
+            Some(c) => Box::new(Oracle::new(c)),
+            None => anyhow::bail!("--mode oracle needs --plan FILE"),
+        },
+    })
 }
 
 /// The budget in 2 MB blocks.
-fn budget_blocks(p: &Process) -> Option<u64> {
+pub(super) fn budget_blocks(p: &Process) -> Option<u64> {
     p.cfg.budget.map(|b| b >> BLOCK_SHIFT)
 }
 
@@ -43,7 +52,7 @@ impl Policy for Observe {
 }
 
 /// No prefetch; over the budget, evicts the block resident longest.
-struct DriverLike;
+pub(super) struct DriverLike;
 
 impl Policy for DriverLike {
     fn step(&mut self, p: &mut Process, _faulted: bool) {
@@ -99,6 +108,7 @@ impl Policy for Prescient {
             route: &p.route,
             max_run,
             issued: Vec::new(),
+            mech: &mut p.mech,
         };
         turn(
             &mut self.pump,
@@ -119,6 +129,7 @@ impl Policy for Prescient {
         p.leaving.evict.extend(refused);
         for &v in &p.leaving.evict {
             p.log.victim(v);
+            p.mech.evicted(v);
         }
         p.leaving.submit_evictions(max_run, &p.migrator);
     }

@@ -12,7 +12,7 @@ use super::config::Config;
 use super::discard::{apply_mark, discard_blocks};
 use super::execfeed::{engine_id, Feed};
 use super::gate;
-use super::mode::{ExecIds, FaultSource};
+use super::mode::{ExecIds, FaultSource, PolicyMode};
 use super::policy;
 use super::residency::{apply_migration, fault_in};
 use super::snapshot::{fill, write_stats, Snapshot};
@@ -40,8 +40,9 @@ const MARKS_PER_TURN: usize = 16;
 /// Runs the loop for the process of `session` until `stop`, the configured
 /// duration, or the process's exit; returns its final counters.
 pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Result<Snapshot> {
+    let oracle = cfg.oracle.clone();
     let mut p = Process::new(&session, cfg)?;
-    let mut policy = policy::for_mode(p.cfg.mode);
+    let mut policy = policy::for_mode(p.cfg.mode, oracle)?;
     let mut last_write = Instant::now();
     let duration = p.cfg.duration;
     let ended = session.pump(&stop, duration, PACE, |tracker| {
@@ -54,6 +55,9 @@ pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Resu
         p.apply_marks();
         p.tick();
         policy.step(&mut p, faulted);
+        if p.fatal.is_some() {
+            return Turn::Stop;
+        }
         if last_write.elapsed() >= p.cfg.stats_interval {
             last_write = Instant::now();
             p.publish(tracker);
@@ -67,7 +71,23 @@ pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Resu
     if ended == Ended::TargetExited {
         tracing::info!(pid = session.target.pid, "target exited");
     }
+    if let Some(e) = p.fatal.take() {
+        p.finish(&session);
+        anyhow::bail!("{e}");
+    }
     Ok(p.finish(&session))
+}
+
+/// CLOCK_MONOTONIC_RAW in ns: the clock of the driver's event timestamps
+/// (NV_GETTIME is ktime_get_raw).
+fn raw_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Process {
@@ -80,8 +100,15 @@ impl Process {
                 if let Some(g) = self.gate.as_mut() {
                     g.gate.gpu_fault();
                 }
-                self.learn_gpu(f.gpu_index, f.address >> BLOCK_SHIFT);
-                self.on_gpu_fault(f.address >> BLOCK_SHIFT)
+                let b = f.address >> BLOCK_SHIFT;
+                self.mech.fault(&f, b, raw_now_ns());
+                if b != self.last_fault_block {
+                    if let Some(r) = self.recorder.as_mut() {
+                        r.fault(f.address);
+                    }
+                }
+                self.learn_gpu(f.gpu_index, b);
+                self.on_gpu_fault(b)
             }
             Event::Migration(m) => self.on_migration(&m),
             Event::Other => {
@@ -121,6 +148,9 @@ impl Process {
                 .fault(b, blocklog::fault_kind(&before, &self.engine.stats()));
         }
         fault_in(&mut self.residency, &mut self.engine, b);
+        if self.cfg.mode == PolicyMode::Oracle {
+            self.turn_faults.push(b);
+        }
         learnt
     }
 
@@ -173,6 +203,7 @@ impl Process {
         self.snap.migration_events += 1;
         self.snap.migrations_by_cause[(m.migration_cause & 7) as usize] += 1;
         let b = m.address >> BLOCK_SHIFT;
+        self.mech.migration(m, b);
         let to_gpu = m.dst_index != uvm::CPU_INDEX;
         let mut learnt = false;
         if self.cfg.fault_source == FaultSource::Migrations
@@ -199,6 +230,9 @@ impl Process {
             if m.migration_cause == uvm::CAUSE_COHERENCE {
                 if let Some(g) = self.gate.as_mut() {
                     g.gate.cpu_fault_migration();
+                }
+                if self.cfg.mode == PolicyMode::Oracle {
+                    self.turn_cpu_taken.push(b);
                 }
             }
             if apply_migration(&mut self.residency, &mut self.engine, self.cfg.mode, m) {
@@ -315,6 +349,11 @@ impl Process {
         );
         self.snap.backoff = self.backoff.as_ref().map(|b| b.stats(now));
         self.snap.gate = self.gate.as_ref().map(|g| g.gate.stats(now));
+        self.snap.mechanism = self.mech.snapshot();
+        if let Some(r) = self.recorder.as_ref() {
+            self.snap.plan_recorded = r.entries() as u64;
+            self.snap.plan_unmapped = r.unmapped;
+        }
         write_stats(
             self.cfg.publish.as_ref(),
             self.cfg.stats_json.as_ref(),
@@ -340,6 +379,11 @@ impl Process {
         self.migrator.finish();
         self.log.flush();
         session.drain_rest(|_| {});
+        if let Some(r) = self.recorder.as_mut() {
+            if let Err(e) = r.write() {
+                tracing::error!(pid = self.snap.pid, "--record-plan: {e:#}");
+            }
+        }
         self.publish(&session.tracker);
         self.snap
     }

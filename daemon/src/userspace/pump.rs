@@ -7,6 +7,7 @@
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::discard::Leaving;
+use super::mechanism::Tracker;
 use super::migrator::{runs, sorted_runs, Job, Migrator};
 use super::residency::{fault_in, Residency};
 use super::route::Route;
@@ -34,6 +35,8 @@ pub(super) struct Host<'a> {
     pub(super) max_run: u64,
     /// Prefetches of this turn, submitted in runs at its end.
     pub(super) issued: Vec<u64>,
+    /// The mechanism's counters: prefetches are followed for churn.
+    pub(super) mech: &'a mut Tracker,
 }
 
 impl prescient_core::Host for Host<'_> {
@@ -76,6 +79,7 @@ impl prescient_core::Host for Host<'_> {
         }
         self.residency.add(b, BLOCK_BYTES);
         self.log.prefetch(b);
+        self.mech.prefetched(b);
         self.issued.push(b);
         Admit::Issued
     }
@@ -187,6 +191,7 @@ mod tests {
             route: &Route::default(),
             max_run: 16,
             issued: Vec::new(),
+            mech: &mut Tracker::default(),
         };
         let limit = Limit {
             capacity_blocks: 8,

@@ -66,6 +66,11 @@ impl Residency {
         self.fifo.pop_front()
     }
 
+    /// The blocks with any resident bytes, in no order.
+    pub(super) fn resident(&self) -> impl Iterator<Item = u64> + '_ {
+        self.bytes.keys().copied()
+    }
+
     /// Forgets everything; returns the blocks that were resident.
     pub(super) fn clear(&mut self) -> impl Iterator<Item = u64> {
         std::mem::take(self).bytes.into_keys()

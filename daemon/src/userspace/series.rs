@@ -92,6 +92,21 @@ pub const COUNTERS: &[(&str, &str, ReadU64)] = &[
         "Predictions not prefetched while backed off.",
         |s| s.backoff.as_ref().map_or(0, |b| b.suppressed),
     ),
+    (
+        "prescient_userspace_fault_batches_total",
+        "Fault batches the driver serviced (changes of the events' batch id).",
+        |s| s.mechanism.fault_batches,
+    ),
+    (
+        "prescient_userspace_prefetch_faulted_total",
+        "Prefetched blocks the GPU faulted on before they were evicted (late prefetches).",
+        |s| s.mechanism.prefetch_faulted,
+    ),
+    (
+        "prescient_userspace_churn_total",
+        "Prefetched blocks evicted with no fault on them, then faulted on (evicted before their use).",
+        |s| s.mechanism.churn,
+    ),
 ];
 
 /// The user-space backend's gauges, per process (floats: seconds too).
@@ -111,7 +126,50 @@ pub const GAUGES: &[(&str, &str, ReadF64)] = &[
         "Seconds self back-off has kept prefetching off.",
         |s| s.backoff.as_ref().map_or(0.0, |b| b.off_s),
     ),
+    (
+        "prescient_userspace_fault_read_p50_seconds",
+        "Median time from a fault's servicing by the driver to our read of its event (bucket edge).",
+        |s| s.mechanism.fault_read.quantile_us(0.5) / 1e6,
+    ),
+    (
+        "prescient_userspace_fault_served_p50_seconds",
+        "Median GPU time from a fault to the end of the migration that served it, ours or the driver's (bucket edge).",
+        |s| served(s).quantile_us(0.5) / 1e6,
+    ),
+    (
+        "prescient_userspace_copy_both_ways_seconds",
+        "GPU seconds with copies to the GPU and to the CPU in flight at once.",
+        |s| s.mechanism.both_busy_s,
+    ),
+    (
+        "prescient_userspace_migrate_queue_max",
+        "Most migration jobs ever queued for the workers.",
+        |s| s.queue_max as f64,
+    ),
+    (
+        "prescient_userspace_migrate_inflight_mean",
+        "Mean UVM_MIGRATE calls in flight while any is.",
+        |s| s.inflight_mean,
+    ),
 ];
+
+/// Faults served by us and by the driver, in one histogram.
+fn served(s: &Snapshot) -> crate::userspace::Hist {
+    let (a, b) = (
+        &s.mechanism.fault_served_by_us,
+        &s.mechanism.fault_served_by_driver,
+    );
+    let mut h = a.clone();
+    h.count += b.count;
+    h.sum_us += b.sum_us;
+    if h.buckets.len() < b.buckets.len() {
+        h.buckets.resize(b.buckets.len(), 0);
+    }
+    for (x, y) in h.buckets.iter_mut().zip(&b.buckets) {
+        *x += y;
+    }
+    h
+}
 
 /// One process's values, in the order of [`COUNTERS`] and [`GAUGES`].
 pub fn values(s: &Snapshot) -> LoopValues {

@@ -2,8 +2,10 @@
 //! `prescientd attach`, written to `--stats-json`, and published to the
 //! service, which reads them for its statistics.
 
-use super::migrator::Counters;
+use super::mechanism::Mechanism;
+use super::migrator::{Counters, SIZE_BUCKETS};
 use super::mode::{FaultSource, PolicyMode};
+use super::oracle::OracleStats;
 use super::residency::Residency;
 use super::{backoff, gate};
 use prescient_core::Engine;
@@ -129,6 +131,24 @@ pub struct Snapshot {
     /// closed no event is seen: the fault counts above then miss the faults
     /// of those periods.
     pub gate: Option<gate::Stats>,
+    /// Where the time goes: fault-to-read and fault-to-served latencies,
+    /// fault batches, copy overlap, churn (mechanism.rs).
+    pub mechanism: Mechanism,
+    /// The migration workers: jobs queued (most, mean at submission), ops
+    /// in flight (mean while any is, most), wall seconds with copies both
+    /// ways in flight, and jobs by size in blocks (1, 2, 3-4, 5-8, 9-16, 17+).
+    pub queue_max: u64,
+    pub queue_mean: f64,
+    pub inflight_mean: f64,
+    pub inflight_max: u64,
+    pub both_ways_busy_s: f64,
+    pub prefetch_job_sizes: [u64; SIZE_BUCKETS],
+    pub evict_job_sizes: [u64; SIZE_BUCKETS],
+    /// `--mode oracle`'s counters.
+    pub oracle: Option<OracleStats>,
+    /// `--record-plan`: entries recorded, and faults outside every managed range.
+    pub plan_recorded: u64,
+    pub plan_unmapped: u64,
 }
 
 /// Bytes per nanosecond (= GB/s) over `busy_ns`, 0 when nothing was timed.
@@ -170,6 +190,7 @@ pub(super) fn fill(
     s.evict_errors = c.evict_errors.load(Relaxed);
     s.evict_gbps = gbps(s.evict_bytes, c.evict_busy_ns.load(Relaxed));
     s.dropped_jobs = c.dropped_jobs.load(Relaxed);
+    fill_workers(s, c);
     let st = e.stats();
     s.engine_faults = st.faults;
     s.engine_prefetches = st.prefetches;
@@ -186,6 +207,20 @@ pub(super) fn fill(
     s.engine_window_blocks = e.window_depth() as u64;
     s.engine_resident_blocks = e.resident_blocks();
     s.engine_ledger_overflow = st.ledger_overflow;
+}
+
+/// The workers' queue, concurrency and job sizes.
+fn fill_workers(s: &mut Snapshot, c: &Counters) {
+    let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+    s.queue_max = c.queue_max.load(Relaxed);
+    s.queue_mean = ratio(c.queue_sum.load(Relaxed), c.queue_samples.load(Relaxed));
+    s.inflight_mean = ratio(c.inflight_ns.load(Relaxed), c.any_busy_ns.load(Relaxed));
+    s.inflight_max = c.inflight_max.load(Relaxed);
+    s.both_ways_busy_s = c.both_busy_ns.load(Relaxed) as f64 / 1e9;
+    for k in 0..SIZE_BUCKETS {
+        s.prefetch_job_sizes[k] = c.sizes[0][k].load(Relaxed);
+        s.evict_job_sizes[k] = c.sizes[1][k].load(Relaxed);
+    }
 }
 
 /// Publishes `s` to the service (`publish`) and writes it to `stats_json`

@@ -8,8 +8,10 @@ use super::config::{engine_params, Config};
 use super::discard::Leaving;
 use super::execfeed::Feed;
 use super::gate::{self, Gate, MajorFaults};
+use super::mechanism;
 use super::migrator::Migrator;
 use super::mode::{ExecIds, FaultSource};
+use super::oracle::record::Recorder;
 use super::residency::Residency;
 use super::route::Route;
 use super::snapshot::Snapshot;
@@ -141,6 +143,17 @@ pub(super) struct Process {
     pub(super) exec_mode: bool,
     /// When the page was last looked for.
     pub(super) feed_looked: Instant,
+    /// The mechanism's counters (mechanism.rs).
+    pub(super) mech: mechanism::Tracker,
+    /// This turn's fault blocks, for the oracle's cursor (oracle mode only).
+    pub(super) turn_faults: Vec<u64>,
+    /// This turn's blocks the CPU faulted away from the GPU (oracle mode).
+    pub(super) turn_cpu_taken: Vec<u64>,
+    /// `--record-plan`: the run's block sequence.
+    pub(super) recorder: Option<Recorder>,
+    /// Set by a policy that cannot go on (a plan of another workload):
+    /// the loop stops and returns it as its error.
+    pub(super) fatal: Option<String>,
 }
 
 impl Process {
@@ -181,6 +194,7 @@ impl Process {
                 gpus.len()
             );
         }
+        let cfg_record = cfg.record_plan.clone();
         let snap = Snapshot {
             pid: target.pid,
             mode: Some(cfg.mode),
@@ -214,6 +228,11 @@ impl Process {
             feed,
             exec_mode,
             feed_looked: Instant::now(),
+            mech: mechanism::Tracker::default(),
+            turn_faults: Vec::new(),
+            turn_cpu_taken: Vec::new(),
+            recorder: cfg_record.map(|path| Recorder::new(target.pid, path)),
+            fatal: None,
         })
     }
 }

@@ -1,0 +1,169 @@
+//! `--record-plan FILE`: the run's fault sequence as a plan (plan.rs). Each
+//! change of faulted 2 MB block is one entry, named by its managed range
+//! and offset; the ranges are read from /proc/PID/maps when a fault lands
+//! outside every range known (a job allocates as it goes), at most once
+//! per `REREAD` so that a fault outside them all costs little.
+
+use super::maps::{self, Range};
+use super::plan::{offset_in, Plan, PlanRange};
+use prescient_core::BLOCK_BYTES;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const REREAD: Duration = Duration::from_millis(20);
+
+/// The recording of one run.
+pub struct Recorder {
+    pid: i32,
+    path: PathBuf,
+    /// Every managed range seen so far, by address.
+    ranges: Vec<Range>,
+    /// (range start address, block offset), one per fault block change.
+    seq: Vec<(u64, u64)>,
+    last_read: Option<Instant>,
+    /// Faults outside every managed range (not recorded).
+    pub unmapped: u64,
+}
+
+impl Recorder {
+    pub fn new(pid: i32, path: PathBuf) -> Recorder {
+        Recorder {
+            pid,
+            path,
+            ranges: Vec::new(),
+            seq: Vec::new(),
+            last_read: None,
+            unmapped: 0,
+        }
+    }
+
+    /// A fault at byte address `addr` (the first of a run on its block).
+    pub fn fault(&mut self, addr: u64) {
+        let i = match maps::find(&self.ranges, addr) {
+            Some(i) => Some(i),
+            None if self.last_read.is_none_or(|t| t.elapsed() >= REREAD) => {
+                self.reread();
+                maps::find(&self.ranges, addr)
+            }
+            None => None,
+        };
+        match i {
+            Some(i) => {
+                let r = self.ranges[i];
+                self.seq.push((r.start, offset_in(&r, addr)));
+            }
+            None => self.unmapped += 1,
+        }
+    }
+
+    /// Adds the ranges the process has now to those seen.
+    fn reread(&mut self) {
+        self.last_read = Some(Instant::now());
+        match maps::read(self.pid) {
+            Ok(now) => merge(&mut self.ranges, now),
+            Err(e) => tracing::debug!(pid = self.pid, "record plan: /proc maps: {e}"),
+        }
+    }
+
+    pub fn entries(&self) -> usize {
+        self.seq.len()
+    }
+
+    /// The plan recorded so far.
+    pub fn plan(&self) -> Plan {
+        plan_of(&self.ranges, &self.seq)
+    }
+
+    /// Writes the plan (never through a symlink).
+    pub fn write(&mut self) -> anyhow::Result<()> {
+        // The last allocations may have come after the last fault.
+        self.reread();
+        let text = self.plan().to_text();
+        use std::io::Write;
+        crate::safe_path::create_output(&self.path, "--record-plan")?.write_all(text.as_bytes())?;
+        tracing::info!(
+            path = %self.path.display(),
+            entries = self.seq.len(),
+            ranges = self.ranges.len(),
+            "plan recorded"
+        );
+        Ok(())
+    }
+}
+
+/// Adds to `seen` the ranges of `now` it lacks; a range that overlaps one
+/// seen (the memory was freed and mapped again) replaces it.
+fn merge(seen: &mut Vec<Range>, now: Vec<Range>) {
+    for r in now {
+        if seen.contains(&r) {
+            continue;
+        }
+        seen.retain(|s| s.end <= r.start || s.start >= r.end);
+        seen.push(r);
+    }
+    seen.sort_unstable();
+}
+
+/// The plan of ranges `ranges` (by address) and entries `seq`; entries of
+/// ranges no longer in `ranges` are left out.
+fn plan_of(ranges: &[Range], seq: &[(u64, u64)]) -> Plan {
+    let index = |start: u64| ranges.binary_search_by_key(&start, |r| r.start).ok();
+    Plan {
+        ranges: ranges
+            .iter()
+            .map(|r| PlanRange {
+                size: r.size(),
+                misalign: r.start % BLOCK_BYTES,
+            })
+            .collect(),
+        seq: seq
+            .iter()
+            .filter_map(|&(s, o)| index(s).map(|i| (i as u32, o)))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prescient_core::BLOCK_SHIFT;
+
+    fn r(start: u64, end: u64) -> Range {
+        Range { start, end }
+    }
+
+    #[test]
+    fn ranges_merge_and_replace_what_they_overlap() {
+        let mut seen = vec![r(100, 200)];
+        merge(&mut seen, vec![r(0, 50), r(100, 200)]);
+        assert_eq!(seen, [r(0, 50), r(100, 200)]);
+        merge(&mut seen, vec![r(150, 400)]);
+        assert_eq!(seen, [r(0, 50), r(150, 400)]);
+    }
+
+    #[test]
+    fn a_recording_names_blocks_by_range_and_offset() {
+        let a = r(10 << BLOCK_SHIFT, 20 << BLOCK_SHIFT);
+        let b = r(3 << BLOCK_SHIFT, (3 << BLOCK_SHIFT) + 4096);
+        let mut rec = Recorder::new(0, PathBuf::from("/nonexistent"));
+        rec.ranges = vec![b, a];
+        rec.last_read = Some(Instant::now());
+        for addr in [12 << BLOCK_SHIFT, (13 << BLOCK_SHIFT) + 5, b.start + 8] {
+            rec.fault(addr);
+        }
+        // Outside every range, and no reread yet: not recorded.
+        rec.fault(30 << BLOCK_SHIFT);
+        assert_eq!(rec.unmapped, 1);
+        let p = rec.plan();
+        assert_eq!(p.seq, [(1, 2), (1, 3), (0, 0)]);
+        assert_eq!(p.ranges[0].size, 4096);
+        assert_eq!(p.ranges[1].span_blocks(), 10);
+        // Replayed where both ranges moved, the blocks follow them.
+        let now = [
+            r(50 << BLOCK_SHIFT, (50 << BLOCK_SHIFT) + 4096),
+            r(70 << BLOCK_SHIFT, 80 << BLOCK_SHIFT),
+        ];
+        let t = p.translate(&now).unwrap().unwrap();
+        assert_eq!(t.blocks, [72, 73, 50]);
+    }
+}
