@@ -132,7 +132,7 @@ mod tests {
                 let inside = (t.0..t.0 + t.1).contains(&b);
                 prop_assert_eq!(took[b as usize], inside && model[b as usize]);
             }
-            let left: Vec<u64> = s.ranges().flat_map(|r| r).collect();
+            let left: Vec<u64> = s.ranges().flatten().collect();
             for b in 0..80u64 {
                 let inside = (t.0..t.0 + t.1).contains(&b);
                 prop_assert_eq!(left.contains(&b), model[b as usize] && !inside);

@@ -146,7 +146,10 @@ mod tests {
     fn the_request_is_the_control_protocols_mark() {
         // uapi control.rs's own test decodes exactly this shape.
         let l = request_line(false, &[[4096, 8192]]);
-        assert_eq!(l, b"{\"cmd\":\"mark\",\"dead\":false,\"ranges\":[[4096,8192]]}\n");
+        assert_eq!(
+            l,
+            b"{\"cmd\":\"mark\",\"dead\":false,\"ranges\":[[4096,8192]]}\n"
+        );
         let l = request_line(true, &[[0, 2 << 20], [8 << 20, 4 << 20]]);
         assert_eq!(
             std::str::from_utf8(&l).unwrap(),
@@ -161,7 +164,9 @@ mod tests {
         let e = |k: &str| format!(r#"{{"error":{{"kind":"{k}","message":"m"}}}}"#);
         assert_eq!(parse_reply(&e("busy")), Reply::Busy);
         assert_eq!(parse_reply(&e("not-found")), Reply::NotAttached);
-        assert!(matches!(parse_reply(&e("permission")), Reply::Refused(m) if m.contains("permission")));
+        assert!(
+            matches!(parse_reply(&e("permission")), Reply::Refused(m) if m.contains("permission"))
+        );
         assert!(matches!(parse_reply("garbage"), Reply::Refused(_)));
     }
 

@@ -126,7 +126,8 @@ impl World {
         for b in dead {
             self.discards += 1;
             if self.in_use(b) {
-                self.violations.push(format!("block {b:#x} discarded while in use"));
+                self.violations
+                    .push(format!("block {b:#x} discarded while in use"));
             }
         }
     }
@@ -390,7 +391,10 @@ fn run(seed: u64, knobs: Knobs, steps: usize) -> Outcome {
     }
     let counters = m.counters;
     drop(m);
-    let w = Rc::try_unwrap(w).ok().expect("the marks are dropped").into_inner();
+    let w = Rc::try_unwrap(w)
+        .ok()
+        .expect("the marks are dropped")
+        .into_inner();
     Outcome {
         violations: w.violations,
         discards: w.discards,
@@ -414,7 +418,10 @@ fn no_discard_ever_hits_memory_in_use() {
     }
     // The paths the argument is about were all taken, many times.
     assert!(discards > 1000, "{discards} discards");
-    assert!(dead > 200 && alive > 100 && cancelled > 100, "{dead} {alive} {cancelled}");
+    assert!(
+        dead > 200 && alive > 100 && cancelled > 100,
+        "{dead} {alive} {cancelled}"
+    );
 }
 
 #[test]
@@ -424,7 +431,10 @@ fn without_the_fence_a_stream_still_reading_freed_memory_is_hit() {
         ..Knobs::default()
     };
     let caught = (1..=SEEDS).filter(|&s| !run(s, knobs, STEPS).violations.is_empty());
-    assert!(caught.count() > 0, "the model must catch a dead mark sent before its fence");
+    assert!(
+        caught.count() > 0,
+        "the model must catch a dead mark sent before its fence"
+    );
 }
 
 #[test]
@@ -434,5 +444,8 @@ fn an_alive_mark_answered_before_it_is_applied_lets_a_queued_discard_hit_reuse()
         ..Knobs::default()
     };
     let caught = (1..=SEEDS).filter(|&s| !run(s, knobs, STEPS).violations.is_empty());
-    assert!(caught.count() > 0, "the model must catch reuse racing a queued discard");
+    assert!(
+        caught.count() > 0,
+        "the model must catch reuse racing a queued discard"
+    );
 }
