@@ -29,16 +29,18 @@ impl SocketLink {
     }
 
     /// One request and its reply on the current connection (made first
-    /// if there is none); None if the connection failed.
-    fn exchange(&mut self, line: &[u8]) -> Option<String> {
+    /// if there is none): the reply, or why there is none.
+    fn exchange(&mut self, line: &[u8]) -> Result<String, Reply> {
         if self.conn.is_none() {
-            let s = UnixStream::connect(&self.path).ok()?;
-            s.set_read_timeout(Some(REPLY_WAIT)).ok()?;
+            // Nobody listening: no daemon (a restarted one holds no marks).
+            let s = UnixStream::connect(&self.path).map_err(|_| Reply::NoDaemon)?;
+            s.set_read_timeout(Some(REPLY_WAIT))
+                .map_err(|_| Reply::Closed)?;
             self.conn = Some(s);
         }
-        let s = self.conn.as_mut()?;
-        send_all(s, line)?;
-        read_line(s)
+        let s = self.conn.as_mut().ok_or(Reply::Closed)?;
+        send_all(s, line).ok_or(Reply::Closed)?;
+        read_line(s).ok_or(Reply::Closed)
     }
 }
 
@@ -123,13 +125,15 @@ impl Link for SocketLink {
         let line = request_line(dead, ranges);
         // A broken connection is made again once: resending a mark is
         // harmless (marking a block dead or alive twice changes nothing).
+        let mut why = Reply::Closed;
         for _ in 0..2 {
-            if let Some(reply) = self.exchange(&line) {
-                return parse_reply(&reply);
+            match self.exchange(&line) {
+                Ok(reply) => return parse_reply(&reply),
+                Err(e) => why = e,
             }
             self.conn = None;
         }
-        Reply::Closed
+        why
     }
 
     fn pause(&mut self, attempt: u32) {
@@ -177,7 +181,7 @@ mod tests {
         let path = dir.join("s");
         let _ = std::fs::remove_file(&path);
         let mut link = SocketLink::new(path.clone());
-        assert_eq!(link.call(true, &[[0, 2 << 20]]), Reply::Closed);
+        assert_eq!(link.call(true, &[[0, 2 << 20]]), Reply::NoDaemon);
         let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
         let srv = std::thread::spawn(move || {
             let (mut c, _) = l.accept().unwrap();

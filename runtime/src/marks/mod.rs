@@ -49,8 +49,10 @@
 //! 6. **Failures fall on the safe side.** A dead mark not sent or not
 //!    taken (fence not passed, daemon busy, not attached, gone) only means
 //!    a block is not discarded. An alive mark is retried while the daemon
-//!    answers "busy"; it stops only when the daemon says the process has no
-//!    backend (nothing discards for it) or cannot be reached at all.
+//!    answers "busy" or the connection breaks mid-request; it stops only
+//!    when the daemon says the process has no backend (nothing discards
+//!    for it) or nothing listens on the socket any more (no daemon; one
+//!    started again holds no marks).
 //!    A forked child sends no marks (its allocator state is a copy).
 //!
 //! race_tests.rs drives this code against a model of streams, of the

@@ -33,8 +33,11 @@ pub enum Reply {
     /// The process has no backend (not attached yet, detached, exited):
     /// nothing of it is or will be discarded under this attachment.
     NotAttached,
-    /// No connection (could not connect, or it broke).
+    /// The connection broke, or the daemon closed it, mid-request.
     Closed,
+    /// Nothing listens on the socket: no daemon, so nothing discards (a
+    /// daemon started again holds no marks of this process).
+    NoDaemon,
     /// Refused for a reason that will not change.
     Refused(String),
 }
@@ -217,7 +220,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
                     // No backend, or no daemon, for this process: nothing
                     // is discarded for it (marks.rs: a backend that ends
                     // drops its marks; a restarted daemon has none).
-                    Reply::NotAttached | Reply::Closed => break,
+                    Reply::NotAttached | Reply::NoDaemon | Reply::Closed => break,
                     Reply::Refused(m) => {
                         self.turn_off(format!("prescientd refused an alive mark: {m}"));
                         break;
@@ -267,7 +270,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
                 }
                 self.counters.dead_blocks += count(chunk);
             }
-            Reply::Busy | Reply::NotAttached | Reply::Closed => {
+            Reply::Busy | Reply::NotAttached | Reply::NoDaemon | Reply::Closed => {
                 self.counters.dropped_blocks += count(chunk)
             }
             Reply::Refused(m) => {
