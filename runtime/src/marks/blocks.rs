@@ -87,6 +87,15 @@ impl Blocks {
         out
     }
 
+    /// Whether any block of `r` is in the set.
+    pub fn overlaps(&self, r: &Range<u64>) -> bool {
+        if r.is_empty() {
+            return false;
+        }
+        let before = self.by_start.range(..r.start).next_back();
+        before.is_some_and(|(_, &e)| e > r.start) || self.by_start.range(r.clone()).next().is_some()
+    }
+
     /// The ranges, in order.
     pub fn ranges(&self) -> impl Iterator<Item = Range<u64>> + '_ {
         self.by_start.iter().map(|(&s, &e)| s..e)
@@ -120,20 +129,24 @@ mod tests {
             t in (0u64..70, 0u64..20),
         ) {
             let mut s = Blocks::default();
-            let mut model = [false; 80];
+            let mut model = [false; 96];
             for (a, l) in ins {
                 s.insert(a..a + l);
                 for b in a..a + l { model[b as usize] = true; }
             }
+            let had = s.overlaps(&(t.0..t.0 + t.1));
             let got = s.take(t.0..t.0 + t.1);
-            let mut took = [false; 80];
+            prop_assert_eq!(had, !got.is_empty());
+            let mut took = [false; 96];
             for r in &got { for b in r.clone() { took[b as usize] = true; } }
-            for b in 0..80u64 {
+            for b in 0..96u64 {
                 let inside = (t.0..t.0 + t.1).contains(&b);
                 prop_assert_eq!(took[b as usize], inside && model[b as usize]);
             }
+            let overlapped = model[t.0 as usize..(t.0 + t.1) as usize].iter().any(|&x| x);
+            prop_assert_eq!(!got.is_empty(), overlapped);
             let left: Vec<u64> = s.ranges().flatten().collect();
-            for b in 0..80u64 {
+            for b in 0..96u64 {
                 let inside = (t.0..t.0 + t.1).contains(&b);
                 prop_assert_eq!(left.contains(&b), model[b as usize] && !inside);
             }

@@ -66,6 +66,7 @@ pub trait Fence {
 /// handed out again since.
 struct Pending<T> {
     blocks: Vec<Range<u64>>,
+    stream: u64,
     token: T,
 }
 
@@ -93,6 +94,9 @@ pub struct Marks<L: Link, F: Fence> {
     link: L,
     fence: F,
     pending: VecDeque<Pending<F::Token>>,
+    /// The union of the pending frees' blocks (they are kept disjoint):
+    /// an allocation that misses it costs one lookup.
+    pending_blocks: Blocks,
     /// Blocks the daemon took as dead and has not confirmed alive since.
     dead: Blocks,
     /// Why no more dead marks are sent (alive marks still are).
@@ -106,6 +110,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
             link,
             fence,
             pending: VecDeque::new(),
+            pending_blocks: Blocks::default(),
             dead: Blocks::default(),
             off: None,
             counters: Counters::default(),
@@ -131,19 +136,35 @@ impl<L: Link, F: Fence> Marks<L, F> {
             return;
         }
         self.counters.frees += 1;
+        // Keeps pending frees disjoint (a block freed twice with no
+        // allocation between would be an allocator bug; the older free's
+        // claim on it goes).
+        if self.pending_blocks.overlaps(&b) {
+            self.cancel(&b);
+        }
         let Some(token) = self.fence.record(stream) else {
             self.counters.dropped_blocks += b.end - b.start;
             return;
         };
+        self.pending_blocks.insert(b.clone());
         self.pending.push_back(Pending {
             blocks: vec![b],
+            stream,
             token,
         });
         if self.pending.len() > MAX_PENDING {
             if let Some(p) = self.pending.pop_front() {
+                self.forget(&p.blocks);
                 self.counters.dropped_blocks += count(&p.blocks);
                 self.fence.release(p.token);
             }
+        }
+    }
+
+    /// Takes blocks that leave the pending list out of its union.
+    fn forget(&mut self, blocks: &[Range<u64>]) {
+        for r in blocks {
+            self.pending_blocks.take(r.clone());
         }
     }
 
@@ -155,7 +176,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
         if b.is_empty() {
             return;
         }
-        if !self.pending.is_empty() {
+        if self.pending_blocks.overlaps(&b) {
             self.cancel(&b);
         }
         let revive = self.dead.take(b);
@@ -166,6 +187,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
 
     /// Takes `b` out of the frees still waiting for their fence.
     fn cancel(&mut self, b: &Range<u64>) {
+        self.pending_blocks.take(b.clone());
         let mut cut = 0;
         for p in self.pending.iter_mut() {
             let mut kept = Vec::with_capacity(p.blocks.len());
@@ -240,16 +262,23 @@ impl<L: Link, F: Fence> Marks<L, F> {
         }
         let mut ready = Vec::new();
         let mut keep = VecDeque::with_capacity(self.pending.len());
+        // A stream's points are passed in the order they were recorded:
+        // after one that is not, none later on that stream is.
+        let mut behind: Vec<u64> = Vec::new();
         let mut asked = 0;
         while let Some(p) = self.pending.pop_front() {
-            let passed = asked < MAX_QUERIES && {
+            let passed = asked < MAX_QUERIES && !behind.contains(&p.stream) && {
                 asked += 1;
                 self.fence.passed(&p.token)
             };
             if passed {
+                self.forget(&p.blocks);
                 ready.extend(p.blocks);
                 self.fence.release(p.token);
             } else {
+                if !behind.contains(&p.stream) {
+                    behind.push(p.stream);
+                }
                 keep.push_back(p);
             }
         }
@@ -290,6 +319,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
             self.counters.dropped_blocks += count(&p.blocks);
             self.fence.release(p.token);
         }
+        self.pending_blocks = Blocks::default();
         self.off = Some(why);
     }
 }
