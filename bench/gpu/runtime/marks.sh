@@ -40,7 +40,9 @@ case_() {
   else
     unset PRESCIENT_MARKS_SOCKET; nm=(--no-marks)
   fi
-  PRESCIENT_RUNTIME_LOG=1 timeout 200 "$ctl" run --budget "$budget" --mode "$jmode" "${nm[@]}" -- \
+  # No `timeout` around the launcher: the job must be its direct child
+  # (pgrep -P below; run 40 attached `timeout`'s child, the launcher).
+  PRESCIENT_RUNTIME_LOG=1 "$ctl" run --budget "$budget" --mode "$jmode" "${nm[@]}" -- \
     python3 "$here/jobs.py" "$model" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
   local cp=$! jp=
   for _ in $(seq 100); do jp=$(pgrep -P $cp | head -1); [ -n "$jp" ] && break; sleep 0.05; done
@@ -59,3 +61,5 @@ for r in $(seq 1 "$reps"); do
   case_ "$model.marks.$r" exec-id prescient on 1
 done
 python3 "$here/marks_summary.py" "$out" "$model" | tee "$out/summary.txt"
+# One file for the device tool to bring back (it returns a limited number).
+tar -C "$(dirname "$out")" -czf "$out.tgz" "$(basename "$out")"

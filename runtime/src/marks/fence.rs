@@ -14,10 +14,13 @@ type CuEvent = *mut c_void;
 const EVENT_DISABLE_TIMING: c_uint = 0x2;
 /// `CU_STREAM_CAPTURE_MODE_RELAXED`.
 const CAPTURE_MODE_RELAXED: c_int = 2;
+/// The CUDA version whose `cuCtxGetDevice` ABI is `(CUdevice *)`.
+pub const CTX_GET_DEVICE_VERSION: c_int = 2000;
 /// Events kept for reuse at most (the rest are destroyed).
 const POOL: usize = 1024;
 
-/// The driver calls the fence makes (cuda.h, CUDA 13.0 ABI).
+/// The driver calls the fence makes (cuda.h, CUDA 13.0 ABI, except
+/// `cuCtxGetDevice`'s, asked for at 2.0).
 pub struct EventCalls {
     create: unsafe extern "C" fn(*mut CuEvent, c_uint) -> CuResult,
     record: unsafe extern "C" fn(CuEvent, CuStream) -> CuResult,
@@ -28,12 +31,15 @@ pub struct EventCalls {
 }
 
 macro_rules! get {
-    ($name:literal) => {{
-        let p = driver::resolve($name, 0);
+    ($name:literal) => {
+        get!($name, driver::API_VERSION)
+    };
+    ($name:literal, $version:expr) => {{
+        let p = driver::resolve_at($name, $version, 0);
         if p.is_null() {
             return None;
         }
-        // SAFETY: the driver's entry point for this name at API_VERSION,
+        // SAFETY: the driver's entry point for this name at $version,
         // whose ABI is the field's type.
         unsafe { driver::cast(p) }
     }};
@@ -47,7 +53,12 @@ impl EventCalls {
             query: get!(c"cuEventQuery"),
             destroy: get!(c"cuEventDestroy"),
             exchange_capture_mode: get!(c"cuThreadExchangeStreamCaptureMode"),
-            ctx_get_device: get!(c"cuCtxGetDevice"),
+            // At 2.0: at 13.0 the driver returns cuCtxGetDevice_v2, which
+            // takes a context too; called with one argument it reads
+            // whatever the register holds as the context (the likely cause
+            // of the jobs that crashed in BENCHMARKS-gpu.md run 40;
+            // tests/marks_e2e.rs fails with it).
+            ctx_get_device: get!(c"cuCtxGetDevice", CTX_GET_DEVICE_VERSION),
         })
     }
 }
