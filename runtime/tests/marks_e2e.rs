@@ -6,7 +6,7 @@
 //! marked dead once its fence has passed, and marked alive (reply awaited)
 //! when it is handed out again. The stand-in's cuCtxGetDevice has CUDA
 //! 13.0's two-parameter ABI at 13.0: asking for it there (the bug of
-//! BENCHMARKS-gpu.md run 40) loses the dead mark. Needs a C compiler.
+//! BENCHMARKS-gpu.md run 42) loses the dead mark. Needs a C compiler.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;

@@ -41,7 +41,7 @@ case_() {
     unset PRESCIENT_MARKS_SOCKET; nm=(--no-marks)
   fi
   # No `timeout` around the launcher: the job must be its direct child
-  # (pgrep -P below; run 40 attached `timeout`'s child, the launcher).
+  # (pgrep -P below; run 42 attached `timeout`'s child, the launcher).
   PRESCIENT_RUNTIME_LOG=1 "$ctl" run --budget "$budget" --mode "$jmode" "${nm[@]}" -- \
     python3 "$here/jobs.py" "$model" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
   local cp=$! jp=

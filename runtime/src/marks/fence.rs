@@ -56,7 +56,7 @@ impl EventCalls {
             // At 2.0: at 13.0 the driver returns cuCtxGetDevice_v2, which
             // takes a context too; called with one argument it reads
             // whatever the register holds as the context (the likely cause
-            // of the jobs that crashed in BENCHMARKS-gpu.md run 40;
+            // of the jobs that crashed in BENCHMARKS-gpu.md run 42;
             // tests/marks_e2e.rs fails with it).
             ctx_get_device: get!(c"cuCtxGetDevice", CTX_GET_DEVICE_VERSION),
         })
