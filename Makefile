@@ -158,6 +158,10 @@ install:
 	install -D -m 755 target/release/prescient-sim $(DESTDIR)$(PREFIX)/bin/prescient-sim
 	# prescientctl run finds the runtime in ../lib/prescient beside its own directory.
 	install -D -m 755 target/release/libprescient_runtime.so $(DESTDIR)$(PREFIX)/lib/prescient/libprescient_runtime.so
+	# ... and the torch helper's sitecustomize beside the runtime (built against torch at first use).
+	install -D -m 644 runtime/python/sitecustomize.py $(DESTDIR)$(PREFIX)/lib/prescient/python/sitecustomize.py
+	install -D -m 644 runtime/python/prescient_torch/__init__.py $(DESTDIR)$(PREFIX)/lib/prescient/python/prescient_torch/__init__.py
+	install -D -m 644 runtime/python/prescient_torch/marks.cpp $(DESTDIR)$(PREFIX)/lib/prescient/python/prescient_torch/marks.cpp
 	install -D -m 644 packaging/prescientd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/prescientd.service
 	install -D -m 644 packaging/prescient.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/prescient.conf
 	test -e $(DESTDIR)/etc/prescient/prescientd.toml || install -D -m 644 packaging/prescientd.toml $(DESTDIR)/etc/prescient/prescientd.toml

@@ -35,6 +35,10 @@ inst 755 "$BIN/prescientctl" usr/bin/prescientctl
 inst 755 "$BIN/prescient-sim" usr/bin/prescient-sim
 # prescientctl run preloads it from ../lib/prescient beside its own directory.
 inst 755 "$BIN/libprescient_runtime.so" usr/lib/prescient/libprescient_runtime.so
+# The torch helper's sitecustomize, beside it (built against torch at first use).
+for f in sitecustomize.py prescient_torch/__init__.py prescient_torch/marks.cpp; do
+  inst 644 "$ROOT/runtime/python/$f" "usr/lib/prescient/python/$f"
+done
 # Debug information stays in target/; the package ships the code.
 strip --strip-debug "$D/usr/sbin/prescientd" "$D/usr/bin/prescientctl" "$D/usr/bin/prescient-sim"
 inst 644 "$ROOT/packaging/prescientd.service" usr/lib/systemd/system/prescientd.service

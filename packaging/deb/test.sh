@@ -56,7 +56,9 @@ need=(./usr/sbin/prescientd ./usr/bin/prescientctl ./usr/bin/prescient-sim
   ./etc/prescient/prescientd.toml ./usr/share/man/man8/prescientd.8.gz ./usr/share/man/man5/prescientd.toml.5.gz
   ./usr/share/man/man1/prescientctl.1.gz ./usr/share/man/man1/prescient-sim.1.gz
   ./usr/share/bash-completion/completions/prescientd ./usr/share/zsh/vendor-completions/_prescientctl
-  ./usr/share/fish/vendor_completions.d/prescient-sim.fish)
+  ./usr/share/fish/vendor_completions.d/prescient-sim.fish
+  ./usr/lib/prescient/libprescient_runtime.so ./usr/lib/prescient/python/sitecustomize.py
+  ./usr/lib/prescient/python/prescient_torch/__init__.py ./usr/lib/prescient/python/prescient_torch/marks.cpp)
 missing=$(for f in "${need[@]}"; do grep -qxF "$f" <<<"$files" || echo "$f"; done)
 check deb-files $([ -z "$missing" ] && echo 1) "$(grep -vc '/$' <<<"$files") files, $(du -h "$DEB" | cut -f1)${missing:+; missing: $missing}"
 

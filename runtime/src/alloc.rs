@@ -65,9 +65,13 @@ fn managed(dptr: *mut CuDevicePtr, bytes: usize) -> CuResult {
         stats::MANAGED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
         // SAFETY: the driver wrote *dptr on success.
         let addr = unsafe { *dptr };
-        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-        live.get_or_insert_with(HashMap::new)
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashMap::new)
             .insert(addr, bytes as u64);
+        // A fresh range may reuse addresses of one freed earlier: none of
+        // it may be dead at the daemon (marks/mod.rs).
+        crate::marks::allocated(addr, bytes as u64);
     }
     rc
 }
@@ -110,6 +114,15 @@ pub unsafe extern "C" fn mem_alloc_pitch(
 
 /// `cuMemFree_v2`: forgets a managed allocation's size, then frees.
 pub unsafe extern "C" fn mem_free(dptr: CuDevicePtr) -> CuResult {
+    let size = LIVE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|m| m.get(&dptr).copied());
+    if let Some(n) = size {
+        // Back to the driver only once none of it is dead at the daemon.
+        crate::marks::before_free(dptr, n);
+    }
     // SAFETY: the slot holds cuMemFree_v2.
     let f: unsafe extern "C" fn(CuDevicePtr) -> CuResult = unsafe { real(&REAL_MEM_FREE) };
     // SAFETY: forwarding the caller's argument.

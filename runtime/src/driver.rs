@@ -75,6 +75,13 @@ pub static REAL_GPA_V1: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut())
 /// Resolves `name` at [`API_VERSION`] through the real `cuGetProcAddress`
 /// (v2 if known, else v1); null when the driver has no such entry point.
 pub fn resolve(name: &std::ffi::CStr, flags: u64) -> *mut c_void {
+    resolve_at(name, API_VERSION, flags)
+}
+
+/// Resolves `name` at the CUDA version `version`: the entry point with
+/// that version's ABI (CUDA 13.0 gave `cuCtxGetDevice` a second parameter;
+/// asking for it at 2.0 gets the one-parameter function).
+pub fn resolve_at(name: &std::ffi::CStr, version: c_int, flags: u64) -> *mut c_void {
     let mut out: *mut c_void = std::ptr::null_mut();
     let v2 = REAL_GPA_V2.load(Ordering::Acquire);
     let v1 = REAL_GPA_V1.load(Ordering::Acquire);
@@ -84,13 +91,13 @@ pub fn resolve(name: &std::ffi::CStr, flags: u64) -> *mut c_void {
         unsafe {
             let f: GetProcAddressV2 = std::mem::transmute(v2);
             let mut status: c_int = 0;
-            f(name.as_ptr(), &mut out, API_VERSION, flags, &mut status)
+            f(name.as_ptr(), &mut out, version, flags, &mut status)
         }
     } else if !v1.is_null() {
         // SAFETY: as above, for the v1 ABI.
         unsafe {
             let f: GetProcAddressV1 = std::mem::transmute(v1);
-            f(name.as_ptr(), &mut out, API_VERSION, flags)
+            f(name.as_ptr(), &mut out, version, flags)
         }
     } else {
         CUDA_ERROR_NOT_FOUND

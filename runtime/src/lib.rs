@@ -13,6 +13,9 @@
 //! - Every kernel launch gets an execution id (exec_id.rs), written in
 //!   stream order into the stream's slot of a shared page the daemon reads
 //!   (marker.rs; the format is prescient_uapi::execpage).
+//! - PyTorch's caching allocator reports its frees and allocations through
+//!   a small helper the launcher loads; they become dead and alive marks
+//!   for prescientd, fenced so that no discard hits live memory (marks/).
 //!
 //! The runtime never changes what a kernel computes: it adds one 8-byte
 //! write to pinned host memory per launch, and managed memory holds the
@@ -25,5 +28,6 @@ pub mod entry;
 pub mod exec_id;
 pub mod launch;
 pub mod marker;
+pub mod marks;
 pub mod stats;
 pub mod wrap;

@@ -183,6 +183,7 @@ extern "C" fn after_fork_in_child() {
     HOST.store(0, Ordering::Release);
     DEVICE.store(0, Ordering::Release);
     STATE.store(UNSET, Ordering::Release);
+    crate::marks::after_fork_in_child();
 }
 
 /// Arranges for a forked child to make its own page.

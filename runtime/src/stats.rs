@@ -52,6 +52,9 @@ pub fn print() {
     let c = crate::config::get();
     if c.log {
         eprintln!("prescient-runtime: pid {}: {}", std::process::id(), line());
+        if let Some(m) = crate::marks::line() {
+            eprintln!("prescient-runtime: pid {}: {m}", std::process::id());
+        }
     }
     if let Some(path) = &c.id_log {
         let v = ID_LOG.lock().unwrap_or_else(|e| e.into_inner());

@@ -145,6 +145,22 @@ CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, void *s) { (void)s; return re
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, void *s) { (void)s; return record_alloc(d, n, 0); }
 
 /* name, ABI start version, per-thread variant?, entry point */
+/* Events: work runs at once here, so a recorded event has completed.
+ * cuCtxGetDevice's ABI changed in CUDA 13.0 (cuCtxGetDevice_v2 takes the
+ * context as a second parameter): the 13.0 entry point reads a context the
+ * caller must pass; this one answers device 7 for any non-null one, so a
+ * caller that asks at 13.0 and passes one argument sees the wrong device. */
+static long events_recorded;
+static int capture_mode;
+long fake_events_recorded(void) { return events_recorded; }
+CUresult cuEventCreate(void **e, unsigned flags) { static long n; (void)flags; *e = (void *)(++n); return OK; }
+CUresult cuEventRecord(void *e, void *s) { (void)e; (void)s; events_recorded++; return OK; }
+CUresult cuEventQuery(void *e) { (void)e; return OK; }
+CUresult cuEventDestroy_v2(void *e) { (void)e; return OK; }
+CUresult cuThreadExchangeStreamCaptureMode(int *m) { int t = capture_mode; capture_mode = *m; *m = t; return OK; }
+CUresult cuCtxGetDevice(int *d) { *d = 0; return OK; }
+CUresult cuCtxGetDevice_v2(int *d, void *ctx) { *d = ctx ? 7 : 0; return OK; }
+
 static const struct { const char *name; int version; int ptsz; void *fn; } table[] = {
     {"cuInit", 2000, 0, cuInit},
     {"cuDeviceGetCount", 2000, 0, cuDeviceGetCount},
@@ -170,6 +186,13 @@ static const struct { const char *name; int version; int ptsz; void *fn; } table
     {"cuLaunchKernelEx", 11060, 1, cuLaunchKernelEx_ptsz},
     {"cuLaunchCooperativeKernel", 9000, 0, cuLaunchCooperativeKernel},
     {"cuLaunchCooperativeKernel", 9000, 1, cuLaunchCooperativeKernel_ptsz},
+    {"cuEventCreate", 2000, 0, cuEventCreate},
+    {"cuEventRecord", 2000, 0, cuEventRecord},
+    {"cuEventQuery", 2000, 0, cuEventQuery},
+    {"cuEventDestroy", 4000, 0, cuEventDestroy_v2},
+    {"cuThreadExchangeStreamCaptureMode", 10010, 0, cuThreadExchangeStreamCaptureMode},
+    {"cuCtxGetDevice", 2000, 0, cuCtxGetDevice},
+    {"cuCtxGetDevice", 13000, 0, cuCtxGetDevice_v2},
     {"cuMemAllocAsync", 11020, 0, cuMemAllocAsync},
     {"cuMemAllocAsync", 11020, 1, cuMemAllocAsync_ptsz},
 };

@@ -65,15 +65,66 @@ pub fn preload(runtime: &str, user: Option<&str>) -> String {
         .join(":")
 }
 
+/// Where marks go (the runtime reads it): unset, the job sends none.
+pub const ENV_MARKS_SOCKET: &str = "PRESCIENT_MARKS_SOCKET";
+
+/// What the launcher found for the torch helper's marks: the folder with
+/// its sitecustomize (runtime/python) and the socket marks go to.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MarksSetup<'a> {
+    pub python_dir: Option<&'a str>,
+    pub socket: Option<&'a str>,
+}
+
+/// `PYTHONPATH` with `dir` first (once).
+pub fn python_path(dir: &str, user: Option<&str>) -> String {
+    std::iter::once(dir)
+        .chain(
+            user.unwrap_or("")
+                .split(':')
+                .filter(|s| !s.is_empty() && *s != dir),
+        )
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The marks' variables: the sitecustomize folder on PYTHONPATH and the
+/// socket, unless `--no-marks` (a socket the user set is kept: `prescientd
+/// attach --marks-socket` serves one).
+fn marks_env(
+    set: &mut BTreeMap<String, String>,
+    args: &RunArgs,
+    m: MarksSetup<'_>,
+    get: &impl Fn(&str) -> Option<String>,
+) {
+    if args.no_marks {
+        set.insert(ENV_MARKS_SOCKET.to_string(), String::new());
+        return;
+    }
+    let (Some(dir), Some(sock)) = (
+        m.python_dir,
+        get(ENV_MARKS_SOCKET).or(m.socket.map(String::from)),
+    ) else {
+        return;
+    };
+    set.insert(
+        "PYTHONPATH".to_string(),
+        python_path(dir, get("PYTHONPATH").as_deref()),
+    );
+    set.insert(ENV_MARKS_SOCKET.to_string(), sock);
+}
+
 /// The variables to set for the command, from the launcher's own
 /// environment (`get`) and arguments.
 pub fn child_env(
     args: &RunArgs,
     runtime: &str,
     launcher_pid: u32,
+    marks: MarksSetup<'_>,
     get: impl Fn(&str) -> Option<String>,
 ) -> ChildEnv {
     let mut set = BTreeMap::new();
+    marks_env(&mut set, args, marks, &get);
     let user_conf = get(ALLOC_CONF).or_else(|| get(ALLOC_CONF_OLD));
     let (conf, mut notes) = alloc_conf(user_conf.as_deref());
     set.insert(ALLOC_CONF.to_string(), conf.clone());
@@ -155,7 +206,7 @@ mod tests {
             "x.py",
         ])
         .unwrap();
-        let e = child_env(&t.a, "/r.so", 42, |k| {
+        let e = child_env(&t.a, "/r.so", 42, MarksSetup::default(), |k| {
             (k == ALLOC_CONF_OLD).then(|| "backend:cudaMallocAsync".to_string())
         });
         assert_eq!(e.set["PRESCIENT_MODE"], "transparent");
@@ -167,5 +218,41 @@ mod tests {
         );
         assert_eq!(e.notes.len(), 1);
         assert_eq!(t.a.command, vec!["python3", "x.py"]);
+    }
+
+    #[test]
+    fn marks_put_the_helper_first_on_pythonpath_and_name_the_socket() {
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: RunArgs,
+        }
+        let parse = |extra: &[&str]| {
+            let mut v = vec!["t"];
+            v.extend_from_slice(extra);
+            v.extend_from_slice(&["--", "python3", "x.py"]);
+            T::try_parse_from(v).unwrap().a
+        };
+        let m = MarksSetup {
+            python_dir: Some("/p"),
+            socket: Some("/run/s.sock"),
+        };
+        let user = |k: &str| (k == "PYTHONPATH").then(|| "/a:/p:/b".to_string());
+        let e = child_env(&parse(&[]), "/r.so", 1, m, user);
+        assert_eq!(e.set["PYTHONPATH"], "/p:/a:/b");
+        assert_eq!(e.set[ENV_MARKS_SOCKET], "/run/s.sock");
+        // A socket the user names (prescientd attach --marks-socket) wins.
+        let e = child_env(&parse(&[]), "/r.so", 1, m, |k| {
+            (k == ENV_MARKS_SOCKET).then(|| "/tmp/m.sock".to_string())
+        });
+        assert_eq!(e.set[ENV_MARKS_SOCKET], "/tmp/m.sock");
+        // --no-marks: an empty socket (the runtime sends nothing), no hook.
+        let e = child_env(&parse(&["--no-marks"]), "/r.so", 1, m, user);
+        assert_eq!(e.set[ENV_MARKS_SOCKET], "");
+        assert!(!e.set.contains_key("PYTHONPATH"));
+        // No daemon, or no helper: nothing.
+        let e = child_env(&parse(&[]), "/r.so", 1, MarksSetup::default(), user);
+        assert!(!e.set.contains_key(ENV_MARKS_SOCKET));
+        assert!(!e.set.contains_key("PYTHONPATH"));
     }
 }

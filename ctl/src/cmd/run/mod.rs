@@ -44,6 +44,24 @@ fn find_runtime() -> Option<PathBuf> {
     .and_then(|p| p.canonicalize().ok())
 }
 
+/// The folder of the torch helper's sitecustomize (runtime/python):
+/// PRESCIENT_PYTHON, beside the runtime (`make install`, packages), or the
+/// source tree of a build tree's prescientctl.
+fn find_python_dir(runtime: &Path) -> Option<PathBuf> {
+    let ok = |p: &PathBuf| p.join("sitecustomize.py").is_file();
+    if let Some(p) = std::env::var_os("PRESCIENT_PYTHON") {
+        return Some(PathBuf::from(p)).filter(ok);
+    }
+    let exe_dir = std::env::current_exe().ok()?.parent()?.to_path_buf();
+    [
+        runtime.parent()?.join("python"),
+        exe_dir.join("../../runtime/python"),
+    ]
+    .into_iter()
+    .find(ok)
+    .and_then(|p| p.canonicalize().ok())
+}
+
 /// The socket's group, for a permission message.
 fn socket_group(socket: &Path) -> String {
     use std::os::unix::fs::MetadataExt;
@@ -154,14 +172,26 @@ pub fn run(socket: &Path, args: &RunArgs) -> Res<()> {
     let runtime = find_runtime();
     let daemon = probe_daemon(socket, args);
     let mut said = Vec::new();
+    let python = runtime.as_deref().and_then(find_python_dir);
+    let py = python.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let sock = daemon
+        .is_ok()
+        .then(|| socket.to_string_lossy().into_owned());
+    let marks = env::MarksSetup {
+        python_dir: py.as_deref(),
+        socket: sock.as_deref(),
+    };
     match &runtime {
         Some(rt) => {
-            let e = env::child_env(args, &rt.to_string_lossy(), std::process::id(), |k| std::env::var(k).ok());
+            let e = env::child_env(args, &rt.to_string_lossy(), std::process::id(), marks, |k| std::env::var(k).ok());
             cmd.envs(&e.set);
             said.extend(e.notes);
         }
         None => said.push(format!("{RUNTIME_SO} not found (make install puts it in /usr/lib/prescient; PRESCIENT_RUNTIME names another): the command runs as it is")),
     }
+    let marks_on = cmd
+        .get_envs()
+        .any(|(k, v)| k == env::ENV_MARKS_SOCKET && v.is_some_and(|v| !v.is_empty()));
     let mut child = cmd.spawn().map_err(|e| {
         fail(
             if e.kind() == std::io::ErrorKind::NotFound {
@@ -175,7 +205,14 @@ pub fn run(socket: &Path, args: &RunArgs) -> Res<()> {
     let pid = child.id() as i32;
     eprintln!(
         "prescientctl run: {}",
-        in_force(pid, args, runtime.is_some(), &daemon, socket)
+        in_force(
+            pid,
+            args,
+            runtime.is_some(),
+            marks_text(args, marks_on, python.is_some()),
+            &daemon,
+            socket
+        )
     );
     for n in said {
         eprintln!("prescientctl run: {n}");
@@ -202,11 +239,25 @@ pub fn run(socket: &Path, args: &RunArgs) -> Res<()> {
     std::process::exit(exit_code(st));
 }
 
+/// What the line says of dead/alive marks.
+fn marks_text(args: &RunArgs, on: bool, helper: bool) -> &'static str {
+    if args.no_marks {
+        "off"
+    } else if on {
+        "on for PyTorch's allocator (its helper is built at first use)"
+    } else if !helper {
+        "off (the torch helper's runtime/python is not installed)"
+    } else {
+        "off (no prescientd to send them to)"
+    }
+}
+
 /// The one line of what is in force.
 fn in_force(
     pid: i32,
     args: &RunArgs,
     runtime: bool,
+    marks: &str,
     daemon: &Result<String, String>,
     socket: &Path,
 ) -> String {
@@ -218,11 +269,6 @@ fn in_force(
             "off"
         } else {
             "on"
-        };
-        let marks = if args.no_marks {
-            "off"
-        } else {
-            "off (not built yet)"
         };
         format!("pid {pid}: device memory managed, the job sees {budget}, execution ids {ids}, dead/alive marks {marks}")
     } else {

@@ -1,0 +1,65 @@
+#!/bin/bash
+# Dead/alive marks from PyTorch's caching allocator under a residency budget
+# of half the job's managed memory (the only pressure: the job allocates
+# far less managed memory than the GPU has free; the budget is what
+# prescientd enforces). Side by side, REPS repetitions: driver-like,
+# transparent, execution-id, and execution-id with marks, each job started
+# with `prescientctl run` and attached with `prescientd attach`; the marks
+# go to the attach's --marks-socket. Plus one plain run (no Prescient) whose
+# losses every run must equal.
+# Usage: bench/gpu/runtime/marks.sh OUTDIR MODEL STEPS REPS [BUDGET]
+# (BUDGET: default half of the managed bytes a probe run counts).
+set -u
+out=$1; model=$2; steps=$3; reps=$4; budget=${5:-}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+ctl="$root/target/release/prescientctl"; pd="$root/target/release/prescientd"
+mkdir -p "$out"
+log() { echo "[marks $(date +%T)] $*" | tee -a "$out/run.log"; }
+job() { python3 "$here/jobs.py" "$model" "$steps"; }
+
+t0=$(date +%s)
+timeout 200 python3 "$here/jobs.py" "$model" "$steps" > "$out/$model.plain.jsonl" 2> "$out/$model.plain.err"
+log "plain rc=$? $(( $(date +%s) - t0 )) s"
+if [ -z "$budget" ]; then
+  # The managed bytes the runtime counted (live at exit: the allocator's cache).
+  PRESCIENT_RUNTIME_LOG=1 timeout 200 "$ctl" run --mode transparent --no-marks -- \
+    python3 "$here/jobs.py" "$model" 3 > "$out/$model.probe.jsonl" 2> "$out/$model.probe.err"
+  live=$(grep -o 'managed_bytes_live=[0-9]*' "$out/$model.probe.err" | tail -1 | cut -d= -f2)
+  budget=$(( live / 2 / 2097152 * 2097152 ))
+  log "probe: managed_bytes_live=$live -> budget $budget"
+fi
+echo "$budget" > "$out/budget.txt"
+
+# case NAME JOB_MODE DAEMON_MODE EXEC_IDS MARKS(0/1)
+case_() {
+  local name=$1 jmode=$2 dmode=$3 ids=$4 marks=$5 sock="$out/$1.sock" extra=() t=$(date +%s)
+  rm -f "$sock"
+  if [ "$marks" = 1 ]; then
+    extra=(--marks-socket "$sock"); export PRESCIENT_MARKS_SOCKET="$sock"; nm=()
+  else
+    unset PRESCIENT_MARKS_SOCKET; nm=(--no-marks)
+  fi
+  # No `timeout` around the launcher: the job must be its direct child
+  # (pgrep -P below; run 45 attached `timeout`'s child, the launcher).
+  PRESCIENT_RUNTIME_LOG=1 "$ctl" run --budget "$budget" --mode "$jmode" "${nm[@]}" -- \
+    python3 "$here/jobs.py" "$model" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
+  local cp=$! jp=
+  for _ in $(seq 100); do jp=$(pgrep -P $cp | head -1); [ -n "$jp" ] && break; sleep 0.05; done
+  timeout 220 "$pd" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" "${extra[@]}" \
+    --stats-json "$out/$name.stats.json" > "$out/$name.daemon.json" 2> "$out/$name.daemon.log" &
+  local dp=$!
+  wait $cp; echo "$name rc=$?" >> "$out/rc.txt"
+  wait $dp
+  unset PRESCIENT_MARKS_SOCKET
+  log "$name $(( $(date +%s) - t )) s"
+}
+for r in $(seq 1 "$reps"); do
+  case_ "$model.driverlike.$r" transparent driver-like off 0
+  case_ "$model.transparent.$r" transparent prescient off 0
+  case_ "$model.execid.$r" exec-id prescient on 0
+  case_ "$model.marks.$r" exec-id prescient on 1
+done
+python3 "$here/marks_summary.py" "$out" "$model" | tee "$out/summary.txt"
+# One file for the device tool to bring back (it returns a limited number).
+tar -C "$(dirname "$out")" -czf "$out.tgz" "$(basename "$out")"

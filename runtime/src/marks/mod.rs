@@ -1,0 +1,210 @@
+//! Dead and alive marks from PyTorch's caching allocator, for unmodified
+//! jobs (DeepUM 5.3.2): a block the allocator has freed holds no live data,
+//! so under a residency budget prescientd discards it (UVM_DISCARD, no copy)
+//! before it evicts anything live, and brings it back with no copy when it
+//! is handed out again.
+//!
+//! The torch helper (runtime/python/prescient_torch/marks.cpp, built at
+//! first use against the installed torch and loaded by the launcher's
+//! sitecustomize) attaches a trace tracker to the caching allocator and
+//! forwards its ALLOC, FREE_COMPLETED and SEGMENT_* events to
+//! [`prescient_allocator_event`]. Marks go to prescientd on the socket
+//! `prescientctl run` names (PRESCIENT_MARKS_SOCKET), in the control
+//! protocol's `mark` request (link.rs); the daemon's side is
+//! daemon/src/userspace/marks.rs.
+//!
+//! # Why no discard can hit memory that is live again
+//! FREE_COMPLETED is the allocator's view, not the GPU's: kernels queued on
+//! the block's stream before the free may still read it (the allocator
+//! reuses the block at once, but only on that stream, which orders the
+//! reuse after them). The daemon's discard is not stream-ordered, so:
+//! 1. **Fenced dead marks.** At FREE_COMPLETED a CUDA event is recorded
+//!    on the block's stream (fence.rs); the dead mark is sent only once the
+//!    event has completed, i.e. once every kernel queued on that stream
+//!    before the free has finished. Uses on other streams are covered by
+//!    the allocator itself: a block used elsewhere (`record_stream`)
+//!    reaches FREE_COMPLETED only after the events it recorded on those
+//!    streams have completed (CUDACachingAllocator.cpp, `free` then
+//!    `process_events`); a use on another stream without `record_stream`
+//!    is a race in the job itself, with or without Prescient.
+//! 2. **Synchronous alive marks.** The allocator reports ALLOC before it
+//!    returns the block. Blocks whose dead mark is still waiting for its
+//!    fence are taken off the list (never sent); blocks whose dead mark
+//!    was sent are marked alive and the callback waits for the daemon's
+//!    reply, which comes only after the backend thread has applied the
+//!    mark; the backend discards only synchronously on that same thread and
+//!    only blocks dead in its engine (marks.rs), so after the reply no
+//!    discard of them is in flight and none can start.
+//! 3. **One connection, one lock.** Every mark of the process goes over
+//!    one connection, under one lock held across each request and reply,
+//!    and the daemon applies one process's marks in order: an alive mark
+//!    can never overtake the dead mark it undoes.
+//! 4. **Rounding.** Dead marks cover only the 2 MB blocks wholly inside the
+//!    freed range; alive marks every block the handed-out range touches.
+//!    Every byte the allocator hands out is reported by an ALLOC, so every
+//!    live byte's block is alive at the daemon before it can be written.
+//! 5. **Memory going back to the driver.** Before the runtime frees a
+//!    managed allocation (cuMemFree) its dead blocks are marked alive, so
+//!    a later allocation at the same address never starts out dead.
+//! 6. **Failures fall on the safe side.** A dead mark not sent or not
+//!    taken (fence not passed, daemon busy, not attached, gone) only means
+//!    a block is not discarded. An alive mark is retried while the daemon
+//!    answers "busy" or the connection breaks mid-request; it stops only
+//!    when the daemon says the process has no backend (nothing discards
+//!    for it) or nothing listens on the socket any more (no daemon; one
+//!    started again holds no marks).
+//!    A forked child sends no marks (its allocator state is a copy).
+//!
+//! race_tests.rs drives this code against a model of streams, of the
+//! allocator's documented event order and of the daemon, and checks that
+//! no discard ever hits a block in use.
+
+pub mod blocks;
+pub mod fence;
+pub mod link;
+pub mod protocol;
+#[cfg(test)]
+mod race_tests;
+
+use fence::{CudaFence, Relaxed};
+use link::SocketLink;
+use protocol::Marks;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The socket marks go to; unset: no marks.
+pub const ENV_SOCKET: &str = "PRESCIENT_MARKS_SOCKET";
+/// Allocator events, as the torch helper numbers them.
+pub const EV_ALLOC: c_int = 1;
+pub const EV_FREE_COMPLETED: c_int = 2;
+pub const EV_SEGMENT_ALLOC: c_int = 3;
+pub const EV_SEGMENT_FREE: c_int = 4;
+/// How often dead marks whose fence passed are sent at most: batches
+/// them, and bounds the event queries per allocator call.
+const FLUSH_EVERY: Duration = Duration::from_millis(2);
+
+struct State {
+    marks: Marks<SocketLink, CudaFence>,
+    last_flush: Instant,
+    said_off: bool,
+}
+
+static STATE: OnceLock<Option<Mutex<State>>> = OnceLock::new();
+/// Set in a forked child: the parent's marks are not its own.
+static CHILD: AtomicBool = AtomicBool::new(false);
+
+/// The process's marks, made on first use; None when they are off.
+fn state() -> Option<&'static Mutex<State>> {
+    if CHILD.load(Ordering::Relaxed) {
+        return None;
+    }
+    STATE
+        .get_or_init(|| {
+            let path = std::env::var_os(ENV_SOCKET).filter(|p| !p.is_empty())?;
+            let calls = fence::calls()?;
+            Some(Mutex::new(State {
+                marks: Marks::new(SocketLink::new(path.into()), CudaFence::new(calls)),
+                last_flush: Instant::now(),
+                said_off: false,
+            }))
+        })
+        .as_ref()
+}
+
+fn lock() -> Option<std::sync::MutexGuard<'static, State>> {
+    state().map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// One allocator event from the torch helper: `action` (EV_*), the
+/// allocator's device index, the range, and the block's stream handle.
+/// Called under the allocator's lock; never calls into PyTorch.
+#[no_mangle]
+pub extern "C" fn prescient_allocator_event(
+    action: c_int,
+    device: c_int,
+    addr: u64,
+    size: u64,
+    stream: *mut c_void,
+) {
+    let Some(mut s) = lock() else { return };
+    let Some(calls) = fence::calls() else { return };
+    match action {
+        EV_ALLOC | EV_SEGMENT_ALLOC | EV_SEGMENT_FREE => s.marks.allocated(addr, size),
+        EV_FREE_COMPLETED => {
+            let _r = Relaxed::new(calls);
+            // Handle 0 is the current context's default stream: a fence
+            // there covers the block only if that is the block's device.
+            if fence::current_device_is(calls, device) {
+                s.marks.freed(addr, size, stream as u64);
+            }
+        }
+        _ => {}
+    }
+    if s.last_flush.elapsed() >= FLUSH_EVERY {
+        let _r = Relaxed::new(calls);
+        s.marks.flush();
+        s.last_flush = Instant::now();
+    }
+    say_if_off(&mut s);
+}
+
+/// Whether marks are on in this process (1) or off (0): the helper says
+/// which once.
+#[no_mangle]
+pub extern "C" fn prescient_marks_enabled() -> c_int {
+    c_int::from(lock().is_some_and(|s| s.marks.off().is_none()))
+}
+
+/// Says once, on stderr, that marks stopped and why.
+fn say_if_off(s: &mut State) {
+    if s.said_off {
+        return;
+    }
+    if let Some(why) = s.marks.off() {
+        eprintln!(
+            "prescient-runtime: pid {}: dead/alive marks off: {why}; the job goes on without them",
+            std::process::id()
+        );
+        s.said_off = true;
+    }
+}
+
+/// A managed allocation was made at `[addr, addr + len)` (the runtime's
+/// cuMemAlloc): none of it may be dead at the daemon.
+pub fn allocated(addr: u64, len: u64) {
+    // Also when nothing is dead yet: a free still waiting for its fence
+    // must not be marked once this address belongs to someone else.
+    if let Some(mut s) = lock() {
+        s.marks.allocated(addr, len);
+    }
+}
+
+/// `[addr, addr + len)` is about to go back to the driver: its blocks are
+/// marked alive first (point 5 above).
+pub fn before_free(addr: u64, len: u64) {
+    allocated(addr, len);
+}
+
+/// The counters, for the runtime's exit line (None: marks off).
+pub fn line() -> Option<String> {
+    let s = lock()?;
+    let c = s.marks.counters;
+    Some(format!(
+        "marks: frees={} dead_blocks={} alive_blocks={} cancelled_blocks={} dropped_blocks={} requests={} alive_wait_ms={:.1}{}",
+        c.frees,
+        c.dead_blocks,
+        c.alive_blocks,
+        c.cancelled_blocks,
+        c.dropped_blocks,
+        c.requests,
+        c.alive_wait_ns as f64 / 1e6,
+        s.marks.off().map(|w| format!(" off=({w})")).unwrap_or_default()
+    ))
+}
+
+/// In a forked child: no marks (pthread_atfork, marker.rs installs it).
+pub fn after_fork_in_child() {
+    CHILD.store(true, Ordering::Relaxed);
+}

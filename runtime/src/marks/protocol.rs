@@ -1,0 +1,329 @@
+//! The marks protocol's state: which frees wait for their fence, which
+//! blocks the daemon holds as dead, and the two calls that move them
+//! (mod.rs states why no discard can hit memory that is live again).
+//!
+//! It is generic over the link to prescientd and over the GPU fence, so
+//! that the tests drive this very code with a model of streams and of the
+//! daemon (race_tests.rs).
+
+use super::blocks::{as_bytes, inward, outward, Blocks};
+use std::collections::VecDeque;
+use std::ops::Range;
+
+/// Ranges in one request: the daemon's limit (marks.rs `MAX_RANGES`).
+pub const MAX_RANGES: usize = 128;
+/// Fences asked per flush at most: bounds a flush's driver calls.
+pub const MAX_QUERIES: usize = 256;
+/// Frees waiting for their fence at most; past it the oldest is dropped
+/// (not marked: safe, its blocks are only not discarded).
+pub const MAX_PENDING: usize = 4096;
+/// Retries of an alive mark whose connection failed before it is taken
+/// as "prescientd is gone" (with the link's pause, about a minute: longer
+/// than the daemon's own wait for its backend thread, marks.rs
+/// `ALIVE_WAIT`).
+pub const ALIVE_RETRIES: u32 = 64;
+
+/// prescientd's answer to one mark request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Taken: queued (dead) or applied (alive).
+    Ok,
+    /// Not taken now (queue full, or the backend did not apply it in time).
+    Busy,
+    /// The process has no backend (not attached yet, detached, exited):
+    /// nothing of it is or will be discarded under this attachment.
+    NotAttached,
+    /// The connection broke, or the daemon closed it, mid-request.
+    Closed,
+    /// Nothing listens on the socket: no daemon, so nothing discards (a
+    /// daemon started again holds no marks of this process).
+    NoDaemon,
+    /// Refused for a reason that will not change.
+    Refused(String),
+}
+
+/// The way to prescientd.
+pub trait Link {
+    /// Sends one mark (`[addr, len]` ranges) and returns the answer.
+    fn call(&mut self, dead: bool, ranges: &[[u64; 2]]) -> Reply;
+    /// Waits before retry `attempt` of an alive mark.
+    fn pause(&mut self, attempt: u32);
+}
+
+/// Points in a stream's work, and whether the GPU has passed them.
+pub trait Fence {
+    type Token;
+    /// A point after everything queued on `stream` so far; None when no
+    /// point can be recorded now (then the free is not marked).
+    fn record(&mut self, stream: u64) -> Option<Self::Token>;
+    /// Whether the GPU has passed the point (false on any doubt).
+    fn passed(&mut self, t: &Self::Token) -> bool;
+    /// The point is no longer needed.
+    fn release(&mut self, t: Self::Token);
+}
+
+/// A free whose dead mark waits for its fence: the blocks of it not
+/// handed out again since.
+struct Pending<T> {
+    blocks: Vec<Range<u64>>,
+    stream: u64,
+    token: T,
+}
+
+/// What the protocol did (printed at exit with the runtime's counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Frees with whole blocks inside.
+    pub frees: u64,
+    /// Blocks the daemon took as dead.
+    pub dead_blocks: u64,
+    /// Blocks marked alive again (the daemon confirmed).
+    pub alive_blocks: u64,
+    /// Blocks handed out again before their dead mark was sent.
+    pub cancelled_blocks: u64,
+    /// Dead blocks not sent or not taken (never discarded, then).
+    pub dropped_blocks: u64,
+    /// Mark requests sent.
+    pub requests: u64,
+    /// Time spent waiting for alive marks, ns.
+    pub alive_wait_ns: u64,
+}
+
+/// One process's marks.
+pub struct Marks<L: Link, F: Fence> {
+    link: L,
+    fence: F,
+    pending: VecDeque<Pending<F::Token>>,
+    /// The union of the pending frees' blocks (they are kept disjoint):
+    /// an allocation that misses it costs one lookup.
+    pending_blocks: Blocks,
+    /// Blocks the daemon took as dead and has not confirmed alive since.
+    dead: Blocks,
+    /// Why no more dead marks are sent (alive marks still are).
+    off: Option<String>,
+    pub counters: Counters,
+}
+
+impl<L: Link, F: Fence> Marks<L, F> {
+    pub fn new(link: L, fence: F) -> Self {
+        Marks {
+            link,
+            fence,
+            pending: VecDeque::new(),
+            pending_blocks: Blocks::default(),
+            dead: Blocks::default(),
+            off: None,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Why dead marks stopped, if they did.
+    pub fn off(&self) -> Option<&str> {
+        self.off.as_deref()
+    }
+
+    /// Blocks the daemon holds as dead now (as far as this side knows).
+    pub fn dead_blocks(&self) -> &Blocks {
+        &self.dead
+    }
+
+    /// The allocator completed a free of `[addr, addr + len)`, last used on
+    /// `stream`: its whole blocks become dead once the GPU has passed
+    /// what is queued on `stream` now.
+    pub fn freed(&mut self, addr: u64, len: u64, stream: u64) {
+        let b = inward(addr, len);
+        if self.off.is_some() || b.is_empty() {
+            return;
+        }
+        self.counters.frees += 1;
+        // Keeps pending frees disjoint (a block freed twice with no
+        // allocation between would be an allocator bug; the older free's
+        // claim on it goes).
+        if self.pending_blocks.overlaps(&b) {
+            self.cancel(&b);
+        }
+        let Some(token) = self.fence.record(stream) else {
+            self.counters.dropped_blocks += b.end - b.start;
+            return;
+        };
+        self.pending_blocks.insert(b.clone());
+        self.pending.push_back(Pending {
+            blocks: vec![b],
+            stream,
+            token,
+        });
+        if self.pending.len() > MAX_PENDING {
+            if let Some(p) = self.pending.pop_front() {
+                self.forget(&p.blocks);
+                self.counters.dropped_blocks += count(&p.blocks);
+                self.fence.release(p.token);
+            }
+        }
+    }
+
+    /// Takes blocks that leave the pending list out of its union.
+    fn forget(&mut self, blocks: &[Range<u64>]) {
+        for r in blocks {
+            self.pending_blocks.take(r.clone());
+        }
+    }
+
+    /// The allocator hands `[addr, addr + len)` out. Returns once none of
+    /// its blocks is dead at the daemon: dead marks not sent yet are
+    /// cancelled, sent ones are marked alive and the daemon's reply awaited.
+    pub fn allocated(&mut self, addr: u64, len: u64) {
+        let b = outward(addr, len);
+        if b.is_empty() {
+            return;
+        }
+        if self.pending_blocks.overlaps(&b) {
+            self.cancel(&b);
+        }
+        let revive = self.dead.take(b);
+        if !revive.is_empty() {
+            self.revive(&revive);
+        }
+    }
+
+    /// Takes `b` out of the frees still waiting for their fence.
+    fn cancel(&mut self, b: &Range<u64>) {
+        self.pending_blocks.take(b.clone());
+        let mut cut = 0;
+        for p in self.pending.iter_mut() {
+            let mut kept = Vec::with_capacity(p.blocks.len());
+            for r in p.blocks.drain(..) {
+                let (lo, hi) = (r.start.max(b.start), r.end.min(b.end));
+                if lo >= hi {
+                    kept.push(r);
+                    continue;
+                }
+                cut += hi - lo;
+                if r.start < lo {
+                    kept.push(r.start..lo);
+                }
+                if hi < r.end {
+                    kept.push(hi..r.end);
+                }
+            }
+            p.blocks = kept;
+        }
+        self.counters.cancelled_blocks += cut;
+        if cut == 0 {
+            return;
+        }
+        let mut keep = VecDeque::with_capacity(self.pending.len());
+        for p in self.pending.drain(..) {
+            if p.blocks.is_empty() {
+                self.fence.release(p.token);
+            } else {
+                keep.push_back(p);
+            }
+        }
+        self.pending = keep;
+    }
+
+    /// Marks `blocks` alive and waits until the daemon has applied it.
+    fn revive(&mut self, blocks: &[Range<u64>]) {
+        let t = std::time::Instant::now();
+        for chunk in blocks.chunks(MAX_RANGES) {
+            let ranges: Vec<[u64; 2]> = chunk.iter().map(as_bytes).collect();
+            let mut attempt = 0;
+            loop {
+                self.counters.requests += 1;
+                match self.link.call(false, &ranges) {
+                    Reply::Ok => {
+                        self.counters.alive_blocks += count(chunk);
+                        break;
+                    }
+                    // Still queued, or not applied yet: the daemon is there
+                    // and may discard: wait until it has applied it.
+                    Reply::Busy => {}
+                    Reply::Closed if attempt < ALIVE_RETRIES => {}
+                    // No backend, or no daemon, for this process: nothing
+                    // is discarded for it (marks.rs: a backend that ends
+                    // drops its marks; a restarted daemon has none).
+                    Reply::NotAttached | Reply::NoDaemon | Reply::Closed => break,
+                    Reply::Refused(m) => {
+                        self.turn_off(format!("prescientd refused an alive mark: {m}"));
+                        break;
+                    }
+                }
+                attempt += 1;
+                self.link.pause(attempt);
+            }
+        }
+        self.counters.alive_wait_ns += t.elapsed().as_nanos() as u64;
+    }
+
+    /// Sends the dead marks whose fences the GPU has passed.
+    pub fn flush(&mut self) {
+        if self.off.is_some() || self.pending.is_empty() {
+            return;
+        }
+        let mut ready = Vec::new();
+        let mut keep = VecDeque::with_capacity(self.pending.len());
+        // A stream's points are passed in the order they were recorded:
+        // after one that is not, none later on that stream is.
+        let mut behind: Vec<u64> = Vec::new();
+        let mut asked = 0;
+        while let Some(p) = self.pending.pop_front() {
+            let passed = asked < MAX_QUERIES && !behind.contains(&p.stream) && {
+                asked += 1;
+                self.fence.passed(&p.token)
+            };
+            if passed {
+                self.forget(&p.blocks);
+                ready.extend(p.blocks);
+                self.fence.release(p.token);
+            } else {
+                if !behind.contains(&p.stream) {
+                    behind.push(p.stream);
+                }
+                keep.push_back(p);
+            }
+        }
+        self.pending = keep;
+        for chunk in ready.chunks(MAX_RANGES) {
+            self.send_dead(chunk);
+        }
+    }
+
+    /// One dead mark request; blocks it did not get taken are dropped.
+    fn send_dead(&mut self, chunk: &[Range<u64>]) {
+        let ranges: Vec<[u64; 2]> = chunk.iter().map(as_bytes).collect();
+        self.counters.requests += 1;
+        match self.link.call(true, &ranges) {
+            Reply::Ok => {
+                for r in chunk {
+                    self.dead.insert(r.clone());
+                }
+                self.counters.dead_blocks += count(chunk);
+            }
+            Reply::Busy | Reply::NotAttached | Reply::NoDaemon | Reply::Closed => {
+                self.counters.dropped_blocks += count(chunk)
+            }
+            Reply::Refused(m) => {
+                self.counters.dropped_blocks += count(chunk);
+                self.turn_off(format!("prescientd refused a dead mark: {m}"));
+            }
+        }
+    }
+
+    /// No more dead marks (blocks already dead are still marked alive
+    /// when handed out).
+    pub fn turn_off(&mut self, why: String) {
+        if self.off.is_some() {
+            return;
+        }
+        while let Some(p) = self.pending.pop_front() {
+            self.counters.dropped_blocks += count(&p.blocks);
+            self.fence.release(p.token);
+        }
+        self.pending_blocks = Blocks::default();
+        self.off = Some(why);
+    }
+}
+
+fn count(rs: &[Range<u64>]) -> u64 {
+    rs.iter().map(|r| r.end - r.start).sum()
+}

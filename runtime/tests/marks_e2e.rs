@@ -1,0 +1,101 @@
+//! The runtime's marks end to end, without a GPU: a C program plays
+//! PyTorch's allocator tracker (tests/fake/allocator.c) against the runtime
+//! preloaded over the stand-in libcuda (tests/fake/libcuda.c, from cuda.h),
+//! and this test serves the marks socket as prescientd does (one JSON reply
+//! line per request, daemon/src/userspace/marks.rs). A freed range must be
+//! marked dead once its fence has passed, and marked alive (reply awaited)
+//! when it is handed out again. The stand-in's cuCtxGetDevice has CUDA
+//! 13.0's two-parameter ABI at 13.0: asking for it there (the bug of
+//! BENCHMARKS-gpu.md run 42) loses the dead mark. Needs a C compiler.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn cc(out: &Path, args: &[&str]) {
+    let st = Command::new("cc").args(args).arg("-o").arg(out).status();
+    assert!(
+        st.expect("a C compiler (cc) is needed").success(),
+        "cc {args:?}"
+    );
+}
+
+fn runtime_so() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let so = deps.join("libprescient_runtime.so");
+    let so = if so.exists() {
+        so
+    } else {
+        deps.parent().unwrap().join("libprescient_runtime.so")
+    };
+    assert!(so.exists(), "{} not built", so.display());
+    so
+}
+
+#[test]
+fn a_free_is_marked_dead_after_its_fence_and_alive_before_reuse() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake");
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("marks-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libcuda.so.1");
+    let exe = dir.join("allocator");
+    cc(
+        &lib,
+        &[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            src.join("libcuda.c").to_str().unwrap(),
+        ],
+    );
+    cc(
+        &exe,
+        &["-O1", src.join("allocator.c").to_str().unwrap(), "-ldl"],
+    );
+    let sock = dir.join("marks.sock");
+    let _ = std::fs::remove_file(&sock);
+    let l = UnixListener::bind(&sock).unwrap();
+    let daemon = std::thread::spawn(move || {
+        let (c, _) = l.accept().unwrap();
+        let mut w = c.try_clone().unwrap();
+        let mut lines = Vec::new();
+        for line in BufReader::new(c).lines() {
+            let Ok(line) = line else { break };
+            lines.push(line);
+            let r = r#"{"ok":{"marked":{"blocks":2,"resident":0,"refetched":0,"ignored":false}}}"#;
+            if writeln!(w, "{r}").is_err() {
+                break;
+            }
+        }
+        lines
+    });
+    let out = Command::new(&exe)
+        .arg(&lib)
+        .env("LD_PRELOAD", runtime_so())
+        .env("PRESCIENT_MARKS_SOCKET", &sock)
+        .env_remove("PRESCIENT_MODE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success() && stdout.contains("ok=1"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("events=1"), "one fence recorded: {stdout}");
+    let lines = daemon.join().unwrap();
+    let range = format!("[[{},{}]]", 8u64 << 30, 4u64 << 20);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].contains(r#""dead":true"#) && lines[0].contains(&range),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains(r#""dead":false"#) && lines[1].contains(&range),
+        "{lines:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
