@@ -2,11 +2,11 @@
 //! `prescientd attach`, written to `--stats-json`, and published to the
 //! service, which reads them for its statistics.
 
-use super::migrator::Counters;
+use super::lanes::{Lane, Lanes};
+use super::migrator::{gpu_bytes, Counters};
 use super::mode::{FaultSource, PolicyMode};
-use super::residency::Residency;
 use super::{backoff, gate};
-use prescient_core::Engine;
+use prescient_uapi::control::GpuLane;
 use prescient_uvm::Tracker;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -75,6 +75,12 @@ pub struct Snapshot {
     pub prefetch_no_gpu: u64,
     /// GPU faults whose processor index no table read had (route.rs).
     pub faults_unknown_gpu: u64,
+    /// Predictions of one GPU's engine not prefetched because another GPU
+    /// faulted on the block last (route.rs, lanes.rs).
+    pub prefetch_other_gpu: u64,
+    /// One entry per GPU the process faulted from: its own engine, ledger
+    /// and budget (lanes.rs).
+    pub gpus: Vec<GpuLane>,
     /// The process's GPUs (nvidia-smi UUIDs, by processor index) at the
     /// last snapshot.
     pub gpu_uuids: Vec<String>,
@@ -140,22 +146,25 @@ fn gbps(bytes: u64, busy_ns: u64) -> f64 {
     }
 }
 
-/// Refreshes `s` from the loop's residency, engine, workers and tracker.
+/// Refreshes `s` from the loop's lanes (each GPU's residency and
+/// engine, summed for the process), workers and tracker; `indices` names
+/// nvidia-smi's index of each UUID.
 pub(super) fn fill(
     s: &mut Snapshot,
-    l: &Residency,
-    e: &Engine<Vec<u64>>,
+    lanes: &Lanes,
     c: &Counters,
     t: &Tracker,
     start: Instant,
+    indices: &[(String, u32)],
 ) {
     s.elapsed_s = start.elapsed().as_secs_f64();
     s.unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     s.dropped_events = t.dropped();
-    s.resident_bytes = l.total();
-    s.resident_blocks = l.blocks();
+    s.resident_bytes = lanes.iter().map(|l| l.residency.total()).sum();
+    s.resident_blocks = lanes.iter().map(|l| l.residency.blocks()).sum();
+    s.gpus = lanes.iter().map(|l| lane_of(l, c, indices)).collect();
     s.prefetch_ops = c.prefetch_ops.load(Relaxed);
     s.prefetch_bytes = c.prefetch_bytes.load(Relaxed);
     s.prefetch_errors = c.prefetch_errors.load(Relaxed);
@@ -170,22 +179,41 @@ pub(super) fn fill(
     s.evict_errors = c.evict_errors.load(Relaxed);
     s.evict_gbps = gbps(s.evict_bytes, c.evict_busy_ns.load(Relaxed));
     s.dropped_jobs = c.dropped_jobs.load(Relaxed);
-    let st = e.stats();
+    let st = lanes.stats();
     s.engine_faults = st.faults;
     s.engine_prefetches = st.prefetches;
     s.engine_windows = st.windows;
     s.engine_refaults = st.refaults;
     s.engine_victims = st.victims_evict + st.victims_discard;
-    s.engine_free_target = e.free_target();
+    s.engine_free_target = lanes.iter().map(|l| l.engine.free_target()).sum();
     s.engine_history_hits = st.history_hits;
     s.engine_history_misses = st.history_misses;
     s.engine_history_jumps = st.history_jumps;
     s.engine_victim_shortfall = st.victim_shortfall;
     s.engine_regrets = st.regrets;
     s.engine_regret_offers = st.regret_offers;
-    s.engine_window_blocks = e.window_depth() as u64;
-    s.engine_resident_blocks = e.resident_blocks();
+    s.engine_window_blocks = lanes.iter().map(|l| l.engine.window_depth() as u64).sum();
+    s.engine_resident_blocks = lanes.iter().map(|l| l.engine.resident_blocks()).sum();
     s.engine_ledger_overflow = st.ledger_overflow;
+}
+
+/// One lane's entry (the pid is the service's to fill).
+fn lane_of(l: &Lane, c: &Counters, indices: &[(String, u32)]) -> GpuLane {
+    let uuid = l.gpu.to_string();
+    GpuLane {
+        pid: 0,
+        index: (indices.iter())
+            .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
+            .map(|(_, i)| *i),
+        budget_bytes: l.budget,
+        faults: l.fault_blocks,
+        prefetched_bytes: gpu_bytes(&c.prefetch_bytes_by_gpu, &l.gpu.uuid),
+        pre_evicted_bytes: gpu_bytes(&c.evict_bytes_by_gpu, &l.gpu.uuid),
+        resident_bytes: l.residency.total(),
+        max_resident_bytes: l.max_resident_bytes,
+        prefetch_other_gpu: l.prefetch_other_gpu,
+        uuid,
+    }
 }
 
 /// Publishes `s` to the service (`publish`) and writes it to `stats_json`
