@@ -17,11 +17,14 @@
 #     /metrics per (pid, GPU), losses bit for bit against the plain run.
 # Usage: bench/gpu/ddp/run.sh OUTDIR BINDIR [STEPS]
 set -u
-out=$1; bin=$2; steps=${3:-10}
+out=$1; bin=$2; steps=${3:-8}
 here=$(cd "$(dirname "$0")" && pwd)
 pd=$bin/prescientd; ctl=$bin/prescientctl
 export PRESCIENT_RUNTIME=$bin/libprescient_runtime.so PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# NCCL's own buffers through cuMem (passed through by the runtime, never
+# made managed: cudaIpcGetMemHandle refuses managed memory).
+export NCCL_CUMEM_ENABLE=1 NCCL_DEBUG=WARN
 export OMP_NUM_THREADS=4 PYTHONPATH=$here
 mkdir -p "$out"
 log() { echo "[ddp $(date +%T)] $*" | tee -a "$out/run.log"; }

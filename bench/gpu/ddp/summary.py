@@ -37,7 +37,10 @@ def worker_line(case, rank, rows):
     by = {k.lower(): v for k, v in (s.get("prefetch_bytes_by_gpu") or {}).items()}
     lanes = [(l["uuid"].lower(), l["faults"], l["prefetched_bytes"], l["pre_evicted_bytes"], l["budget_bytes"])
              for l in s.get("gpus") or []]
-    ok = all(u == own for u in by) and all(u == own for u, *_ in lanes)
+    # Every lane and every prefetched byte on its own GPU, and something
+    # there to judge (prefetches in prescient mode, a lane in both).
+    ok = bool(lanes) and (bool(by) or "driverlike" in case)
+    ok = ok and all(u == own for u in by) and all(u == own for u, *_ in lanes)
     print(f"  {case} rank {rank}: pid {me.get('pid')} GPU {own}; median step {median_ms(rows, rank):.1f} ms; "
           f"prefetched by GPU {by}; lanes (uuid, faults, prefetched, pre-evicted, budget) {lanes}; "
           f"table {s.get('gpu_uuids')}; other-GPU {s.get('prefetch_other_gpu')}; no-GPU {s.get('prefetch_no_gpu')}; "

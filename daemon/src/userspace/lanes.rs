@@ -144,7 +144,7 @@ impl Lanes {
                     index = gpu.index,
                     gpu = %gpu,
                     budget = budget.map_or("none".into(), |b| format!("{} MiB", b >> 20)),
-                    "first fault from this GPU: its own engine, ledger and budget"
+                    "a GPU this process computes on: its own engine, ledger and budget"
                 );
                 self.lanes.push(l);
                 self.lanes.last_mut()

@@ -256,15 +256,18 @@ pub(crate) mod tests {
         r.replace(table(&[0]));
         assert_eq!(r.generation(), g + 1);
         assert_eq!(r.destination(5, index(0)).unwrap().uuid, uuid(0));
-        // Block 6's GPU is gone: not even GPU 0's engine sends it there.
+        // Block 6's GPU is gone: nothing goes there (its lane, dropped
+        // with it, would ask in vain), and the block is no GPU's any more.
         assert_eq!(r.destination(6, index(1)), None);
         assert_eq!(r.owner(6), None);
+        assert_eq!(r.destination(6, index(0)).unwrap().uuid, uuid(0));
         // A GPU reset that came back under another UUID at the same index
         // is a different GPU: its old blocks are dropped as well.
         r.fault(index(0), 5, no_reread);
         let mut raw = vec![[0u8; 16]; 32 * 8 + 1];
         raw[usize::from(index(0))] = [0x77; 16];
         r.replace(ProcessorTable::from_raw(&raw));
-        assert_eq!(r.destination(5, index(0)), None);
+        assert_eq!(r.owner(5), None);
+        assert_eq!(r.destination(5, index(0)).unwrap().uuid, [0x77; 16]);
     }
 }
