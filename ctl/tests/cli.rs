@@ -106,6 +106,7 @@ fn stats_json_is_the_daemons_numbers() {
             faults: 700,
             ..Default::default()
         }],
+        gpus: Vec::new(),
     };
     let (o, req) = with_daemon(
         "stats",

@@ -34,7 +34,7 @@ log "GPUs: ${U[*]}; driver $(cat /sys/module/nvidia_uvm/version); $("$pd" --vers
 
 # plain NAME NPROC VISIBLE STEPS: torchrun without Prescient.
 plain() {
-  CUDA_VISIBLE_DEVICES=$3 timeout 120 torchrun --standalone --nproc-per-node "$2" "$here/ddp.py" "$4" \
+  CUDA_VISIBLE_DEVICES=$3 timeout 90 torchrun --standalone --nproc-per-node "$2" "$here/ddp.py" "$4" \
     > "$out/$1.jsonl" 2> "$out/$1.err"; log "$1 rc=$?"
 }
 # workers CMDPID N: the pids of the N torchrun workers under CMDPID, by rank.
@@ -56,12 +56,12 @@ workers() {
 case_() {
   local name=$1 n=$2 vis=$3 mode=$4 ids=$5 b=$6 jmode=transparent dps=() r
   [ "$ids" = on ] && jmode=exec-id
-  CUDA_VISIBLE_DEVICES=$vis timeout 300 "$ctl" --socket "$out/none.sock" run --budget "$b" --mode "$jmode" -- \
+  CUDA_VISIBLE_DEVICES=$vis timeout 150 "$ctl" --socket "$out/none.sock" run --budget "$b" --mode "$jmode" -- \
     torchrun --standalone --nproc-per-node "$n" "$here/ddp.py" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
   local cp=$!
   if workers $cp "$n"; then
     for r in "${!W[@]}"; do
-      timeout 300 "$pd" attach --pid "${W[$r]}" --mode "$mode" --budget "$b" --exec-ids "$ids" \
+      timeout 160 "$pd" attach --pid "${W[$r]}" --mode "$mode" --budget "$b" --exec-ids "$ids" \
         --stats-json "$out/$name.w$r.stats.json" > "$out/$name.w$r.daemon.json" 2> "$out/$name.w$r.daemon.log" &
       dps+=($!)
     done
@@ -88,7 +88,7 @@ case_ one.driverlike 1 "${U[0]}" driver-like off "$B1"
 case_ one.prescient 1 "${U[0]}" prescient on "$B1"
 
 # The pipeline: plain, then under the service.
-CUDA_VISIBLE_DEVICES="${U[0]},${U[1]}" timeout 120 python3 "$here/pipe.py" "$steps" > "$out/pipe.plain.jsonl" 2> "$out/pipe.plain.err"
+CUDA_VISIBLE_DEVICES="${U[0]},${U[1]}" timeout 90 python3 "$here/pipe.py" "$steps" > "$out/pipe.plain.jsonl" 2> "$out/pipe.plain.err"
 log "pipe.plain rc=$?"
 PB=$(python3 - "$out/pipe.plain.jsonl" <<'PY'
 import json, sys
@@ -115,7 +115,7 @@ CFG
 SP=$!
 for i in $(seq 100); do [ -S "$S" ] && break; sleep 0.1; done
 log "pipeline budgets: ${U[0]}=$P0, index 1=$P1 (half of each GPU's peak reserved)"
-CUDA_VISIBLE_DEVICES="${U[0]},${U[1]}" timeout 300 "$ctl" --socket "$S" run --budget "${U[0]}=$P0,1=$P1" --mode exec-id -- \
+CUDA_VISIBLE_DEVICES="${U[0]},${U[1]}" timeout 150 "$ctl" --socket "$S" run --budget "${U[0]}=$P0,1=$P1" --mode exec-id -- \
   python3 "$here/pipe.py" "$steps" > "$out/pipe.prescient.jsonl" 2> "$out/pipe.prescient.err" &
 JP=$!
 while kill -0 $JP 2>/dev/null; do

@@ -122,7 +122,8 @@ mod tests {
     #[test]
     fn budgets_read_as_the_daemon_reads_them() {
         let set = |b: &str| {
-            let cli = Cli::try_parse_from(["prescientctl", "set", "--budget", b]).unwrap();
+            let flag = format!("--budget={b}");
+            let cli = Cli::try_parse_from(["prescientctl", "set", flag.as_str()]).unwrap();
             let Command::Set(a) = cli.command else {
                 panic!()
             };
