@@ -296,6 +296,10 @@ pub struct ErrorReply {
     pub message: String,
 }
 
+// As `Response`: one reply per request, alive for one line's encoding; the
+// status reply (with its per-GPU budget text) is the largest, and a box
+// would cost more than its size.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "kebab-case")]
 pub enum Reply {
