@@ -289,10 +289,7 @@ mod tests {
         let b = parse_budget(&format!("{U0}=40G, 1=20G")).unwrap();
         assert_eq!(b.each, None);
         assert_eq!(b.of(U0, Some(0)), Some(40 << 30));
-        assert_eq!(
-            b.of(&U0.to_uppercase(), None),
-            Some(40 << 30)
-        );
+        assert_eq!(b.of(&U0.to_uppercase(), None), Some(40 << 30));
         assert_eq!(b.of("GPU-other", Some(1)), Some(20 << 30));
         assert_eq!(b.of("GPU-other", Some(2)), None, "no budget for GPU 2");
         assert_eq!(b.of("GPU-other", None), None);
