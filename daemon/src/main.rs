@@ -135,7 +135,9 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     let _claim = Claim::take(pid)?;
     let session = open_session(pid, &args).await?;
     let (target, gpu) = (&session.target, session.gpu);
-    tracing::info!(pid, fd = target.target_fd_no, gpu_index = gpu.index, %gpu, "attached");
+    // The table's first GPU only sizes the engine; each GPU the process
+    // faults from gets its own engine (the loop says which, as they come).
+    tracing::info!(pid, fd = target.target_fd_no, first_gpu_index = gpu.index, first_gpu = %gpu, "attached");
 
     let discard = !args.marks.no_discard && uvm::discard_supported(&version);
     if !args.marks.no_discard && !discard {

@@ -4,6 +4,9 @@ which GPU it computes on (UUID) and its pid, so that a daemon's counters
 by UUID can be matched to it.
 
 Usage: torchrun --nproc-per-node N ddp.py STEPS
+PRESCIENT_DDP_MODEL=llama: bench/gpu/runtime/jobs.py's Hugging Face
+LlamaForCausalLM instead (12 layers, d 1024, batch 8 x 512, AdamW; the
+model of runs 36-37), not deterministic.
 """
 import json
 import os
@@ -30,12 +33,23 @@ def main():
     if cuda:
         torch.cuda.set_device(dev)
     dist.init_process_group("nccl" if cuda else "gloo")
-    lm.deterministic()
+    llama = os.environ.get("PRESCIENT_DDP_MODEL") == "llama"
     torch.manual_seed(0)
-    model = lm.stages(1)[0].to(dev)
+    if llama:
+        from transformers import LlamaConfig, LlamaForCausalLM
+        cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=12,
+                          num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=1024)
+        model = LlamaForCausalLM(cfg).to(dev)
+        forward = lambda x: ddp(input_ids=x, labels=x).loss  # noqa: E731
+        g = torch.Generator().manual_seed(1 + rank)
+        batches = [torch.randint(0, cfg.vocab_size, (8, 512), generator=g) for _ in range(4)]
+    else:
+        lm.deterministic()
+        model = lm.stages(1)[0].to(dev)
+        forward = lambda x: lm.lm_loss(ddp(x), x)  # noqa: E731
+        batches = lm.data(1 + rank)
     ddp = DDP(model, device_ids=[local] if cuda else None)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    batches = lm.data(1 + rank)
     emit(rank=rank, local_rank=local, world=world, pid=os.getpid(), uuid=lm.uuid(dev),
          visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -43,7 +57,7 @@ def main():
         sync()
         t = time.perf_counter()
         x = batches[i % len(batches)].to(dev, non_blocking=True)
-        loss = lm.lm_loss(ddp(x), x)
+        loss = forward(x)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -72,8 +72,9 @@ case_() {
   for p in "${dps[@]}"; do wait "$p"; done
 }
 
-plain plain2 2 "${U[0]},${U[1]}" 2
-plain plain1 1 "${U[0]}" 2
+# PLAIN_STEPS: 1 is enough for the peak (AdamW's state comes at step 0).
+plain plain2 2 "${U[0]},${U[1]}" "${PLAIN_STEPS:-2}"
+plain plain1 1 "${U[0]}" "${PLAIN_STEPS:-2}"
 half() { python3 - "$out/$1.jsonl" <<'PY'
 import json, sys
 peak = max(json.loads(l).get("peak_reserved", 0) for l in open(sys.argv[1]) if l.startswith("{"))
@@ -87,7 +88,11 @@ case_ ddp.prescient 2 "${U[0]},${U[1]}" prescient on "$B2"
 case_ one.driverlike 1 "${U[0]}" driver-like off "$B1"
 case_ one.prescient 1 "${U[0]}" prescient on "$B1"
 
-# The pipeline: plain, then under the service.
+# The pipeline: plain, then under the service (PIPE=0: not run).
+if [ "${PIPE:-1}" = 0 ]; then
+  python3 "$here/summary.py" "$out" "${U[@]}" | tee "$out/summary.txt"
+  exit 0
+fi
 CUDA_VISIBLE_DEVICES="${U[0]},${U[1]}" timeout 90 python3 "$here/pipe.py" "$steps" > "$out/pipe.plain.jsonl" 2> "$out/pipe.plain.err"
 log "pipe.plain rc=$?"
 PB=$(python3 - "$out/pipe.plain.jsonl" <<'PY'
