@@ -265,6 +265,19 @@ impl Service {
             .map_err(|e| e.to_string())
     }
 
+    /// A reload's per-GPU budgets to the backend; false (counted, said)
+    /// when refused.
+    fn reload_gpu_budget(&self, s: &mut State, new: &Config) -> bool {
+        match self.apply_gpu_budget(&new.engine.residency_budget) {
+            Ok(()) => true,
+            Err(e) => {
+                s.daemon.reloads_failed += 1;
+                tracing::error!("config reload refused, keeping the running configuration: engine.residency_budget: {e}");
+                false
+            }
+        }
+    }
+
     /// SIGHUP: the new file replaces the running config only if it is valid
     /// and its parameters are accepted by the module.
     pub(super) fn reload(&self) {
@@ -301,9 +314,7 @@ impl Service {
                 );
             }
         }
-        if let Err(e) = self.apply_gpu_budget(&new.engine.residency_budget) {
-            s.daemon.reloads_failed += 1;
-            tracing::error!("config reload refused, keeping the running configuration: engine.residency_budget: {e}");
+        if !self.reload_gpu_budget(&mut s, &new) {
             return;
         }
         let params = super::provenance::engine_params(&new, &self.gpu);

@@ -1,15 +1,11 @@
-//! Dead blocks: marks applied to the engine, dead victims and dead data
-//! off the GPU discarded (UVM_DISCARD, no copy), and the victims of one
-//! turn on their way out (`Leaving`). marks.rs says why a discard never
-//! destroys live data.
+//! Dead blocks: dead victims and dead data off the GPU discarded
+//! (UVM_DISCARD, no copy), and the victims of one turn on their way out
+//! (`Leaving`); marks reach the engines through lanes.rs (`apply_mark`).
+//! marks.rs says why a discard never destroys live data.
 
-use super::lanes::Lanes;
-use super::marks::Mark;
 use super::migrator::{sorted_runs, Job, Migrator};
-use super::mode::PolicyMode;
 use super::snapshot::Snapshot;
 use prescient_core::BLOCK_SHIFT;
-use prescient_uapi::control::Applied;
 use prescient_uvm::ioctl as uvm;
 use std::collections::HashSet;
 use std::time::Instant;
@@ -59,61 +55,6 @@ pub(super) fn discard_blocks(
     refused
 }
 
-/// Applies one dead or alive mark to the engines (prescient mode only):
-/// a block is resident for the mark when some GPU's engine has it. Dead
-/// blocks on no GPU (and not discarded already) are put in `host_dead`:
-/// the caller may discard them where they are, before it applies the next
-/// mark. Discarded blocks marked alive go to the `refetch` list of the lane
-/// of the GPU that last faulted on them (the only lane when there is one):
-/// the caller makes room for them there, counts them and migrates them
-/// back; a block with no such GPU stays where it is (its fault brings it).
-pub(super) fn apply_mark(
-    lanes: &mut Lanes,
-    owner: impl Fn(u64) -> Option<u16>,
-    discarded: &mut HashSet<u64>,
-    mode: PolicyMode,
-    m: &Mark,
-    host_dead: &mut Vec<u64>,
-) -> Applied {
-    let mut a = Applied {
-        blocks: m.blocks.iter().map(|r| r.end - r.start).sum(),
-        ignored: !mode.learns(),
-        ..Default::default()
-    };
-    if a.ignored {
-        return a;
-    }
-    let single = (lanes.len() == 1)
-        .then(|| lanes.iter().next().map(|l| l.gpu.index))
-        .flatten();
-    for b in m.blocks.iter().flat_map(|r| r.clone()) {
-        if m.dead {
-            let mut resident = false;
-            for l in lanes.iter_mut() {
-                resident |= l.engine.mark_dead(b);
-            }
-            if resident {
-                a.resident += 1;
-            } else if !discarded.contains(&b) {
-                host_dead.push(b);
-            }
-            continue;
-        }
-        let mut resident = false;
-        for l in lanes.iter_mut() {
-            resident |= l.engine.mark_alive(b);
-        }
-        a.resident += u64::from(resident);
-        if discarded.remove(&b) {
-            a.refetched += 1;
-            if let Some(l) = owner(b).or(single).and_then(|i| lanes.at(i)) {
-                l.refetch.push(b);
-            }
-        }
-    }
-    a
-}
-
 /// UVM_DISCARD (with unmap) of blocks `s..s + l`; returns the blocks that
 /// could not be discarded, in order. A run that spans two allocations is
 /// refused by the driver (one managed range per call): then block by block.
@@ -154,6 +95,9 @@ pub(super) fn discard_run(fd: std::os::fd::RawFd, s: u64, l: u64, snap: &mut Sna
 mod tests {
     use super::*;
     use crate::userspace::lanes::tests::one_lane;
+    use crate::userspace::lanes::{apply_mark, Lanes};
+    use crate::userspace::marks::Mark;
+    use crate::userspace::mode::PolicyMode;
     use crate::userspace::residency::tests::GPU;
     use crate::userspace::residency::Residency;
     use prescient_core::{Engine, Victim, BLOCK_BYTES};

@@ -18,8 +18,13 @@
 
 use super::config::{engine_params, Config};
 use super::discard::Leaving;
+use super::marks::Mark;
+use super::migrator::{gpu_bytes, Counters};
+use super::mode::PolicyMode;
 use super::residency::{fault_in, Residency};
+use super::snapshot::EngineView;
 use prescient_core::{Engine, Pump, Stats};
+use prescient_uapi::control::{Applied, GpuLane};
 use prescient_uvm::Gpu;
 use std::collections::HashSet;
 
@@ -215,6 +220,22 @@ impl Lanes {
         }
         t
     }
+
+    /// What the snapshot shows of the engines and ledgers: the process's
+    /// sums and one entry per GPU (`c`: the workers' bytes by GPU;
+    /// `indices`: nvidia-smi's index of each UUID).
+    pub(super) fn view(&self, c: &Counters, indices: &[(String, u32)]) -> EngineView {
+        let ls = &self.lanes;
+        EngineView {
+            stats: self.stats(),
+            free_target: ls.iter().map(|l| l.engine.free_target()).sum(),
+            window_blocks: ls.iter().map(|l| l.engine.window_depth() as u64).sum(),
+            engine_resident_blocks: ls.iter().map(|l| l.engine.resident_blocks()).sum(),
+            resident_bytes: ls.iter().map(|l| l.residency.total()).sum(),
+            resident_blocks: ls.iter().map(|l| l.residency.blocks()).sum(),
+            gpus: ls.iter().map(|l| lane_of(l, c, indices)).collect(),
+        }
+    }
 }
 
 /// Adds `s` to `t`, field by field.
@@ -241,6 +262,80 @@ fn add_stats(t: &mut Stats, s: &Stats) {
     t.history_jumps += s.history_jumps;
     t.regrets += s.regrets;
     t.regret_offers += s.regret_offers;
+}
+
+/// Applies one dead or alive mark to the engines (prescient mode only):
+/// a block is resident for the mark when some GPU's engine has it. Dead
+/// blocks on no GPU (and not discarded already) are put in `host_dead`:
+/// the caller may discard them where they are, before it applies the next
+/// mark. Discarded blocks marked alive go to the `refetch` list of the lane
+/// of the GPU that last faulted on them (the only lane when there is one):
+/// the caller makes room for them there, counts them and migrates them
+/// back; a block with no such GPU stays where it is (its fault brings it).
+pub(super) fn apply_mark(
+    lanes: &mut Lanes,
+    owner: impl Fn(u64) -> Option<u16>,
+    discarded: &mut HashSet<u64>,
+    mode: PolicyMode,
+    m: &Mark,
+    host_dead: &mut Vec<u64>,
+) -> Applied {
+    let mut a = Applied {
+        blocks: m.blocks.iter().map(|r| r.end - r.start).sum(),
+        ignored: !mode.learns(),
+        ..Default::default()
+    };
+    if a.ignored {
+        return a;
+    }
+    let single = (lanes.len() == 1)
+        .then(|| lanes.iter().next().map(|l| l.gpu.index))
+        .flatten();
+    for b in m.blocks.iter().flat_map(|r| r.clone()) {
+        if m.dead {
+            let mut resident = false;
+            for l in lanes.iter_mut() {
+                resident |= l.engine.mark_dead(b);
+            }
+            if resident {
+                a.resident += 1;
+            } else if !discarded.contains(&b) {
+                host_dead.push(b);
+            }
+            continue;
+        }
+        let mut resident = false;
+        for l in lanes.iter_mut() {
+            resident |= l.engine.mark_alive(b);
+        }
+        a.resident += u64::from(resident);
+        if discarded.remove(&b) {
+            a.refetched += 1;
+            if let Some(l) = owner(b).or(single).and_then(|i| lanes.at(i)) {
+                l.refetch.push(b);
+            }
+        }
+    }
+    a
+}
+
+/// One lane's entry (the pid is the service's to fill).
+fn lane_of(l: &Lane, c: &Counters, indices: &[(String, u32)]) -> GpuLane {
+    let uuid = l.gpu.to_string();
+    GpuLane {
+        pid: 0,
+        index: (indices.iter())
+            .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
+            .map(|(_, i)| *i),
+        budget_bytes: l.budget,
+        faults: l.fault_blocks,
+        prefetched_bytes: gpu_bytes(&c.prefetch_bytes_by_gpu, &l.gpu.uuid),
+        pre_evicted_bytes: gpu_bytes(&c.evict_bytes_by_gpu, &l.gpu.uuid),
+        resident_bytes: l.residency.total(),
+        max_resident_bytes: l.max_resident_bytes,
+        prefetch_other_gpu: l.prefetch_other_gpu,
+        uuid,
+    }
 }
 
 #[cfg(test)]

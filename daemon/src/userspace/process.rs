@@ -9,10 +9,10 @@
 
 use super::blocklog;
 use super::config::Config;
-use super::discard::{apply_mark, discard_blocks};
+use super::discard::discard_blocks;
 use super::execfeed::{engine_id, Feed};
 use super::gate;
-use super::lanes::Lane;
+use super::lanes::{apply_mark, Lane};
 use super::mode::{ExecIds, FaultSource};
 use super::policy;
 use super::residency::apply_migration;
@@ -391,14 +391,8 @@ impl Process {
         let now = Instant::now();
         self.reread_gpus();
         let counters = &self.migrator.counters;
-        fill(
-            &mut self.snap,
-            &self.lanes,
-            counters,
-            tracker,
-            self.start,
-            &self.cfg.gpu_indices,
-        );
+        let view = self.lanes.view(counters, &self.cfg.gpu_indices);
+        fill(&mut self.snap, view, counters, tracker, self.start);
         self.snap.backoff = self.backoff.as_ref().map(|b| b.stats(now));
         self.snap.gate = self.gate.as_ref().map(|g| g.gate.stats(now));
         write_stats(

@@ -2,10 +2,10 @@
 //! `prescientd attach`, written to `--stats-json`, and published to the
 //! service, which reads them for its statistics.
 
-use super::lanes::{Lane, Lanes};
-use super::migrator::{gpu_bytes, Counters};
+use super::migrator::Counters;
 use super::mode::{FaultSource, PolicyMode};
 use super::{backoff, gate};
+use prescient_core::Stats;
 use prescient_uapi::control::GpuLane;
 use prescient_uvm::Tracker;
 use serde::Serialize;
@@ -146,25 +146,28 @@ fn gbps(bytes: u64, busy_ns: u64) -> f64 {
     }
 }
 
-/// Refreshes `s` from the loop's lanes (each GPU's residency and
-/// engine, summed for the process), workers and tracker; `indices` names
-/// nvidia-smi's index of each UUID.
-pub(super) fn fill(
-    s: &mut Snapshot,
-    lanes: &Lanes,
-    c: &Counters,
-    t: &Tracker,
-    start: Instant,
-    indices: &[(String, u32)],
-) {
+/// What the loop's engines and ledgers hold, summed over its GPUs
+/// (lanes.rs fills it), and one entry per GPU.
+pub(super) struct EngineView {
+    pub(super) stats: Stats,
+    pub(super) free_target: u32,
+    pub(super) window_blocks: u64,
+    pub(super) engine_resident_blocks: u32,
+    pub(super) resident_bytes: u64,
+    pub(super) resident_blocks: u64,
+    pub(super) gpus: Vec<GpuLane>,
+}
+
+/// Refreshes `s` from the loop's engines (`v`), workers and tracker.
+pub(super) fn fill(s: &mut Snapshot, v: EngineView, c: &Counters, t: &Tracker, start: Instant) {
     s.elapsed_s = start.elapsed().as_secs_f64();
     s.unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     s.dropped_events = t.dropped();
-    s.resident_bytes = lanes.iter().map(|l| l.residency.total()).sum();
-    s.resident_blocks = lanes.iter().map(|l| l.residency.blocks()).sum();
-    s.gpus = lanes.iter().map(|l| lane_of(l, c, indices)).collect();
+    s.resident_bytes = v.resident_bytes;
+    s.resident_blocks = v.resident_blocks;
+    s.gpus = v.gpus;
     s.prefetch_ops = c.prefetch_ops.load(Relaxed);
     s.prefetch_bytes = c.prefetch_bytes.load(Relaxed);
     s.prefetch_errors = c.prefetch_errors.load(Relaxed);
@@ -179,41 +182,22 @@ pub(super) fn fill(
     s.evict_errors = c.evict_errors.load(Relaxed);
     s.evict_gbps = gbps(s.evict_bytes, c.evict_busy_ns.load(Relaxed));
     s.dropped_jobs = c.dropped_jobs.load(Relaxed);
-    let st = lanes.stats();
+    let st = v.stats;
     s.engine_faults = st.faults;
     s.engine_prefetches = st.prefetches;
     s.engine_windows = st.windows;
     s.engine_refaults = st.refaults;
     s.engine_victims = st.victims_evict + st.victims_discard;
-    s.engine_free_target = lanes.iter().map(|l| l.engine.free_target()).sum();
+    s.engine_free_target = v.free_target;
     s.engine_history_hits = st.history_hits;
     s.engine_history_misses = st.history_misses;
     s.engine_history_jumps = st.history_jumps;
     s.engine_victim_shortfall = st.victim_shortfall;
     s.engine_regrets = st.regrets;
     s.engine_regret_offers = st.regret_offers;
-    s.engine_window_blocks = lanes.iter().map(|l| l.engine.window_depth() as u64).sum();
-    s.engine_resident_blocks = lanes.iter().map(|l| l.engine.resident_blocks()).sum();
+    s.engine_window_blocks = v.window_blocks;
+    s.engine_resident_blocks = v.engine_resident_blocks;
     s.engine_ledger_overflow = st.ledger_overflow;
-}
-
-/// One lane's entry (the pid is the service's to fill).
-fn lane_of(l: &Lane, c: &Counters, indices: &[(String, u32)]) -> GpuLane {
-    let uuid = l.gpu.to_string();
-    GpuLane {
-        pid: 0,
-        index: (indices.iter())
-            .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
-            .map(|(_, i)| *i),
-        budget_bytes: l.budget,
-        faults: l.fault_blocks,
-        prefetched_bytes: gpu_bytes(&c.prefetch_bytes_by_gpu, &l.gpu.uuid),
-        pre_evicted_bytes: gpu_bytes(&c.evict_bytes_by_gpu, &l.gpu.uuid),
-        resident_bytes: l.residency.total(),
-        max_resident_bytes: l.max_resident_bytes,
-        prefetch_other_gpu: l.prefetch_other_gpu,
-        uuid,
-    }
 }
 
 /// Publishes `s` to the service (`publish`) and writes it to `stats_json`
