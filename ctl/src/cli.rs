@@ -107,11 +107,14 @@ pub struct JsonFlag {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Residency budget (bytes or K/M/G/T, e.g. 40G): the job sees it as
-    /// the GPU's size (cuMemGetInfo), and prescientd keeps the job's
-    /// resident memory under it (set as the daemon's budget).
-    #[arg(long, value_name = "SIZE", value_parser = parse_run_budget)]
-    pub budget: Option<u64>,
+    /// Residency budget of each GPU the job computes on: a size (bytes or
+    /// K/M/G/T, e.g. 40G) for every GPU, GPU=SIZE for one GPU by UUID or
+    /// nvidia-smi index (GPU-4f3c...=40G, 1=20G), or both (30G,1=20G).
+    /// The job sees it as its GPU's size (cuMemGetInfo; the smallest size
+    /// given, when GPUs differ), and prescientd keeps the job's resident
+    /// memory on each GPU under that GPU's budget (set as the daemon's).
+    #[arg(long, value_name = "BUDGET", value_parser = parse_run_budget)]
+    pub budget: Option<prescient_units::GpuBudget>,
     /// How prescientd predicts: `auto` (execution-id mode while ids
     /// arrive, transparent otherwise), `exec-id`, or `transparent` (no ids
     /// are written).
@@ -133,11 +136,11 @@ pub enum RunMode {
     Transparent,
 }
 
-/// `run --budget`: a size, at least 2 MiB.
-fn parse_run_budget(s: &str) -> Result<u64, String> {
-    let b = prescient_units::parse_size(s).map_err(|e| e.to_string())?;
-    if b < 2 << 20 {
-        return Err(format!("{s:?}: the budget is at least 2 MiB"));
+/// `run --budget`: the budget grammar, every size at least 2 MiB.
+fn parse_run_budget(s: &str) -> Result<prescient_units::GpuBudget, String> {
+    let b = prescient_units::parse_budget(s).map_err(|e| e.to_string())?;
+    if b.sizes().any(|x| x < 2 << 20) {
+        return Err(format!("{s:?}: a budget is at least 2 MiB"));
     }
     Ok(b)
 }
@@ -247,8 +250,10 @@ pub struct SetArgs {
     /// Kernels predicted ahead (1..=64).
     #[arg(long, group = "change", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub lookahead: Option<u32>,
-    /// Residency budget: bytes or K/M/G/T (multiple of 2 MiB); 0 = the GPU's size.
-    #[arg(long, group = "change", value_name = "BYTES")]
+    /// Residency budget: bytes or K/M/G/T (multiple of 2 MiB) for every
+    /// GPU, 0 = the GPU's size; GPU=SIZE for one GPU by UUID or
+    /// nvidia-smi index (user-space backend), e.g. 30G,1=20G.
+    #[arg(long, group = "change", value_name = "BUDGET")]
     pub budget: Option<String>,
     /// Most migrations in flight (1..=1024).
     #[arg(long, group = "change", value_parser = clap::value_parser!(u32).range(1..=1024))]

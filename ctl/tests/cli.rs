@@ -109,6 +109,7 @@ fn stats_json_is_the_daemons_numbers() {
         }],
         backend: "module".into(),
         unavailable: None,
+        gpus: Vec::new(),
     };
     let (o, req) = with_daemon(
         "stats",
@@ -144,6 +145,8 @@ fn status(backend: &str, module: Option<ModuleInfo>, userspace: Option<Userspace
         attached: Vec::new(),
         gpu: None,
         settings: Vec::new(),
+        gpu_budget: String::new(),
+        gpus: Vec::new(),
     }
 }
 

@@ -38,6 +38,25 @@ pub trait Backend: Send + Sync {
     fn loop_values(&self) -> Vec<LoopValues> {
         Vec::new()
     }
+    /// Each attached process's GPUs: its engine, ledger and budget per GPU
+    /// (the module keeps one per process: none).
+    fn gpu_lanes(&self) -> Vec<prescient_uapi::control::GpuLane> {
+        Vec::new()
+    }
+    /// Per-GPU residency budgets (the budget grammar's `GPU=SIZE` items)
+    /// for processes attached from now on; `indices` maps UUIDs to
+    /// nvidia-smi indices. The module has one budget per process: refused.
+    fn set_gpu_budgets(
+        &self,
+        _budget: &prescient_units::GpuBudget,
+        _indices: &[(String, u32)],
+    ) -> Result<(), DevError> {
+        Err(DevError::Declined {
+            op: "SET_GPU_BUDGET",
+            errno: libc::EOPNOTSUPP,
+            what: "per-GPU budgets need backend = \"userspace\": prescient.ko keeps one budget per process (give one size for every GPU)".into(),
+        })
+    }
 }
 
 /// One process's loop counters and gauges, in the order of the user-space

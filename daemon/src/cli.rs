@@ -15,7 +15,7 @@
 
 use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
-use prescient_units::{parse_seconds, ByteSize, HumanDuration};
+use prescient_units::{parse_seconds, ByteSize, GpuBudget, HumanDuration};
 use prescientd::userspace::{backoff, gate};
 use prescientd::userspace::{ExecIds, FaultSource, PolicyMode};
 use std::path::PathBuf;
@@ -121,10 +121,13 @@ pub struct PolicyArgs {
     /// has its execution-id page at attach, `off` never.
     #[arg(long, value_enum, default_value_t = ExecIds::Auto)]
     pub exec_ids: ExecIds,
-    /// Residency budget (GPU-resident managed memory of the process),
-    /// enforced by pre-eviction: bytes, or e.g. 4G, 1.5G, 512MiB (binary units).
-    #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
-    pub budget: Option<ByteSize>,
+    /// Residency budget of each GPU the process computes on (its
+    /// GPU-resident managed memory there), enforced by pre-eviction: a
+    /// size for every GPU (4G, 1.5G, 512MiB; binary units), GPU=SIZE for
+    /// one GPU by UUID or nvidia-smi index (GPU-4f3c...=40G, 1=20G), or
+    /// both, comma-separated (30G,1=20G).
+    #[arg(long, value_name = "BUDGET", allow_negative_numbers = true)]
+    pub budget: Option<GpuBudget>,
     /// Events the engine learns from: GPU faults, or fault-driven migrations
     /// only (cheaper for the target: the driver records far fewer events).
     #[arg(long, value_enum, default_value_t = FaultSource::Faults)]
@@ -144,7 +147,8 @@ pub struct PolicyArgs {
     #[arg(long, hide = true)]
     pub no_regret_window: bool,
     /// `--mode oracle`: the plan to replay, recorded by `--record-plan` on
-    /// a run of the same workload (same managed ranges).
+    /// a run of the same workload (same managed ranges). One GPU: a process
+    /// that computes on a second GPU ends the loop with one line.
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
     /// `--mode oracle`: distinct blocks to prefetch ahead of the process's
@@ -152,7 +156,8 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "BLOCKS", value_parser = clap::value_parser!(u32).range(1..))]
     pub oracle_ahead: Option<u32>,
     /// Record the run's block sequence (its faults, by managed range) as a
-    /// plan for `--mode oracle --plan`, written when the loop ends.
+    /// plan for `--mode oracle --plan`, written when the loop ends. One
+    /// GPU: a process that faults from a second GPU gets no plan (said).
     #[arg(long, value_name = "FILE")]
     pub record_plan: Option<PathBuf>,
 }
@@ -162,10 +167,9 @@ impl PolicyArgs {
     /// --budget; None in the other modes. Errors name the flag.
     pub fn oracle(&self) -> Result<Option<prescientd::userspace::OracleConfig>> {
         use prescientd::userspace::oracle::{check_budget, plan::Plan};
-        if let Some(b) = self.budget {
-            if u64::from(b) < prescient_core::BLOCK_BYTES {
-                bail!("--budget {b} is smaller than one 2 MB block");
-            }
+        let sizes: Vec<u64> = self.budget.iter().flat_map(|b| b.sizes()).collect();
+        if let Some(b) = sizes.iter().find(|&&b| b < prescient_core::BLOCK_BYTES) {
+            bail!("--budget {b} is smaller than one 2 MB block");
         }
         let path = match (self.mode, &self.plan) {
             (PolicyMode::Oracle, Some(p)) => p,
@@ -182,8 +186,8 @@ impl PolicyArgs {
             .map_err(|e| anyhow::anyhow!("--plan {}: {e}", path.display()))?;
         let plan =
             Plan::parse(&text).map_err(|e| anyhow::anyhow!("--plan {}: {e}", path.display()))?;
-        if let Some(b) = self.budget {
-            check_budget(u64::from(b), &plan).map_err(anyhow::Error::msg)?;
+        for b in sizes {
+            check_budget(b, &plan).map_err(anyhow::Error::msg)?;
         }
         Ok(Some(prescientd::userspace::OracleConfig {
             plan: std::sync::Arc::new(plan),
@@ -416,7 +420,7 @@ mod tests {
             "--duration",
             "1m 30s",
         ]);
-        assert_eq!(a.policy.budget, Some(ByteSize(1536 << 20)));
+        assert_eq!(a.policy.budget, Some(GpuBudget::each(1536 << 20)));
         assert_eq!(a.target.attach_wait, Duration::from_millis(500));
         assert_eq!(a.output.duration, Some(Duration::from_secs(90)));
         let a = attach(&[
@@ -427,12 +431,31 @@ mod tests {
             "--stats-interval",
             "1s",
         ]);
-        assert_eq!(a.policy.budget, Some(ByteSize(1536 << 20)));
+        assert_eq!(a.policy.budget, Some(GpuBudget::each(1536 << 20)));
         assert_eq!(
             a.gate.params().unwrap().unwrap().settle,
             Duration::from_millis(2)
         );
         assert_eq!(a.output.stats_interval.0, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn budget_takes_per_gpu_sizes_and_names_the_flag_when_bad() {
+        let a = attach(&["--budget", "30G,1=20G"]);
+        let b = a.policy.budget.unwrap();
+        assert_eq!(b.of("GPU-x", Some(1)), Some(20 << 30));
+        assert_eq!(b.of("GPU-x", Some(0)), Some(30 << 30));
+        let e = Cli::try_parse_from([
+            "prescientd",
+            "attach",
+            "--pid",
+            "7",
+            "--budget",
+            "1=2G,1=3G",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--budget") && e.contains("named twice"), "{e}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// Size keys (`engine.residency_budget`, `userspace.gpu_memory`) take an
 /// integer (bytes) or a string in prescient-units' grammar ("4G", "1.5G").
-pub use prescient_units::ByteSize;
+pub use prescient_units::{ByteSize, GpuBudget};
 
 /// The metrics port: outside the ports GPU nodes commonly run (Prometheus
 /// 9090-9094, node_exporter 9100, dcgm-exporter 9400, OpenTelemetry's
@@ -193,8 +193,11 @@ pub struct EngineConfig {
     pub inflight_limit: u32,
     pub pre_evict_watermark_pct: u32,
     /// Bytes (integer) or a string such as "4G" or "1.5G" (binary units,
-    /// prescient-units' grammar); 0 = the GPU's size.
-    pub residency_budget: ByteSize,
+    /// prescient-units' grammar): the budget of each GPU; 0 = the GPU's
+    /// size. With backend = "userspace" also per GPU, in the budget
+    /// grammar: "GPU-<uuid>=40G,1=20G" or "30G,1=20G" (prescient-units
+    /// budget.rs).
+    pub residency_budget: GpuBudget,
     pub enabled: bool,
     pub mode: Mode,
 }
@@ -329,7 +332,7 @@ impl From<&EngineConfig> for EngineParams {
             lookahead: c.lookahead,
             inflight_limit: c.inflight_limit,
             pre_evict_watermark_pct: c.pre_evict_watermark_pct,
-            residency_budget_bytes: c.residency_budget.0,
+            residency_budget_bytes: c.residency_budget.each_bytes(),
             enabled: c.enabled,
             mode: c.mode,
         }
@@ -346,7 +349,7 @@ impl From<EngineParams> for EngineConfig {
             lookahead: p.lookahead,
             inflight_limit: p.inflight_limit,
             pre_evict_watermark_pct: p.pre_evict_watermark_pct,
-            residency_budget: ByteSize(p.residency_budget_bytes),
+            residency_budget: GpuBudget::of_bytes(p.residency_budget_bytes),
             enabled: p.enabled,
             mode: p.mode,
         }
@@ -394,6 +397,7 @@ impl Config {
             return Err(err("device", "must be an absolute path"));
         }
         self.userspace.validate()?;
+        self.check_gpu_budgets()?;
         if self.backend == BackendKind::Userspace && self.engine.mode != Mode::Transparent {
             return Err(err(
                 "engine.mode",
@@ -456,6 +460,26 @@ impl Config {
                 ),
             )
         })
+    }
+}
+
+impl Config {
+    /// Per-GPU budgets: user-space backend only, whole 2 MB blocks.
+    fn check_gpu_budgets(&self) -> Result<(), ConfigError> {
+        let b = &self.engine.residency_budget;
+        if !b.gpus.is_empty() && self.backend != BackendKind::Userspace {
+            return Err(err(
+                "engine.residency_budget",
+                "per-GPU sizes need backend = \"userspace\": prescient.ko keeps one budget per process (give one size for every GPU)",
+            ));
+        }
+        match b.gpus.iter().find(|(_, s)| !budget_ok(*s)) {
+            Some((k, s)) => Err(err(
+                "engine.residency_budget",
+                format!("GPU {k}'s {s} bytes are not whole 2 MiB blocks"),
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -739,29 +763,89 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.engine.assoc, 4);
-        assert_eq!(c.engine.residency_budget.0, 4 << 30);
+        assert_eq!(c.engine.residency_budget.each_bytes(), 4 << 30);
         assert_eq!(c.engine.mode, Mode::ExecId);
+    }
+
+    /// `engine.residency_budget` takes the budget grammar: per-GPU sizes
+    /// with the user-space backend only, whole 2 MiB blocks, the key named
+    /// in every refusal.
+    #[test]
+    fn per_gpu_budgets_in_the_file() {
+        let c = Config::parse(
+            "backend = \"userspace\"\n[engine]\nresidency_budget = \"30G,1=20G,GPU-ab12=8G\"",
+        )
+        .unwrap();
+        let b = &c.engine.residency_budget;
+        assert_eq!(b.each_bytes(), 30 << 30);
+        assert_eq!(b.of("GPU-ab12", Some(1)), Some(8 << 30));
+        assert_eq!(b.of("GPU-cd34", Some(1)), Some(20 << 30));
+        assert_eq!(
+            EngineParams::from(&c.engine).residency_budget_bytes,
+            30 << 30
+        );
+        for (text, says) in [
+            (
+                "[engine]\nresidency_budget = \"1=20G\"",
+                "need backend = \"userspace\"",
+            ),
+            (
+                "backend = \"userspace\"\n[engine]\nresidency_budget = \"1=3M\"",
+                "not whole 2 MiB blocks",
+            ),
+            (
+                "backend = \"userspace\"\n[engine]\nresidency_budget = \"1=2G,1=4G\"",
+                "named twice",
+            ),
+        ] {
+            let e = Config::parse(text).expect_err(text);
+            assert_eq!(e.key, "engine.residency_budget", "{text}: {e}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        }
     }
 
     /// Size keys take the shared grammar; a refusal names the key and the forms.
     #[test]
     fn sizes_use_the_shared_grammar() {
         let budget = |v: &str| Config::parse(&format!("[engine]\nresidency_budget = {v}"));
-        assert_eq!(budget("\"4G\"").unwrap().engine.residency_budget.0, 4 << 30);
         assert_eq!(
-            budget("\"512MiB\"").unwrap().engine.residency_budget.0,
+            budget("\"4G\"")
+                .unwrap()
+                .engine
+                .residency_budget
+                .each_bytes(),
+            4 << 30
+        );
+        assert_eq!(
+            budget("\"512MiB\"")
+                .unwrap()
+                .engine
+                .residency_budget
+                .each_bytes(),
             512 << 20
         );
         assert_eq!(
-            budget("\"1.5G\"").unwrap().engine.residency_budget.0,
+            budget("\"1.5G\"")
+                .unwrap()
+                .engine
+                .residency_budget
+                .each_bytes(),
             1536 << 20
         );
         assert_eq!(
-            budget("\"1536M\"").unwrap().engine.residency_budget.0,
+            budget("\"1536M\"")
+                .unwrap()
+                .engine
+                .residency_budget
+                .each_bytes(),
             1536 << 20
         );
         assert_eq!(
-            budget("4294967296").unwrap().engine.residency_budget.0,
+            budget("4294967296")
+                .unwrap()
+                .engine
+                .residency_budget
+                .each_bytes(),
             4 << 30
         );
         for bad in ["\"x\"", "-1", "\"1.5\"", "\"99999999999T\"", "1.5"] {

@@ -140,9 +140,13 @@ async fn service(args: ServiceArgs) -> i32 {
 /// `prescientd attach`: attaches to the process, runs the loop until it exits, prints the counters.
 async fn run_attached(args: AttachArgs) -> Result<()> {
     let pid = args.target.pid;
-    if args.policy.fault_source == FaultSource::FaultsOnly && args.policy.budget.is_some() {
+    let budget = args.policy.budget.clone().unwrap_or_default();
+    if args.policy.fault_source == FaultSource::FaultsOnly && !budget.is_empty() {
         anyhow::bail!("--fault-source faults-only sees no migrations: it cannot keep a residency budget; drop --budget or use --fault-source faults");
     }
+    let nvml_gpus = prescientd::gpu::uuid_indices(prescientd::gpu::NVML_LIBRARY);
+    prescientd::gpu::check_budget(&budget, &nvml_gpus)
+        .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
     let backoff = args.backoff.params()?;
     let gate = args.gate.params()?;
     let oracle = args.policy.oracle()?;
@@ -155,7 +159,9 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     let _claim = Claim::take(pid)?;
     let session = open_session(pid, &args).await?;
     let (target, gpu) = (&session.target, session.gpu);
-    tracing::info!(pid, fd = target.target_fd_no, gpu_index = gpu.index, %gpu, "attached");
+    // The table's first GPU only sizes the engine; each GPU the process
+    // faults from gets its own engine (the loop says which, as they come).
+    tracing::info!(pid, fd = target.target_fd_no, first_gpu_index = gpu.index, first_gpu = %gpu, "attached");
 
     let discard = !args.marks.no_discard && uvm::discard_supported(&version);
     if !args.marks.no_discard && !discard {
@@ -185,6 +191,7 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     );
     let mut cfg = loop_config(args, backoff, gate, marks, discard, gpu_memory.bytes);
     cfg.oracle = oracle;
+    cfg.gpu_indices = nvml_gpus.unwrap_or_default();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     tokio::spawn(async move {
@@ -251,7 +258,8 @@ fn loop_config(
     Config {
         fault_source: args.policy.fault_source,
         mode: args.policy.mode,
-        budget: args.policy.budget.map(u64::from),
+        budget: args.policy.budget.unwrap_or_default(),
+        gpu_indices: Vec::new(),
         duration: args.output.duration,
         stats_json: args.output.stats_json,
         stats_interval: args.output.stats_interval.0.max(Duration::from_millis(10)),

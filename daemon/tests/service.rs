@@ -344,8 +344,14 @@ fn waits_for_the_module_answers_ctl_reloads_and_stops_cleanly() {
     assert_error(&r, "invalid", "aligned");
     let r = dm.call("not json");
     assert_eq!(r["error"]["kind"], "invalid", "{r}");
+    // Per-GPU budgets: the module keeps one budget per process.
+    let r = dm.call(r#"{"cmd":"set-gpu-budget","budget":"GPU-ab12=8G"}"#);
+    assert_error(&r, "invalid", "backend = \"userspace\"");
+    let r = dm.call(r#"{"cmd":"set-gpu-budget","budget":"1=2G,1=3G"}"#);
+    assert_error(&r, "invalid", "named twice");
     let st = dm.call(r#"{"cmd":"status"}"#);
     assert_eq!(st["ok"]["params"]["assoc"], 2);
+    assert_eq!(st["ok"]["gpu_budget"], "", "{st}");
 
     let m = metrics(&cfg);
     assert_eq!(metric(&m, "prescient_backend_up"), Some(0.0), "{m}");
@@ -435,6 +441,16 @@ fn userspace_backend_without_nvidia_uvm_waits_or_exits_69() {
     // This test process is not attached: its marks have nowhere to go.
     let r = dm.call(r#"{"cmd":"mark","dead":false,"ranges":[[2097152,4096]]}"#);
     assert_error(&r, "not-found", "not attached");
+    // Per-GPU budgets: by UUID they are taken (no NVML here to check them
+    // against), by index they cannot be matched without NVML.
+    let r = dm.call(r#"{"cmd":"set-gpu-budget","budget":"GPU-AB12=8G"}"#);
+    assert_eq!(r["ok"]["reply"], "done", "{r}");
+    let st = dm.call(r#"{"cmd":"status"}"#);
+    assert_eq!(st["ok"]["gpu_budget"], "GPU-ab12=8GiB", "{st}");
+    let r = dm.call(r#"{"cmd":"set-gpu-budget","budget":"1=8G"}"#);
+    assert_error(&r, "invalid", "name the GPU by its UUID");
+    let r = dm.call(r#"{"cmd":"set-gpu-budget","budget":"GPU-ab12=3M"}"#);
+    assert_error(&r, "invalid", "2 MiB blocks");
     let m = metrics(&cfg);
     assert_eq!(metric(&m, "prescient_backend_up"), Some(0.0), "{m}");
     dm.signal(libc::SIGTERM);

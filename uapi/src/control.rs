@@ -254,6 +254,13 @@ pub enum Request {
         dead: bool,
         ranges: Vec<[u64; 2]>,
     },
+    /// A residency budget in prescient-units' budget grammar ("40G",
+    /// "GPU-<uuid>=40G,1=20G", "30G,1=20G"): its each-GPU size is set as
+    /// `set-params` sets `residency_budget_bytes`, its per-GPU sizes apply
+    /// to processes attached from then on (user-space backend only).
+    SetGpuBudget {
+        budget: String,
+    },
 }
 
 impl Request {
@@ -265,6 +272,7 @@ impl Request {
                 | Request::Reset
                 | Request::Attach { .. }
                 | Request::Detach { .. }
+                | Request::SetGpuBudget { .. }
         )
     }
 }
@@ -288,6 +296,10 @@ pub struct ErrorReply {
     pub message: String,
 }
 
+// As `Response`: one reply per request, alive for one line's encoding; the
+// status reply (with its per-GPU budget text) is the largest, and a box
+// would cost more than its size.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "kebab-case")]
 pub enum Reply {
@@ -382,6 +394,12 @@ pub struct Status {
     /// older than this field).
     #[serde(default)]
     pub settings: Vec<Setting>,
+    /// The per-GPU budgets in force ("" none), in the budget grammar.
+    #[serde(default)]
+    pub gpu_budget: String,
+    /// Each attached process's GPUs (user-space backend).
+    #[serde(default)]
+    pub gpus: Vec<GpuLane>,
 }
 
 /// One GPU as NVML names it (the labels dcgm-exporter uses).
@@ -455,6 +473,32 @@ pub struct Stats {
     /// do, one line; None when the counters are the backend's.
     #[serde(default)]
     pub unavailable: Option<String>,
+    /// Each attached process's GPUs, one entry per (process, GPU) it
+    /// faulted from (the user-space backend; absent from the module's and
+    /// from daemons older than this field).
+    #[serde(default)]
+    pub gpus: Vec<GpuLane>,
+}
+
+/// One GPU of one process: its own engine, ledger and budget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct GpuLane {
+    pub pid: i32,
+    /// The UUID as nvidia-smi prints it ("GPU-...").
+    pub uuid: String,
+    /// nvidia-smi's index, when NVML named this UUID.
+    pub index: Option<u32>,
+    /// The residency budget of this GPU for this process (None: none).
+    pub budget_bytes: Option<u64>,
+    /// GPU faults from this GPU (2 MB blocks).
+    pub faults: u64,
+    pub prefetched_bytes: u64,
+    pub pre_evicted_bytes: u64,
+    pub resident_bytes: u64,
+    pub max_resident_bytes: u64,
+    /// Predictions of this GPU's engine left alone because another GPU
+    /// faulted on the block last.
+    pub prefetch_other_gpu: u64,
 }
 
 impl Stats {
@@ -463,6 +507,7 @@ impl Stats {
         Stats {
             at_s,
             backend_up: true,
+            gpus: Vec::new(),
             totals: Counters {
                 faults: h.faults_seen,
                 prefetched_blocks: h.blocks_prefetched,

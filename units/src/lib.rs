@@ -11,8 +11,10 @@
 //! Bandwidths (the simulator's `--h2d 15.754GB/s`) are rates in decimal
 //! units, not memory sizes, and keep their own grammar in the simulator.
 
+pub mod budget;
 pub mod duration;
 pub mod size;
 
+pub use budget::{parse_budget, BudgetError, GpuBudget, GpuKey, BUDGET_FORMS};
 pub use duration::{parse_duration, parse_seconds, DurationError, HumanDuration, DURATION_FORMS};
 pub use size::{parse_size, ByteSize, SizeError, SIZE_FORMS};

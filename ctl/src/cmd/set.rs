@@ -4,10 +4,22 @@ use crate::cli::{ModeArg, SetArgs};
 use crate::client::{fail, json, Client, Res, EXIT_REFUSED, EXIT_USAGE};
 use crate::render::param_rows;
 use prescient_uapi::control::{Mode, ParamChanges, Reply, Request};
+use prescient_units::GpuBudget;
 use std::path::Path;
 
 pub fn run(socket: &Path, a: &SetArgs) -> Res<()> {
-    let ch = changes(a)?;
+    let (ch, per_gpu) = changes(a)?;
+    if let Some(b) = per_gpu {
+        let r = Client::connect(socket)?.call(&Request::SetGpuBudget {
+            budget: b.to_string(),
+        })?;
+        if let Reply::Done { message } = r {
+            println!("{message}");
+        }
+        if ch.is_empty() {
+            return Ok(());
+        }
+    }
     let Reply::ParamsChanged { old, new } =
         Client::connect(socket)?.call(&Request::SetParams { changes: ch })?
     else {
@@ -24,13 +36,23 @@ pub fn run(socket: &Path, a: &SetArgs) -> Res<()> {
     Ok(())
 }
 
-/// The changes `a` asks for; a bad `--budget` is a usage error.
-fn changes(a: &SetArgs) -> Res<ParamChanges> {
-    let budget = match &a.budget {
-        Some(b) => Some(parse_size(b).map_err(|e| fail(EXIT_USAGE, format!("--budget: {e}")))?),
+/// The changes `a` asks for, and the per-GPU sizes of its `--budget`
+/// (sent apart: only the user-space backend keeps them); a bad `--budget`
+/// is a usage error.
+fn changes(a: &SetArgs) -> Res<(ParamChanges, Option<GpuBudget>)> {
+    let parsed = match &a.budget {
+        Some(b) => Some(
+            prescient_units::parse_budget(b)
+                .map_err(|e| fail(EXIT_USAGE, format!("--budget: {e}")))?,
+        ),
         None => None,
     };
-    Ok(ParamChanges {
+    let budget = parsed.as_ref().and_then(|b| b.each);
+    let per_gpu = parsed.filter(|b| !b.gpus.is_empty()).map(|b| GpuBudget {
+        each: None,
+        gpus: b.gpus,
+    });
+    let ch = ParamChanges {
         rows: a.rows,
         assoc: a.assoc,
         succs: a.succs,
@@ -46,7 +68,8 @@ fn changes(a: &SetArgs) -> Res<ParamChanges> {
             None
         },
         mode: a.mode.map(Mode::from),
-    })
+    };
+    Ok((ch, per_gpu))
 }
 
 /// The flag's value as the protocol names it. `ModeArg` stays in cli.rs
@@ -58,12 +81,6 @@ impl From<ModeArg> for Mode {
             ModeArg::ExecId => Mode::ExecId,
         }
     }
-}
-
-/// A byte count in the shared size grammar (prescient-units), as prescientd
-/// and its config file read it.
-fn parse_size(s: &str) -> Result<u64, String> {
-    prescient_units::parse_size(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -79,7 +96,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            changes(&a).ok().unwrap().residency_budget_bytes,
+            changes(&a).ok().unwrap().0.residency_budget_bytes,
             Some(4 << 30)
         );
         let cli = Cli::try_parse_from(["prescientctl", "set", "--budget", "lots"]).unwrap();
@@ -100,16 +117,40 @@ mod tests {
         }
     }
 
-    /// The shared grammar's cases (units/src/size.rs): 1.5G is 1536M.
+    /// The shared grammar's cases (units/src/size.rs, budget.rs): 1.5G is
+    /// 1536M, and per-GPU sizes go apart from the each-GPU one.
     #[test]
-    fn sizes_read_as_the_daemon_reads_them() {
-        assert_eq!(parse_size("4G"), Ok(4 << 30));
-        assert_eq!(parse_size("512M"), Ok(512 << 20));
-        assert_eq!(parse_size("1000"), Ok(1000));
-        assert_eq!(parse_size(" 2GiB "), Ok(2 << 30));
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("-1").is_err());
-        assert_eq!(parse_size("1.5G"), Ok(1536 << 20));
-        assert!(parse_size("99999999999T").is_err());
+    fn budgets_read_as_the_daemon_reads_them() {
+        let set = |b: &str| {
+            let flag = format!("--budget={b}");
+            let cli = Cli::try_parse_from(["prescientctl", "set", flag.as_str()]).unwrap();
+            let Command::Set(a) = cli.command else {
+                panic!()
+            };
+            changes(&a).map_err(|e| e.message)
+        };
+        for (b, want) in [
+            ("4G", 4u64 << 30),
+            ("512M", 512 << 20),
+            ("1000", 1000),
+            (" 2GiB ", 2 << 30),
+            ("1.5G", 1536 << 20),
+        ] {
+            let (ch, per_gpu) = set(b).unwrap();
+            assert_eq!(
+                (ch.residency_budget_bytes, per_gpu),
+                (Some(want), None),
+                "{b}"
+            );
+        }
+        for bad in ["x", "-1", "99999999999T", "1=2G,1=2G"] {
+            assert!(set(bad).unwrap_err().starts_with("--budget"), "{bad}");
+        }
+        let (ch, per_gpu) = set("30G,1=20G").unwrap();
+        assert_eq!(ch.residency_budget_bytes, Some(30 << 30));
+        assert_eq!(per_gpu.unwrap().to_string(), "1=20GiB");
+        let (ch, per_gpu) = set("GPU-ab12=8G").unwrap();
+        assert!(ch.is_empty());
+        assert_eq!(per_gpu.unwrap().to_string(), "GPU-ab12=8GiB");
     }
 }

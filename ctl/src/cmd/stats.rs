@@ -5,7 +5,7 @@
 
 use crate::client::{fail, json, Client, Res, EXIT_REFUSED};
 use crate::render::{bytes, counter_rows};
-use prescient_uapi::control::{Reply, Request, Stats};
+use prescient_uapi::control::{GpuLane, Reply, Request, Stats};
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -90,5 +90,66 @@ fn print(s: &Stats, prev: Option<&Stats>) {
                 p.migrate_errors
             );
         }
+    }
+    if !s.gpus.is_empty() {
+        println!();
+        print!("{}", gpu_lines(&s.gpus));
+    }
+}
+
+/// One line per (process, GPU): its budget, residency and traffic there.
+pub fn gpu_lines(gpus: &[GpuLane]) -> String {
+    let mut out = format!(
+        "{:>8} {:>4} {:<40} {:>10} {:>10} {:>10} {:>12} {:>12}\n",
+        "PID", "GPU", "UUID", "BUDGET", "RESIDENT", "FAULTS", "PREFETCHED", "PRE-EVICTED"
+    );
+    for g in gpus {
+        out += &format!(
+            "{:>8} {:>4} {:<40} {:>10} {:>10} {:>10} {:>12} {:>12}\n",
+            g.pid,
+            g.index.map_or("-".into(), |i| i.to_string()),
+            g.uuid,
+            g.budget_bytes.map_or("none".into(), bytes),
+            bytes(g.resident_bytes),
+            g.faults,
+            bytes(g.prefetched_bytes),
+            bytes(g.pre_evicted_bytes)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_per_process_and_gpu() {
+        let g = |pid, index: Option<u32>, uuid: &str, budget| GpuLane {
+            pid,
+            uuid: uuid.into(),
+            index,
+            budget_bytes: budget,
+            faults: 12,
+            prefetched_bytes: 3 << 30,
+            resident_bytes: 1 << 30,
+            ..Default::default()
+        };
+        let text = gpu_lines(&[
+            g(41, Some(0), "GPU-aaaa", Some(4 << 30)),
+            g(42, Some(1), "GPU-bbbb", Some(4 << 30)),
+            g(43, None, "GPU-cccc", None),
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].contains("BUDGET") && lines[0].contains("UUID"));
+        assert!(
+            lines[2].contains("42") && lines[2].contains("GPU-bbbb") && lines[2].contains(" 1 ")
+        );
+        assert!(
+            lines[3].contains(" - ") && lines[3].contains("none"),
+            "{}",
+            lines[3]
+        );
     }
 }

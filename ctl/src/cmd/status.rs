@@ -89,11 +89,21 @@ fn print(s: &Status) {
             println!("  {:<w$}  {:<24} {}", x.key, x.value, x.source);
         }
     }
+    if !s.gpu_budget.is_empty() {
+        println!(
+            "per-GPU budgets: {} (other GPUs: the parameters' budget)",
+            s.gpu_budget
+        );
+    }
     println!("attached: {}", s.attached.len());
     if !s.attached.is_empty() {
         println!("{:>8}  {:<16} REASON", "PID", "COMMAND");
         for a in &s.attached {
             println!("{:>8}  {:<16} {}", a.pid, a.comm, a.reason);
         }
+    }
+    if !s.gpus.is_empty() {
+        println!("their GPUs (one engine, ledger and budget each):");
+        print!("{}", super::stats::gpu_lines(&s.gpus));
     }
 }

@@ -114,6 +114,54 @@ pub fn residency_budget(configured: u64, detected: &Detected) -> Sourced {
     }
 }
 
+/// Every GPU NVML sees, as (UUID, nvidia-smi index) pairs, for budgets
+/// that name a GPU by its index; the error says why there are none.
+pub fn uuid_indices(library: &str) -> Result<Vec<(String, u32)>, NvmlError> {
+    let n = Nvml::open(library)?;
+    (0..n.count()?)
+        .map(|i| n.device(i).map(|d| (d.uuid, i)))
+        .collect()
+}
+
+/// Checks a per-GPU budget against the GPUs NVML sees (`gpus`, or why it
+/// saw none): every index and UUID it names must be a GPU of this host.
+/// Without NVML, UUIDs pass unchecked and an index is refused (nothing
+/// tells which GPU it is). The error is the sentence to print after the
+/// flag or key.
+pub fn check_budget(
+    b: &prescient_units::GpuBudget,
+    gpus: &Result<Vec<(String, u32)>, NvmlError>,
+) -> Result<(), String> {
+    use prescient_units::GpuKey;
+    for (k, _) in &b.gpus {
+        let found = match (k, gpus) {
+            (GpuKey::Index(i), Err(e)) => {
+                return Err(format!(
+                    "GPU index {i} cannot be matched to a GPU: {e}; name the GPU by its UUID (nvidia-smi -L)"
+                ))
+            }
+            (GpuKey::Uuid(_), Err(_)) => true,
+            (GpuKey::Index(i), Ok(g)) => g.iter().any(|(_, x)| x == i),
+            (GpuKey::Uuid(u), Ok(g)) => g.iter().any(|(x, _)| x.eq_ignore_ascii_case(u)),
+        };
+        if !found {
+            let have: Vec<String> = gpus
+                .as_ref()
+                .map(|g| g.iter().map(|(u, i)| format!("{i}={u}")).collect())
+                .unwrap_or_default();
+            return Err(format!(
+                "no GPU {k} on this host (NVML sees {})",
+                if have.is_empty() {
+                    "none".into()
+                } else {
+                    have.join(", ")
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What the control protocol and /metrics say of the GPU.
 pub fn info(d: &Device) -> GpuInfo {
     GpuInfo {

@@ -27,7 +27,7 @@ use crate::backend::LoopValues;
 use crate::gpu::Device;
 use crate::userspace::series;
 use prescient_core::BLOCK_BYTES;
-use prescient_uapi::control::{Counters, ProcessStats};
+use prescient_uapi::control::{Counters, GpuLane, ProcessStats};
 use prescient_uapi::control::{EngineParams, ModuleInfo, ProcessInfo, Stats};
 use prometheus::Registry;
 use prometheus::{Encoder, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts};
@@ -98,6 +98,8 @@ pub struct View<'a> {
     pub stats: &'a Stats,
     pub attached: &'a [ProcessInfo],
     pub daemon: DaemonCounters,
+    /// Each attached process's GPUs (the user-space backend's lanes).
+    pub gpus: &'a [GpuLane],
 }
 
 /// A value of one scrape's view.
@@ -282,6 +284,101 @@ const PER_PROCESS: &[(&str, &str, Read<ProcessStats>)] = &[
     ),
 ];
 
+/// Counters of one process on one GPU, labelled by `pid` and the GPU.
+const PER_GPU: &[(&str, &str, Read<GpuLane>)] = &[
+    (
+        "prescient_process_gpu_faults_total",
+        "GPU faults of one process from one GPU (2 MB blocks).",
+        |g| g.faults,
+    ),
+    (
+        "prescient_process_gpu_prefetched_bytes_total",
+        "Bytes prefetched to one GPU for one process.",
+        |g| g.prefetched_bytes,
+    ),
+    (
+        "prescient_process_gpu_pre_evicted_bytes_total",
+        "Bytes pre-evicted from one GPU for one process (its budget there).",
+        |g| g.pre_evicted_bytes,
+    ),
+];
+
+/// The labels of a per-GPU series: the pid, and the GPU as dcgm-exporter
+/// names it (`gpu` is nvidia-smi's index, empty when NVML did not name
+/// this UUID).
+const GPU_LABELS: &[&str] = &["pid", "gpu", "UUID", "device"];
+
+/// The per-(process, GPU) series. They live in a registry of their own:
+/// the main one puts the host's one detected GPU's `gpu`/`UUID` on every
+/// series, which here would name the wrong GPU twice.
+struct PerGpu {
+    registry: Registry,
+    counters: Vec<(IntCounterVec, Read<GpuLane>)>,
+    resident: IntGaugeVec,
+    budget: IntGaugeVec,
+}
+
+impl PerGpu {
+    fn new(hostname: &str) -> prometheus::Result<PerGpu> {
+        let labels = HashMap::from([("Hostname".to_string(), hostname.to_string())]);
+        let labels = Some(labels).filter(|_| !hostname.is_empty());
+        let r = Registry::new_custom(None, labels)?;
+        let counters = PER_GPU
+            .iter()
+            .map(|&(n, h, f)| {
+                Ok((
+                    register(&r, IntCounterVec::new(Opts::new(n, h), GPU_LABELS)?)?,
+                    f,
+                ))
+            })
+            .collect::<prometheus::Result<_>>()?;
+        let gauge = |n: &str, h: &str| register(&r, IntGaugeVec::new(Opts::new(n, h), GPU_LABELS)?);
+        Ok(PerGpu {
+            counters,
+            resident: gauge(
+                "prescient_process_gpu_resident_bytes",
+                "GPU-resident managed memory of one process on one GPU, as that GPU's ledger sees it.",
+            )?,
+            budget: gauge(
+                "prescient_process_gpu_budget_bytes",
+                "The residency budget of one process on one GPU; absent when none is enforced.",
+            )?,
+            registry: r,
+        })
+    }
+
+    /// Sets the series of the lanes attached now (others are dropped).
+    fn set(&self, gpus: &[GpuLane]) {
+        for (c, _) in &self.counters {
+            c.reset();
+        }
+        self.resident.reset();
+        self.budget.reset();
+        for g in gpus {
+            let (pid, index) = (
+                g.pid.to_string(),
+                g.index.map(|i| i.to_string()).unwrap_or_default(),
+            );
+            let device = g.index.map(|i| format!("nvidia{i}")).unwrap_or_default();
+            let l = [
+                pid.as_str(),
+                index.as_str(),
+                g.uuid.as_str(),
+                device.as_str(),
+            ];
+            for (c, read) in &self.counters {
+                c.with_label_values(&l).inc_by(read(g));
+            }
+            self.resident
+                .with_label_values(&l)
+                .set(sat(g.resident_bytes));
+            if let Some(b) = g.budget_bytes {
+                self.budget.with_label_values(&l).set(sat(b));
+            }
+        }
+    }
+}
+
 /// A gauge's value: Prometheus gauges are signed.
 fn sat(v: u64) -> i64 {
     v.min(i64::MAX as u64) as i64
@@ -302,6 +399,7 @@ pub struct Metrics {
     process_info: IntGaugeVec,
     info: IntGaugeVec,
     reloads: IntCounterVec,
+    per_gpu: PerGpu,
 }
 
 /// Registers a copy of `m` in `r` and returns `m`.
@@ -383,6 +481,7 @@ impl Metrics {
                 "SIGHUP reloads of the config file, by result.",
                 &["result"],
             )?,
+            per_gpu: PerGpu::new(&id.hostname)?,
             registry: r,
         })
     }
@@ -427,8 +526,11 @@ impl Metrics {
             .with_label_values(&["error"])
             .inc_by(v.daemon.reloads_failed);
         self.set_processes(v);
+        self.per_gpu.set(v.gpus);
+        let mut families = self.registry.gather();
+        families.extend(self.per_gpu.registry.gather());
         let mut out = Vec::new();
-        prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
+        prometheus::TextEncoder::new().encode(&families, &mut out)?;
         String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
     }
 
@@ -517,6 +619,7 @@ mod tests {
                 resident_bytes: 6 << 21,
                 ..Default::default()
             }],
+            gpus: Vec::new(),
             ..Default::default()
         };
         let params = EngineParams::from(&crate::config::EngineConfig::default());
@@ -539,6 +642,7 @@ mod tests {
                 stats: &stats,
                 attached: &attached,
                 daemon: DaemonCounters::default(),
+                gpus: &[],
             })
             .unwrap();
         assert_eq!(value(&text, "prescient_faults_total"), Some(1234.0));
@@ -626,6 +730,7 @@ mod labels {
                 stats: &stats,
                 attached: &[],
                 daemon: DaemonCounters::default(),
+                gpus: &[],
             })
             .unwrap()
         };
@@ -709,6 +814,7 @@ mod dashboard {
                 stats: &stats,
                 attached: &[],
                 daemon: DaemonCounters::default(),
+                gpus: &[],
             })
             .unwrap();
         let re = regex::Regex::new(r"prescient_[a-z_]+").unwrap();
@@ -776,6 +882,7 @@ mod dashboard {
                 stats: &stats,
                 attached: &[],
                 daemon: DaemonCounters::default(),
+                gpus: &[],
             })
             .unwrap();
         let re = regex::Regex::new(r"prescient_[a-z_]+").unwrap();
@@ -821,6 +928,7 @@ mod dashboard {
                     stats: &Stats::default(),
                     attached: &[],
                     daemon: DaemonCounters::default(),
+                    gpus: &[],
                 })
                 .unwrap();
             let info = text
@@ -832,5 +940,95 @@ mod dashboard {
                 "{backend}: {info}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod per_gpu {
+    use super::*;
+
+    /// Two processes, one on each GPU, and one process over both: one
+    /// series per (pid, GPU), each naming its own GPU once (not the host's
+    /// detected one), its budget absent where none is enforced.
+    #[test]
+    fn each_process_and_gpu_has_its_own_series_labelled_with_that_gpu() {
+        let id = Identity {
+            hostname: "node-7".into(),
+            gpu: Some(Device {
+                index: 0,
+                uuid: "GPU-aaa".into(),
+                name: "NVIDIA H100 80GB HBM3".into(),
+                memory_bytes: 80 << 30,
+            }),
+        };
+        let lane = |pid, index, uuid: &str, budget| GpuLane {
+            pid,
+            uuid: uuid.into(),
+            index: Some(index),
+            budget_bytes: budget,
+            faults: 10 + u64::from(index),
+            prefetched_bytes: 4 << 20,
+            pre_evicted_bytes: 2 << 20,
+            resident_bytes: 6 << 20,
+            ..Default::default()
+        };
+        let gpus = [
+            lane(41, 0, "GPU-aaa", Some(8 << 30)),
+            lane(42, 1, "GPU-bbb", Some(8 << 30)),
+            lane(43, 0, "GPU-aaa", None),
+            lane(43, 1, "GPU-bbb", Some(4 << 30)),
+        ];
+        let params = EngineParams::from(&crate::config::EngineConfig::default());
+        let text = Metrics::new(&id)
+            .unwrap()
+            .render(&View {
+                daemon_version: "t",
+                budget_in_force: None,
+                loops: &[],
+                pods: &HashMap::new(),
+                up: true,
+                backend: "userspace",
+                module: None,
+                params: &params,
+                stats: &Stats::default(),
+                attached: &[],
+                daemon: DaemonCounters::default(),
+                gpus: &gpus,
+            })
+            .unwrap();
+        let series = |name: &str| -> Vec<&str> {
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{name}{{")))
+                .collect()
+        };
+        let faults = series("prescient_process_gpu_faults_total");
+        assert_eq!(faults.len(), 4, "{text}");
+        let of = |pid: &str, uuid: &str| {
+            faults
+                .iter()
+                .find(|l| {
+                    l.contains(&format!("pid=\"{pid}\"")) && l.contains(&format!("UUID=\"{uuid}\""))
+                })
+                .copied()
+        };
+        let l = of("42", "GPU-bbb").unwrap();
+        assert!(
+            l.contains(r#"gpu="1""#)
+                && l.contains(r#"device="nvidia1""#)
+                && l.contains(r#"Hostname="node-7""#),
+            "{l}"
+        );
+        assert!(l.ends_with(" 11"), "{l}");
+        assert_eq!(l.matches("UUID=").count(), 1, "one GPU named once: {l}");
+        assert!(of("43", "GPU-aaa").is_some() && of("43", "GPU-bbb").is_some());
+        assert_eq!(series("prescient_process_gpu_budget_bytes").len(), 3);
+        assert_eq!(series("prescient_process_gpu_resident_bytes").len(), 4);
+        assert!(series("prescient_process_gpu_prefetched_bytes_total")
+            .iter()
+            .all(|l| l.ends_with(&format!(" {}", 4 << 20))));
+        // The host's series keep the detected GPU's labels.
+        assert!(text
+            .lines()
+            .any(|l| l.starts_with("prescient_backend_up{") && l.contains(r#"UUID="GPU-aaa""#)));
     }
 }

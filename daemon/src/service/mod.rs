@@ -64,6 +64,7 @@ impl Service {
     fn metrics_text(&self) -> Result<String, prometheus::Error> {
         // The backend's snapshots first: its lock is never taken under ours.
         let loops = self.dev.loop_values();
+        let gpus = self.dev.gpu_lanes();
         let s = self.lock();
         let attached = s.process_infos();
         let pods: HashMap<i32, kube::Pod> = attached
@@ -83,6 +84,7 @@ impl Service {
             stats: &s.stats,
             attached: &attached,
             daemon: s.daemon,
+            gpus: &gpus,
         })
     }
 }
@@ -201,7 +203,7 @@ fn detect_gpu(cfg: &Config) -> Detected {
         Detected::None(why) => tracing::warn!(
             "no GPU detected ({why}); {}",
             match cfg.backend {
-                BackendKind::Module if cfg.engine.residency_budget.0 == 0 =>
+                BackendKind::Module if cfg.engine.residency_budget.each_bytes() == 0 =>
                     "the module pre-evicts nothing until engine.residency_budget is set",
                 BackendKind::Module => "engine.residency_budget applies as configured",
                 BackendKind::Userspace =>

@@ -64,7 +64,7 @@ pub(super) fn settings(cfg: &Config, desired: &EngineParams, det: &Detected) -> 
             let source = if value != read(&from_config) {
                 "prescientctl set".into()
             } else if *key == "engine.residency_budget" && cfg.backend == BackendKind::Module {
-                gpu::residency_budget(cfg.engine.residency_budget.0, det).source
+                gpu::residency_budget(cfg.engine.residency_budget.each_bytes(), det).source
             } else {
                 from_file(cfg, key)
             };

@@ -249,6 +249,35 @@ impl Service {
         self.lock().failed.retain(|pid, _| process_exists(*pid));
     }
 
+    /// Hands the per-GPU sizes of `b` to the backend, checked against the
+    /// GPUs NVML sees. One size for every GPU needs nothing more (it is the
+    /// parameters' budget), so the module backend is asked only for
+    /// per-GPU sizes, which it refuses. The error is the sentence to print
+    /// after the key or flag.
+    pub(super) fn apply_gpu_budget(&self, b: &prescient_units::GpuBudget) -> Result<(), String> {
+        if b.gpus.is_empty() && self.dev.kind() == "module" {
+            return Ok(());
+        }
+        let gpus = crate::gpu::uuid_indices(crate::gpu::NVML_LIBRARY);
+        crate::gpu::check_budget(b, &gpus)?;
+        self.dev
+            .set_gpu_budgets(b, &gpus.unwrap_or_default())
+            .map_err(|e| e.to_string())
+    }
+
+    /// A reload's per-GPU budgets to the backend; false (counted, said)
+    /// when refused.
+    fn reload_gpu_budget(&self, s: &mut State, new: &Config) -> bool {
+        match self.apply_gpu_budget(&new.engine.residency_budget) {
+            Ok(()) => true,
+            Err(e) => {
+                s.daemon.reloads_failed += 1;
+                tracing::error!("config reload refused, keeping the running configuration: engine.residency_budget: {e}");
+                false
+            }
+        }
+    }
+
     /// SIGHUP: the new file replaces the running config only if it is valid
     /// and its parameters are accepted by the module.
     pub(super) fn reload(&self) {
@@ -284,6 +313,9 @@ impl Service {
                     "config reload: [{what}] changed; it takes effect at the next restart"
                 );
             }
+        }
+        if !self.reload_gpu_budget(&mut s, &new) {
+            return;
         }
         let params = super::provenance::engine_params(&new, &self.gpu);
         if params != s.desired && s.up {
@@ -387,6 +419,12 @@ pub(super) fn apply_at_start(svc: &Service, cfg: &Config) -> Result<(), i32> {
                 return Err(EXIT_CONFIG);
             }
         }
+    }
+    let mut s = s;
+    if let Err(e) = svc.apply_gpu_budget(&cfg.engine.residency_budget) {
+        tracing::error!("engine.residency_budget: {e}");
+        restore(&mut s);
+        return Err(EXIT_CONFIG);
     }
     drop(s);
     for (i, pid) in cfg.attach.pids.iter().enumerate() {

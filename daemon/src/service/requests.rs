@@ -77,6 +77,7 @@ impl Service {
             Request::Stats => self.stats(),
             Request::GetParams => self.get_params(&s),
             Request::SetParams { changes } => self.set_params(&mut s, &changes),
+            Request::SetGpuBudget { budget } => self.set_gpu_budget(&mut s, &budget),
             Request::Reset => self.reset(),
             Request::Attach { .. } => error("internal", "attach handled above"),
             Request::Mark { .. } => error("internal", "mark handled above"),
@@ -132,6 +133,15 @@ impl Service {
             attached: s.process_infos(),
             gpu: self.gpu.device().map(crate::gpu::info),
             settings: super::provenance::settings(&s.cfg, &s.desired, &self.gpu),
+            gpu_budget: match &s.cfg.engine.residency_budget.gpus {
+                g if g.is_empty() => String::new(),
+                g => prescient_units::GpuBudget {
+                    each: None,
+                    gpus: g.clone(),
+                }
+                .to_string(),
+            },
+            gpus: self.dev.gpu_lanes(),
         }))
     }
 
@@ -143,6 +153,7 @@ impl Service {
         match self.dev.stats() {
             Ok(raw) => Response::Ok(Reply::Stats(Stats {
                 backend,
+                gpus: self.dev.gpu_lanes(),
                 ..Stats::from_abi(&raw, self.uptime())
             })),
             Err(e @ DevError::Missing { .. }) => Response::Ok(Reply::Stats(Stats {
@@ -192,6 +203,33 @@ impl Service {
                 Response::Ok(Reply::ParamsChanged { old, new })
             }
             Err(e) => dev_error(&e),
+        }
+    }
+
+    /// A budget in the budget grammar: its per-GPU sizes to the backend
+    /// (for processes attached from now on), its each-GPU size as
+    /// `set-params` sets the budget.
+    fn set_gpu_budget(&self, s: &mut State, text: &str) -> Response {
+        let b = match prescient_units::parse_budget(text) {
+            Ok(b) => b,
+            Err(e) => return error("invalid", format!("budget: {e}")),
+        };
+        if let Err(e) = self.apply_gpu_budget(&b) {
+            return error("invalid", format!("budget: {e}"));
+        }
+        tracing::info!(budget = %b, "per-GPU budgets set by prescientctl");
+        s.cfg.engine.residency_budget.gpus = b.gpus.clone();
+        match b.each {
+            Some(each) => self.set_params(
+                s,
+                &ParamChanges {
+                    residency_budget_bytes: Some(each),
+                    ..Default::default()
+                },
+            ),
+            None => Response::Ok(Reply::Done {
+                message: format!("per-GPU budgets {b} (processes attached from now on)"),
+            }),
         }
     }
 

@@ -8,6 +8,7 @@ use super::oracle::OracleConfig;
 use super::snapshot::Snapshot;
 use super::{backoff, gate};
 use prescient_core::{Mode, Params, BLOCK_SHIFT};
+use prescient_units::GpuBudget;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +17,12 @@ use std::time::Duration;
 pub struct Config {
     pub fault_source: FaultSource,
     pub mode: PolicyMode,
-    pub budget: Option<u64>,
+    /// The residency budget of each GPU the process faults from
+    /// (prescient-units' budget grammar); empty: none.
+    pub budget: GpuBudget,
+    /// nvidia-smi's index of each GPU UUID (from NVML), for budgets that
+    /// name a GPU by its index; empty when NVML did not answer.
+    pub gpu_indices: Vec<(String, u32)>,
     pub duration: Option<Duration>,
     pub stats_json: Option<PathBuf>,
     pub stats_interval: Duration,
@@ -65,7 +71,8 @@ impl Default for Config {
         Config {
             fault_source: FaultSource::Faults,
             mode: PolicyMode::Prescient,
-            budget: None,
+            budget: GpuBudget::default(),
+            gpu_indices: Vec::new(),
             duration: None,
             stats_json: None,
             stats_interval: Duration::from_millis(500),
@@ -90,12 +97,24 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The budget of `gpu`: its own by UUID or nvidia-smi index, else the
+    /// each-GPU one; None for no budget.
+    pub fn budget_of(&self, gpu: &prescient_uvm::Gpu) -> Option<u64> {
+        let uuid = gpu.to_string();
+        let index = (self.gpu_indices.iter())
+            .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
+            .map(|(_, i)| *i);
+        self.budget.of(&uuid, index).filter(|&b| b > 0)
+    }
+
     /// The loop the service's user-space backend starts for one process:
-    /// the service's `settings` and parameters `p` (its budget, and
-    /// prefetching on or off), publishing into `publish`, marks from `marks`.
+    /// the service's `settings` and parameters `p` (its each-GPU budget,
+    /// and prefetching on or off), the per-GPU budgets `gpus` on top,
+    /// publishing into `publish`, marks from `marks`.
     pub fn for_service(
         settings: &Settings,
         p: prescient_uapi::ParamsAbi,
+        gpus: &GpuBudgets,
         publish: Arc<Mutex<Snapshot>>,
         marks: marks::Receiver,
         discard: bool,
@@ -106,7 +125,11 @@ impl Config {
             } else {
                 PolicyMode::Observe
             },
-            budget: (p.residency_budget_bytes > 0).then_some(p.residency_budget_bytes),
+            budget: GpuBudget {
+                each: (p.residency_budget_bytes > 0).then_some(p.residency_budget_bytes),
+                gpus: gpus.budget.gpus.clone(),
+            },
+            gpu_indices: gpus.indices.clone(),
             stats_interval: settings.stats_interval,
             workers: settings.workers.max(1),
             regret_window: settings.regret_window,
@@ -121,6 +144,15 @@ impl Config {
             ..Config::default()
         }
     }
+}
+
+/// Per-GPU budgets the service applies on top of its each-GPU budget (the
+/// ABI's `residency_budget_bytes`), and nvidia-smi's index of each GPU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GpuBudgets {
+    /// Only `gpus` is used: the each-GPU size is the parameters'.
+    pub budget: GpuBudget,
+    pub indices: Vec<(String, u32)>,
 }
 
 /// What the service's config says about the user-space backend.
@@ -160,13 +192,18 @@ pub(crate) fn base_params(budget: Option<u64>, gpu_blocks: u32) -> Params {
     }
 }
 
-/// The engine's parameters for one attached process: `base_params`, the
-/// window override, then the service's table settings; all validated.
+/// The engine's parameters for one GPU of an attached process under
+/// `budget`: `base_params`, the window override, then the service's table
+/// settings; all validated.
 ///
 /// `exec_mode`: execution-id mode (the process's runtime supplies ids),
 /// whatever the parameters say.
-pub(crate) fn engine_params(cfg: &Config, exec_mode: bool) -> anyhow::Result<Params> {
-    let mut base = base_params(cfg.budget, cfg.gpu_blocks);
+pub(crate) fn engine_params(
+    cfg: &Config,
+    budget: Option<u64>,
+    exec_mode: bool,
+) -> anyhow::Result<Params> {
+    let mut base = base_params(budget, cfg.gpu_blocks);
     if let Some(w) = cfg.window_blocks {
         base.window_blocks = w;
     }
@@ -191,9 +228,8 @@ mod tests {
     use super::*;
     use prescient_core::BLOCK_BYTES;
 
-    fn config(budget: Option<u64>, window_blocks: Option<u32>) -> Config {
+    fn config(window_blocks: Option<u32>) -> Config {
         Config {
-            budget,
             window_blocks,
             gpu_blocks: 4096,
             ..Config::default()
@@ -202,22 +238,22 @@ mod tests {
 
     #[test]
     fn the_window_is_an_eighth_of_the_budget_unless_given() {
-        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), None), false).unwrap();
+        let p = engine_params(&config(None), Some(1024 * BLOCK_BYTES), false).unwrap();
         assert_eq!((p.history_window(), p.max_resident_blocks), (128, 4096));
-        let p = engine_params(&config(Some(1024 * BLOCK_BYTES), Some(32)), false).unwrap();
+        let p = engine_params(&config(Some(32)), Some(1024 * BLOCK_BYTES), false).unwrap();
         assert_eq!(p.history_window(), 32);
         // Without a budget: an eighth of the GPU, which also caps a larger one.
-        let p = engine_params(&config(None, None), false).unwrap();
+        let p = engine_params(&config(None), None, false).unwrap();
         assert_eq!(p.history_window(), 512);
-        let p = engine_params(&config(None, Some(100_000)), false).unwrap();
+        let p = engine_params(&config(Some(100_000)), None, false).unwrap();
         assert_eq!(p.history_window(), 512);
     }
 
     #[test]
     fn execution_ids_switch_the_engine_to_execution_id_mode() {
-        let c = config(Some(1024 * BLOCK_BYTES), None);
-        assert_eq!(engine_params(&c, false).unwrap().mode, Mode::Transparent);
-        let p = engine_params(&c, true).unwrap();
+        let (c, b) = (config(None), Some(1024 * BLOCK_BYTES));
+        assert_eq!(engine_params(&c, b, false).unwrap().mode, Mode::Transparent);
+        let p = engine_params(&c, b, true).unwrap();
         assert_eq!(p.mode, Mode::ExecId);
         assert!(p.validate().is_ok());
     }

@@ -1,14 +1,11 @@
-//! Dead blocks: marks applied to the engine, dead victims and dead data
-//! off the GPU discarded (UVM_DISCARD, no copy), and the victims of one
-//! turn on their way out (`Leaving`). marks.rs says why a discard never
-//! destroys live data.
+//! Dead blocks: dead victims and dead data off the GPU discarded
+//! (UVM_DISCARD, no copy), and the victims of one turn on their way out
+//! (`Leaving`); marks reach the engines through lanes.rs (`apply_mark`).
+//! marks.rs says why a discard never destroys live data.
 
-use super::marks::Mark;
 use super::migrator::{sorted_runs, Job, Migrator};
-use super::mode::PolicyMode;
 use super::snapshot::Snapshot;
-use prescient_core::{Engine, BLOCK_SHIFT};
-use prescient_uapi::control::Applied;
+use prescient_core::BLOCK_SHIFT;
 use prescient_uvm::ioctl as uvm;
 use std::collections::HashSet;
 use std::time::Instant;
@@ -25,10 +22,11 @@ pub(super) struct Leaving {
 }
 
 impl Leaving {
-    /// Submits the pending evictions as runs of at most `max` blocks.
-    pub(super) fn submit_evictions(&mut self, max: u64, migrator: &Migrator) {
+    /// Submits the pending evictions, chosen by the lane of GPU `from`,
+    /// as runs of at most `max` blocks.
+    pub(super) fn submit_evictions(&mut self, max: u64, migrator: &Migrator, from: [u8; 16]) {
         for (s, l) in sorted_runs(&mut self.evict, max) {
-            migrator.submit(Job::to_cpu(s, l));
+            migrator.submit(Job::to_cpu(s, l, from));
         }
     }
 }
@@ -55,46 +53,6 @@ pub(super) fn discard_blocks(
     }
     snap.discard_s += t.elapsed().as_secs_f64();
     refused
-}
-
-/// Applies one dead or alive mark to the engine (prescient mode only).
-/// Dead blocks not on the GPU (and not discarded already) are put in
-/// `host_dead`: the caller may discard them where they are, before it
-/// applies the next mark. Discarded blocks marked alive are put in
-/// `refetch`: the caller makes room for them, counts them and migrates them
-/// back.
-pub(super) fn apply_mark(
-    engine: &mut Engine<Vec<u64>>,
-    discarded: &mut HashSet<u64>,
-    mode: PolicyMode,
-    m: &Mark,
-    host_dead: &mut Vec<u64>,
-    refetch: &mut Vec<u64>,
-) -> Applied {
-    let mut a = Applied {
-        blocks: m.blocks.iter().map(|r| r.end - r.start).sum(),
-        ignored: !mode.learns(),
-        ..Default::default()
-    };
-    if a.ignored {
-        return a;
-    }
-    for b in m.blocks.iter().flat_map(|r| r.clone()) {
-        if m.dead {
-            if engine.mark_dead(b) {
-                a.resident += 1;
-            } else if !discarded.contains(&b) {
-                host_dead.push(b);
-            }
-            continue;
-        }
-        a.resident += u64::from(engine.mark_alive(b));
-        if discarded.remove(&b) {
-            a.refetched += 1;
-            refetch.push(b);
-        }
-    }
-    a
 }
 
 /// UVM_DISCARD (with unmap) of blocks `s..s + l`; returns the blocks that
@@ -136,9 +94,21 @@ pub(super) fn discard_run(fd: std::os::fd::RawFd, s: u64, l: u64, snap: &mut Sna
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::userspace::residency::tests::engine;
+    use crate::userspace::lanes::tests::one_lane;
+    use crate::userspace::lanes::{apply_mark, Lanes};
+    use crate::userspace::marks::Mark;
+    use crate::userspace::mode::PolicyMode;
+    use crate::userspace::residency::tests::GPU;
     use crate::userspace::residency::Residency;
-    use prescient_core::{Victim, BLOCK_BYTES};
+    use prescient_core::{Engine, Victim, BLOCK_BYTES};
+
+    fn eng(l: &mut Lanes) -> &mut Engine<Vec<u64>> {
+        &mut l.at(GPU).unwrap().engine
+    }
+
+    fn refetch(l: &mut Lanes) -> Vec<u64> {
+        l.at(GPU).unwrap().refetch.clone()
+    }
 
     fn resident(l: &mut Residency, e: &mut Engine<Vec<u64>>, blocks: std::ops::Range<u64>) {
         for b in blocks {
@@ -159,62 +129,60 @@ mod tests {
 
     #[test]
     fn dead_blocks_are_the_first_victims_and_discarded() {
-        let (mut l, mut e) = (Residency::default(), engine());
+        let (mut l, mut lanes) = (Residency::default(), one_lane());
         let mut discarded = HashSet::new();
-        let mut refetch = Vec::new();
         let mut host_dead = Vec::new();
-        resident(&mut l, &mut e, 10..20);
+        resident(&mut l, eng(&mut lanes), 10..20);
         let a = apply_mark(
-            &mut e,
+            &mut lanes,
+            |_| None,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(true, 15..18),
             &mut host_dead,
-            &mut refetch,
         );
         assert_eq!((a.blocks, a.resident, a.ignored), (3, 3, false));
         let mut vic = vec![Victim::default(); 4];
-        let k = e.victims(&mut vic);
+        let k = eng(&mut lanes).victims(&mut vic);
         assert_eq!(k, 4);
         let dead: Vec<u64> = vic[..3].iter().map(|v| v.block).collect();
         assert_eq!(dead, [15, 16, 17]);
         assert!(vic[..3].iter().all(|v| v.discard));
         assert!(!vic[3].discard, "a live block is evicted, not discarded");
-        assert!(refetch.is_empty());
+        assert!(refetch(&mut lanes).is_empty());
     }
 
     #[test]
     fn a_discarded_block_marked_alive_comes_back_and_a_live_one_stays() {
-        let (mut l, mut e) = (Residency::default(), engine());
+        let (mut l, mut lanes) = (Residency::default(), one_lane());
         let mut discarded = HashSet::new();
-        let mut refetch = Vec::new();
         let mut host_dead = Vec::new();
-        resident(&mut l, &mut e, 10..14);
+        resident(&mut l, eng(&mut lanes), 10..14);
         apply_mark(
-            &mut e,
+            &mut lanes,
+            |_| None,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(true, 10..14),
             &mut host_dead,
-            &mut refetch,
         );
         // The backend discarded 10 and 11 (as its pre-eviction does).
         for b in [10, 11] {
             l.sub(b, BLOCK_BYTES);
-            e.evicted(b);
+            eng(&mut lanes).evicted(b);
             discarded.insert(b);
         }
         let a = apply_mark(
-            &mut e,
+            &mut lanes,
+            |_| None,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(false, 9..13),
             &mut host_dead,
-            &mut refetch,
         );
         // Of 9..13 only 12 was resident; 10 and 11 come back.
         assert_eq!((a.blocks, a.resident, a.refetched), (4, 1, 2));
-        assert_eq!(refetch, [10, 11]);
+        assert_eq!(refetch(&mut lanes), [10, 11]);
         assert!(discarded.is_empty());
         assert_eq!(
             l.blocks(),
@@ -223,24 +191,24 @@ mod tests {
         );
         // 13 was not in the alive range: it is the one dead victim left.
         let mut vic = vec![Victim::default(); 8];
-        let k = e.victims(&mut vic);
+        let k = eng(&mut lanes).victims(&mut vic);
         assert_eq!((vic[0].block, vic[0].discard), (13, true));
         assert!(vic[1..k].iter().all(|v| !v.discard));
     }
 
     #[test]
     fn dead_blocks_off_the_gpu_are_listed_for_a_discard_where_they_are() {
-        let (mut l, mut e) = (Residency::default(), engine());
+        let (mut l, mut lanes) = (Residency::default(), one_lane());
         let mut discarded = HashSet::from([32]);
-        let (mut host_dead, mut refetch) = (Vec::new(), Vec::new());
-        resident(&mut l, &mut e, 30..31);
+        let mut host_dead = Vec::new();
+        resident(&mut l, eng(&mut lanes), 30..31);
         let a = apply_mark(
-            &mut e,
+            &mut lanes,
+            |_| None,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(true, 30..34),
             &mut host_dead,
-            &mut refetch,
         );
         // 30 is resident (a victim later), 32 was discarded already.
         assert_eq!((a.blocks, a.resident), (4, 1));
@@ -249,37 +217,36 @@ mod tests {
         discarded.extend([31, 33]);
         host_dead.clear();
         let a = apply_mark(
-            &mut e,
+            &mut lanes,
+            |_| None,
             &mut discarded,
             PolicyMode::Prescient,
             &mark(false, 30..34),
             &mut host_dead,
-            &mut refetch,
         );
         assert_eq!(a.refetched, 3);
-        assert_eq!(refetch, [31, 32, 33]);
+        assert_eq!(refetch(&mut lanes), [31, 32, 33]);
         assert!(host_dead.is_empty());
     }
 
     #[test]
     fn marks_are_ignored_where_the_driver_is_emulated_or_only_watched() {
         for mode in [PolicyMode::DriverLike, PolicyMode::Observe] {
-            let (mut l, mut e) = (Residency::default(), engine());
+            let (mut l, mut lanes) = (Residency::default(), one_lane());
             let mut discarded = HashSet::new();
-            let mut refetch = Vec::new();
             let mut host_dead = Vec::new();
-            resident(&mut l, &mut e, 0..4);
+            resident(&mut l, eng(&mut lanes), 0..4);
             let a = apply_mark(
-                &mut e,
+                &mut lanes,
+                |_| None,
                 &mut discarded,
                 mode,
                 &mark(true, 0..4),
                 &mut host_dead,
-                &mut refetch,
             );
             assert!(a.ignored);
             let mut vic = vec![Victim::default(); 4];
-            let k = e.victims(&mut vic);
+            let k = eng(&mut lanes).victims(&mut vic);
             assert!(vic[..k].iter().all(|v| !v.discard), "{mode:?}");
         }
     }

@@ -10,7 +10,6 @@
 //! budget, whose ledger already counts the block gone. Evictions still get
 //! a share, so the GPU's real residency stays near the ledger's.
 
-use super::migrator::Job;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 
@@ -19,17 +18,17 @@ pub(super) const QUEUE: usize = 1024;
 /// While both directions wait, one job in this many is an eviction.
 const EVICT_EVERY: u32 = 4;
 
-#[derive(Default)]
-struct Queues {
-    to_gpu: VecDeque<Job>,
-    to_cpu: VecDeque<Job>,
+/// The two directions' jobs (`J`: the workers' job, migrator.rs).
+struct Queues<J> {
+    to_gpu: VecDeque<J>,
+    to_cpu: VecDeque<J>,
     /// Prefetches taken since the last eviction.
     since_evict: u32,
     closed: bool,
 }
 
-impl Queues {
-    fn pick(&mut self) -> Option<Job> {
+impl<J> Queues<J> {
+    fn pick(&mut self) -> Option<J> {
         let evict = !self.to_cpu.is_empty()
             && (self.to_gpu.is_empty() || self.since_evict + 1 >= EVICT_EVERY);
         if evict {
@@ -43,27 +42,36 @@ impl Queues {
 }
 
 /// The queue shared by the loop (`push`) and the workers (`next`).
-#[derive(Default)]
-pub(super) struct JobQueue {
-    q: Mutex<Queues>,
+pub(super) struct JobQueue<J> {
+    q: Mutex<Queues<J>>,
     ready: Condvar,
 }
 
-impl JobQueue {
-    /// Queues `j`; false (not queued) when its direction is full or the
-    /// queue is closed.
-    pub(super) fn push(&self, j: Job) -> bool {
+impl<J> Default for JobQueue<J> {
+    fn default() -> Self {
+        JobQueue {
+            q: Mutex::new(Queues {
+                to_gpu: VecDeque::new(),
+                to_cpu: VecDeque::new(),
+                since_evict: 0,
+                closed: false,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+}
+
+impl<J> JobQueue<J> {
+    /// Queues `j`, a prefetch when `to_gpu` (else an eviction); false (not
+    /// queued) when its direction is full or the queue is closed.
+    pub(super) fn push(&self, j: J, to_gpu: bool) -> bool {
         let Ok(mut q) = self.q.lock() else {
             return false;
         };
         if q.closed {
             return false;
         }
-        let d = if j.goes_to_gpu() {
-            &mut q.to_gpu
-        } else {
-            &mut q.to_cpu
-        };
+        let d = if to_gpu { &mut q.to_gpu } else { &mut q.to_cpu };
         if d.len() >= QUEUE {
             return false;
         }
@@ -74,7 +82,7 @@ impl JobQueue {
     }
 
     /// The next job, waiting for one; None once closed and empty.
-    pub(super) fn next(&self) -> Option<Job> {
+    pub(super) fn next(&self) -> Option<J> {
         let mut q = self.q.lock().ok()?;
         loop {
             if let Some(j) = q.pick() {
@@ -99,15 +107,20 @@ impl JobQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::userspace::migrator::Job;
+
+    fn push(q: &JobQueue<Job>, j: Job) -> bool {
+        q.push(j, j.goes_to_gpu())
+    }
 
     #[test]
     fn prefetches_go_first_and_evictions_keep_a_share() {
         let q = JobQueue::default();
         for b in 0..3 {
-            assert!(q.push(Job::to_cpu(100 + b, 1)));
+            assert!(push(&q, Job::to_cpu(100 + b, 1, [1; 16])));
         }
         for b in 0..8 {
-            assert!(q.push(Job::to_gpu(b, 1, [1; 16])));
+            assert!(push(&q, Job::to_gpu(b, 1, [1; 16])));
         }
         q.close();
         let order: Vec<(bool, u64)> = std::iter::from_fn(|| q.next())
@@ -133,11 +146,11 @@ mod tests {
     fn a_full_direction_refuses_and_a_closed_queue_drains_then_ends() {
         let q = JobQueue::default();
         for b in 0..QUEUE as u64 {
-            assert!(q.push(Job::to_cpu(b, 1)));
+            assert!(push(&q, Job::to_cpu(b, 1, [1; 16])));
         }
-        assert!(!q.push(Job::to_cpu(9999, 1)));
+        assert!(!push(&q, Job::to_cpu(9999, 1, [1; 16])));
         assert!(
-            q.push(Job::to_gpu(1, 1, [1; 16])),
+            push(&q, Job::to_gpu(1, 1, [1; 16])),
             "the other direction has room"
         );
         q.close();
@@ -147,11 +160,11 @@ mod tests {
 
     #[test]
     fn a_waiting_worker_wakes_for_a_job() {
-        let q = std::sync::Arc::new(JobQueue::default());
+        let q = std::sync::Arc::new(JobQueue::<Job>::default());
         let q2 = q.clone();
         let w = std::thread::spawn(move || q2.next().map(|j| j.first()));
         std::thread::sleep(std::time::Duration::from_millis(20));
-        q.push(Job::to_gpu(42, 1, [1; 16]));
+        push(&q, Job::to_gpu(42, 1, [1; 16]));
         assert_eq!(w.join().unwrap(), Some(42));
     }
 }

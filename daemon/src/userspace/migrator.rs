@@ -7,7 +7,7 @@ use super::jobqueue::JobQueue;
 use prescient_core::BLOCK_SHIFT;
 use prescient_uvm::ioctl as uvm;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -20,6 +20,9 @@ pub(super) struct Job {
     to_gpu: bool,
     /// The destination's UUID: the GPU's, or `CPU_UUID`.
     dest: [u8; 16],
+    /// For an eviction, the GPU whose lane chose it (counted by GPU; the
+    /// ioctl itself names no source).
+    from: [u8; 16],
 }
 
 impl Job {
@@ -30,17 +33,20 @@ impl Job {
             len: count << BLOCK_SHIFT,
             to_gpu: true,
             dest: gpu,
+            from: uvm::CPU_UUID,
         }
     }
 
-    /// `count` 2 MB blocks from block `first`, to the CPU (from whichever
-    /// GPU holds them: UVM_MIGRATE needs no source).
-    pub(super) fn to_cpu(first: u64, count: u64) -> Job {
+    /// `count` 2 MB blocks from block `first`, to the CPU, chosen by the
+    /// lane of GPU `from` (UVM_MIGRATE needs no source: the blocks leave
+    /// whichever GPU holds them).
+    pub(super) fn to_cpu(first: u64, count: u64, from: [u8; 16]) -> Job {
         Job {
             base: first << BLOCK_SHIFT,
             len: count << BLOCK_SHIFT,
             to_gpu: false,
             dest: uvm::CPU_UUID,
+            from,
         }
     }
 
@@ -50,6 +56,7 @@ impl Job {
         self.dest
     }
 
+    #[cfg(test)]
     pub(super) fn goes_to_gpu(&self) -> bool {
         self.to_gpu
     }
@@ -58,6 +65,12 @@ impl Job {
     #[cfg(test)]
     pub(super) fn first(&self) -> u64 {
         self.base >> BLOCK_SHIFT
+    }
+
+    /// For an eviction, the GPU whose lane chose it.
+    #[cfg(test)]
+    pub(super) fn chosen_by(&self) -> [u8; 16] {
+        self.from
     }
 }
 
@@ -91,6 +104,13 @@ pub(super) struct Counters {
     pub(super) any_busy_ns: AtomicU64,
     pub(super) inflight_ns: AtomicU64,
     pub(super) inflight_max: AtomicU64,
+    /// Bytes pre-evicted per GPU whose lane chose them.
+    pub(super) evict_bytes_by_gpu: Mutex<Vec<([u8; 16], u64)>>,
+    /// A prefetch was refused with NV_ERR_INVALID_DEVICE: its GPU is not
+    /// (any more) in the process's VA space (uvm_migrate.c answers so for
+    /// a destination UUID the VA space does not have). The loop reads the
+    /// processor table again at once.
+    pub(super) gpu_gone: AtomicBool,
 }
 
 /// Job size buckets (`Counters::sizes`).
@@ -101,16 +121,25 @@ pub(super) fn size_bucket(blocks: u64) -> usize {
     (64 - blocks.max(1).saturating_sub(1).leading_zeros() as usize).min(SIZE_BUCKETS - 1)
 }
 
-impl Counters {
-    /// Adds `bytes` prefetched to the GPU of UUID `gpu`.
-    fn add_gpu_bytes(&self, gpu: [u8; 16], bytes: u64) {
-        if let Ok(mut v) = self.prefetch_bytes_by_gpu.lock() {
-            match v.iter_mut().find(|(u, _)| *u == gpu) {
-                Some((_, b)) => *b += bytes,
-                None => v.push((gpu, bytes)),
-            }
+/// NV_ERR_INVALID_DEVICE (nvstatuscodes.h).
+pub(super) const NV_ERR_INVALID_DEVICE: u32 = 0x26;
+
+/// Adds `bytes` to the entry of GPU `gpu` in `by`.
+fn add_gpu_bytes(by: &Mutex<Vec<([u8; 16], u64)>>, gpu: [u8; 16], bytes: u64) {
+    if let Ok(mut v) = by.lock() {
+        match v.iter_mut().find(|(u, _)| *u == gpu) {
+            Some((_, b)) => *b += bytes,
+            None => v.push((gpu, bytes)),
         }
     }
+}
+
+/// The bytes of GPU `gpu` in `by` (0 when none).
+pub(super) fn gpu_bytes(by: &Mutex<Vec<([u8; 16], u64)>>, gpu: &[u8; 16]) -> u64 {
+    by.lock()
+        .ok()
+        .and_then(|v| v.iter().find(|(u, _)| u == gpu).map(|(_, b)| *b))
+        .unwrap_or(0)
 }
 
 /// Busy-time accounting over parallel workers, both directions under one
@@ -154,7 +183,7 @@ impl Busy {
 
 /// The worker pool of one process and the queue that feeds it.
 pub(super) struct Migrator {
-    queue: Arc<JobQueue>,
+    queue: Arc<JobQueue<Job>>,
     handles: Vec<JoinHandle<()>>,
     pub(super) counters: Arc<Counters>,
 }
@@ -189,7 +218,7 @@ impl Migrator {
         let c = &self.counters;
         // Counted before the push: a worker may take it at once.
         let depth = c.queued.fetch_add(1, Relaxed) + 1;
-        if !self.queue.push(j) {
+        if !self.queue.push(j, j.to_gpu) {
             c.queued.fetch_sub(1, Relaxed);
             c.dropped_jobs.fetch_add(1, Relaxed);
             return;
@@ -198,6 +227,14 @@ impl Migrator {
         c.queue_sum.fetch_add(depth, Relaxed);
         c.queue_samples.fetch_add(1, Relaxed);
         c.sizes[usize::from(!j.to_gpu)][size_bucket(j.len >> BLOCK_SHIFT)].fetch_add(1, Relaxed);
+    }
+
+    /// Closes the queue and returns what it held, in the workers' order
+    /// (tests: a migrator with no workers only fills its queue).
+    #[cfg(test)]
+    pub(super) fn drain(&self) -> Vec<Job> {
+        self.queue.close();
+        std::iter::from_fn(|| self.queue.next()).collect()
     }
 
     /// Lets the workers finish what is queued and waits for them.
@@ -212,7 +249,7 @@ impl Migrator {
 /// One worker: migrates jobs until the queue closes.
 fn worker(
     fd: Arc<OwnedFd>,
-    queue: Arc<JobQueue>,
+    queue: Arc<JobQueue<Job>>,
     flags: u32,
     c: Arc<Counters>,
     busy: Arc<Mutex<Busy>>,
@@ -243,10 +280,15 @@ fn count(c: &Counters, job: &Job, r: Result<(), uvm::IoctlError>) {
             ops.fetch_add(1, Relaxed);
             bytes.fetch_add(job.len, Relaxed);
             if job.to_gpu {
-                c.add_gpu_bytes(job.dest, job.len);
+                add_gpu_bytes(&c.prefetch_bytes_by_gpu, job.dest, job.len);
+            } else {
+                add_gpu_bytes(&c.evict_bytes_by_gpu, job.from, job.len);
             }
         }
         Err(e) => {
+            if job.to_gpu && e == uvm::IoctlError::Rm(NV_ERR_INVALID_DEVICE) {
+                c.gpu_gone.store(true, Relaxed);
+            }
             if errs.fetch_add(1, Relaxed) < 5 {
                 tracing::warn!(
                     base = format!("{:#x}", job.base),
@@ -337,17 +379,29 @@ mod tests {
     }
 
     #[test]
-    fn prefetched_bytes_are_counted_by_destination_gpu() {
+    fn prefetched_and_evicted_bytes_are_counted_by_gpu() {
         let c = Counters::default();
         let (g2, g5) = ([2u8; 16], [5u8; 16]);
         count(&c, &Job::to_gpu(0, 2, g2), Ok(()));
         count(&c, &Job::to_gpu(8, 1, g5), Ok(()));
         count(&c, &Job::to_gpu(4, 1, g2), Ok(()));
         count(&c, &Job::to_gpu(6, 1, g5), Err(uvm::IoctlError::Rm(0x1f)));
-        count(&c, &Job::to_cpu(0, 3), Ok(()));
+        assert!(
+            !c.gpu_gone.load(Relaxed),
+            "another error says nothing of the GPU"
+        );
+        count(
+            &c,
+            &Job::to_gpu(6, 1, g5),
+            Err(uvm::IoctlError::Rm(NV_ERR_INVALID_DEVICE)),
+        );
+        assert!(c.gpu_gone.load(Relaxed));
+        count(&c, &Job::to_cpu(0, 3, g5), Ok(()));
         let by = c.prefetch_bytes_by_gpu.lock().unwrap().clone();
         let mb2 = 2 << 20;
         assert_eq!(by, vec![(g2, 3 * mb2), (g5, mb2)]);
+        assert_eq!(gpu_bytes(&c.evict_bytes_by_gpu, &g5), 3 * mb2);
+        assert_eq!(gpu_bytes(&c.evict_bytes_by_gpu, &g2), 0);
         assert_eq!(c.prefetch_bytes.load(Relaxed), 4 * mb2);
         assert_eq!(c.evict_bytes.load(Relaxed), 3 * mb2);
     }

@@ -32,6 +32,7 @@ mod discard;
 mod execfeed;
 pub mod gate;
 mod jobqueue;
+mod lanes;
 pub mod marks;
 mod mechanism;
 mod migrator;
@@ -47,7 +48,7 @@ pub mod series;
 mod snapshot;
 mod state;
 
-pub use config::{Config, Settings};
+pub use config::{Config, GpuBudgets, Settings};
 pub use mechanism::{Hist, Mechanism};
 pub use mode::{ExecIds, FaultSource, PolicyMode};
 pub use oracle::{OracleConfig, OracleStats};
@@ -111,6 +112,8 @@ struct Inner {
     /// Counters of processes no longer attached: the totals stay monotonic
     /// (Prometheus counters), as the module's do.
     retired: uapi::StatsHead,
+    /// Per-GPU budgets for processes attached from now on.
+    gpu_budgets: GpuBudgets,
 }
 
 impl Inner {
@@ -178,6 +181,7 @@ impl Userspace {
                 next_handle: 1,
                 attaching: Vec::new(),
                 retired: uapi::StatsHead::default(),
+                gpu_budgets: GpuBudgets::default(),
             }),
         }
     }
@@ -244,8 +248,15 @@ impl Userspace {
         Ok(Opened { claim, session })
     }
 
-    /// Starts the loop of an opened process under the parameters `p`.
-    fn start(&self, pid: i32, o: Opened, p: uapi::ParamsAbi) -> Result<Space, DevError> {
+    /// Starts the loop of an opened process under the parameters `p` and
+    /// the per-GPU budgets `gpus`.
+    fn start(
+        &self,
+        pid: i32,
+        o: Opened,
+        p: uapi::ParamsAbi,
+        gpus: &GpuBudgets,
+    ) -> Result<Space, DevError> {
         let snap = Arc::new(Mutex::new(Snapshot {
             pid,
             ..Default::default()
@@ -260,7 +271,7 @@ impl Userspace {
             .map(|fd| Arc::new(Pidfd::from_fd(pid, fd)))
             .ok();
         let discard = uvm::discard_supported(&session.driver_version);
-        let cfg = Config::for_service(&self.settings, p, snap.clone(), marks_rx, discard);
+        let cfg = Config::for_service(&self.settings, p, gpus, snap.clone(), marks_rx, discard);
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("prescient-{pid}"))
@@ -354,6 +365,50 @@ impl Backend for Userspace {
             .collect()
     }
 
+    fn gpu_lanes(&self) -> Vec<prescient_uapi::control::GpuLane> {
+        let inner = self.lock();
+        let mut out = Vec::new();
+        for sp in &inner.spaces {
+            if let Ok(s) = sp.snap.lock() {
+                out.extend(s.gpus.iter().map(|g| prescient_uapi::control::GpuLane {
+                    pid: sp.pid,
+                    ..g.clone()
+                }));
+            }
+        }
+        out
+    }
+
+    /// Takes the per-GPU sizes of `budget` (its each-GPU size is the
+    /// parameters' `residency_budget_bytes`, set apart); every size must be
+    /// whole 2 MB blocks.
+    fn set_gpu_budgets(
+        &self,
+        budget: &prescient_units::GpuBudget,
+        indices: &[(String, u32)],
+    ) -> Result<(), DevError> {
+        if let Some(b) = budget
+            .gpus
+            .iter()
+            .map(|(_, b)| *b)
+            .find(|b| !crate::config::budget_ok(*b))
+        {
+            return Err(refused(
+                "SET_GPU_BUDGET",
+                libc::EINVAL,
+                format!("a GPU's budget of {b} bytes is not whole 2 MiB blocks"),
+            ));
+        }
+        self.lock().gpu_budgets = GpuBudgets {
+            budget: prescient_units::GpuBudget {
+                each: None,
+                gpus: budget.gpus.clone(),
+            },
+            indices: indices.to_vec(),
+        };
+        Ok(())
+    }
+
     fn stats(&self) -> Result<uapi::Stats, DevError> {
         self.driver()?;
         let mut inner = self.lock();
@@ -393,16 +448,18 @@ impl Backend for Userspace {
     fn attach_pid(&self, pid: i32) -> Result<u64, DevError> {
         // Unknown drivers are refused here, before the claim and any ioctl.
         self.driver()?;
-        let params = {
+        let (params, gpus) = {
             let mut inner = self.lock();
             Self::reap(&mut inner);
             Self::check_free(&inner, pid)?;
             inner.attaching.push(pid);
-            inner.params
+            (inner.params, inner.gpu_budgets.clone())
         };
         // Not under the lock: the attach makes ioctls on the target's fds,
         // which must not stall stats, marks and other attaches.
-        let started = self.open(pid).and_then(|o| self.start(pid, o, params));
+        let started = self
+            .open(pid)
+            .and_then(|o| self.start(pid, o, params, &gpus));
         let mut inner = self.lock();
         inner.attaching.retain(|p| *p != pid);
         let mut space = started?;

@@ -14,7 +14,8 @@ pub enum PolicyMode {
     /// Count events only; issue nothing.
     Observe,
     /// Replay a recorded plan (`--plan`): each block prefetched just ahead
-    /// of its recorded use, Belady eviction under the budget (oracle/).
+    /// of its recorded use, Belady eviction under the budget (oracle/), on
+    /// the process's one GPU (a second GPU is refused).
     Oracle,
 }
 

@@ -2,135 +2,352 @@
 //! as the simulator's policies (sim/src/model.rs `Policy`) are written:
 //! observe (nothing), driver-like (evict the oldest block over the budget)
 //! and prescient (pre-evict, prefetch, discard; the host loop is pump.rs).
+//! Both act per GPU (lanes.rs): each GPU's blocks against its own budget.
 
+use super::backoff::Backoff;
+use super::blocklog::BlockLog;
+use super::config::Config;
 use super::discard::discard_blocks;
-use super::migrator::Job;
-use super::mode::PolicyMode;
-use super::oracle::{Oracle, OracleConfig};
+use super::lanes::Lane;
+use super::mechanism::Tracker;
+use super::migrator::{Job, Migrator};
 use super::pump::{turn, Host};
+use super::route::Route;
+use super::snapshot::Snapshot;
 use super::state::Process;
-use prescient_core::{ChainState, Limit, Pump, BLOCK_BYTES, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
+use prescient_core::{ChainState, Limit, BLOCK_BYTES, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
+use std::collections::HashSet;
+use std::os::fd::{AsRawFd, RawFd};
 
 /// Prefetches one turn issues at most (the engine is asked again next turn).
 const PREFETCHES_PER_TURN: usize = 256;
-use std::os::fd::AsRawFd;
 
 /// One policy of the per-process loop.
 pub(super) trait Policy {
-    /// One turn's decisions, after its events and marks; `faulted`: the
-    /// engine learnt a fault this turn.
-    fn step(&mut self, p: &mut Process, faulted: bool);
+    /// One turn's decisions, after its events and marks (each lane says
+    /// whether its engine learnt a fault this turn).
+    fn step(&mut self, p: &mut Process);
 }
 
-/// The policy `mode` names; the oracle replays `oracle`'s plan (the
-/// command line refuses `--mode oracle` without one).
-pub(super) fn for_mode(
-    mode: PolicyMode,
-    oracle: Option<OracleConfig>,
-) -> anyhow::Result<Box<dyn Policy>> {
-    Ok(match mode {
-        PolicyMode::Observe => Box::new(Observe),
-        PolicyMode::DriverLike => Box::new(DriverLike),
-        PolicyMode::Prescient => Box::new(Prescient { pump: Pump::new() }),
-        PolicyMode::Oracle => match oracle {
-            Some(c) => Box::new(Oracle::new(c)),
-            None => anyhow::bail!("--mode oracle needs --plan FILE"),
-        },
-    })
-}
-
-/// The budget in 2 MB blocks.
-pub(super) fn budget_blocks(p: &Process) -> Option<u64> {
-    p.cfg.budget.map(|b| b >> BLOCK_SHIFT)
+/// A lane's budget in 2 MB blocks.
+pub(super) fn budget_blocks(l: &Lane) -> Option<u64> {
+    l.budget.map(|b| b >> BLOCK_SHIFT)
 }
 
 /// Counts events only; issues nothing.
-struct Observe;
+pub(super) struct Observe;
 
 impl Policy for Observe {
-    fn step(&mut self, _p: &mut Process, _faulted: bool) {}
+    fn step(&mut self, _p: &mut Process) {}
 }
 
-/// No prefetch; over the budget, evicts the block resident longest.
+/// No prefetch; over a GPU's budget, evicts that GPU's block resident
+/// longest.
 pub(super) struct DriverLike;
 
 impl Policy for DriverLike {
-    fn step(&mut self, p: &mut Process, _faulted: bool) {
-        let Some(bb) = budget_blocks(p) else { return };
-        while p.residency.blocks() > bb {
-            let Some(v) = p.residency.pop_oldest() else {
-                break;
-            };
-            if p.residency.get(v) == 0 {
-                continue;
+    fn step(&mut self, p: &mut Process) {
+        for l in p.lanes.iter_mut() {
+            let Some(bb) = budget_blocks(l) else { continue };
+            while l.residency.blocks() > bb {
+                let Some(v) = l.residency.pop_oldest() else {
+                    break;
+                };
+                if l.residency.get(v) == 0 {
+                    continue;
+                }
+                l.residency.sub(v, BLOCK_BYTES);
+                l.pre_evicted_blocks += 1;
+                p.log.victim(v);
+                p.migrator.submit(Job::to_cpu(v, 1, l.gpu.uuid));
             }
-            p.residency.sub(v, BLOCK_BYTES);
-            p.log.victim(v);
-            p.migrator.submit(Job::to_cpu(v, 1));
         }
     }
 }
 
-/// Engine-driven prefetch and pre-eviction under the budget, with dead
-/// victims discarded.
-struct Prescient {
-    /// The shared host loop's candidates, kept between turns.
-    pump: Pump,
-}
+/// Engine-driven prefetch and pre-eviction under each GPU's budget, with
+/// dead victims discarded: the shared host loop, once per lane.
+pub(super) struct Prescient;
 
 impl Policy for Prescient {
-    fn step(&mut self, p: &mut Process, faulted: bool) {
-        if faulted {
-            // A fault started a new window: what was queued is stale.
-            self.pump.restart();
+    fn step(&mut self, p: &mut Process) {
+        let mut sent = Vec::new();
+        for l in p.lanes.iter_mut() {
+            let issued = lane_turn(
+                l,
+                &mut Shared {
+                    cfg: &p.cfg,
+                    fd: p.fd.as_raw_fd(),
+                    discard_ok: p.discard_ok,
+                    discarded: &mut p.discarded,
+                    backoff: p.backoff.as_mut(),
+                    log: &mut p.log,
+                    snap: &mut p.snap,
+                    migrator: &p.migrator,
+                    route: &p.route,
+                    mech: &mut p.mech,
+                },
+            );
+            sent.push((l.gpu.index, issued));
         }
+        // Our prefetches took their blocks to one GPU: off the others.
+        for (index, blocks) in sent {
+            for b in blocks {
+                p.lanes.moved_to(index, b);
+            }
+        }
+    }
+}
+
+/// What every lane's turn shares: the process's settings, sets and workers.
+struct Shared<'a> {
+    cfg: &'a Config,
+    fd: RawFd,
+    discard_ok: bool,
+    discarded: &'a mut HashSet<u64>,
+    backoff: Option<&'a mut Backoff>,
+    log: &'a mut BlockLog,
+    snap: &'a mut Snapshot,
+    migrator: &'a Migrator,
+    route: &'a Route,
+    mech: &'a mut Tracker,
+}
+
+/// One lane's turn of the shared host loop under its own budget (or its
+/// GPU's size); returns the blocks it sent to its GPU.
+fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
+    let faulted = std::mem::take(&mut l.faulted);
+    if faulted {
+        // A fault started a new window: what was queued is stale.
+        l.pump.restart();
+    }
+    let limit = Limit {
+        capacity_blocks: budget_blocks(l).unwrap_or(u64::from(s.cfg.gpu_blocks)),
+        watermark_pct: s
+            .cfg
+            .engine
+            .map_or(DEFAULT_WATERMARK_PCT, |e| e.pre_evict_watermark_pct),
+    };
+    let predicting =
+        faulted || l.pump.queued() > 0 || l.engine.chain_state() == ChainState::Running;
+    let max_prefetches = if predicting { PREFETCHES_PER_TURN } else { 0 };
+    let max_run = s.cfg.max_coalesce_blocks;
+    let mut host = Host {
+        residency: &mut l.residency,
+        leaving: &mut l.leaving,
+        discard: s.discard_ok,
+        uncertain: &mut l.uncertain,
+        discarded: s.discarded,
+        backoff: s.backoff.as_deref_mut(),
+        log: s.log,
+        snap: s.snap,
+        migrator: s.migrator,
+        route: s.route,
+        gpu: l.gpu,
+        other_gpu: &mut l.prefetch_other_gpu,
+        max_run,
+        issued: Vec::new(),
+        mech: s.mech,
+    };
+    let sent = turn(
+        &mut l.pump,
+        &mut l.engine,
+        limit,
+        max_prefetches,
+        &mut l.refetch,
+        &mut host,
+    );
+    // A victim the driver refuses to discard is evicted.
+    let refused = discard_blocks(s.fd, &mut l.leaving.dead, max_run, s.discarded, s.snap);
+    l.leaving.evict.extend(refused);
+    for &v in &l.leaving.evict {
+        s.log.victim(v);
+        s.mech.evicted(v);
+    }
+    l.pre_evicted_blocks += l.leaving.evict.len() as u64;
+    l.leaving.submit_evictions(max_run, s.migrator, l.gpu.uuid);
+    sent
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::userspace::discard::Leaving;
+    use crate::userspace::lanes::tests::config;
+    use crate::userspace::lanes::Lanes;
+    use crate::userspace::pump::turn;
+    use crate::userspace::residency::{fault_in, Residency};
+    use crate::userspace::route::tests::{index, table};
+    use prescient_core::{Engine, Pump};
+    use std::sync::Arc;
+
+    /// The process's pieces every lane shares, with no workers (their
+    /// queue only fills) and no discards.
+    struct World {
+        cfg: Config,
+        discarded: HashSet<u64>,
+        log: BlockLog,
+        snap: Snapshot,
+        migrator: Migrator,
+        route: Route,
+        mech: Tracker,
+    }
+
+    impl World {
+        fn new(cfg: Config, parents: &[u16]) -> World {
+            let null = std::fs::File::open("/dev/null").unwrap();
+            World {
+                cfg,
+                discarded: HashSet::new(),
+                log: BlockLog::off(),
+                snap: Snapshot::default(),
+                migrator: Migrator::start(Arc::new(null.into()), 0, 0),
+                route: Route::new(table(parents)),
+                mech: Tracker::default(),
+            }
+        }
+
+        fn turn(&mut self, l: &mut Lane) -> Vec<u64> {
+            lane_turn(
+                l,
+                &mut Shared {
+                    cfg: &self.cfg,
+                    fd: -1,
+                    discard_ok: false,
+                    discarded: &mut self.discarded,
+                    backoff: None,
+                    log: &mut self.log,
+                    snap: &mut self.snap,
+                    migrator: &self.migrator,
+                    route: &self.route,
+                    mech: &mut self.mech,
+                },
+            )
+        }
+    }
+
+    /// A loop over 3 passes of 40 blocks: a stream the engine learns.
+    fn stream() -> Vec<u64> {
+        (0..3).flat_map(|_| 1000..1040).collect()
+    }
+
+    /// A one-GPU process behaves as it did with one engine per process:
+    /// the same prefetches, the same ledger and the same engine counters,
+    /// turn by turn, as the step before lanes (the engine learns the
+    /// fault, the ledger counts it, then one `turn` of the shared loop
+    /// under the budget, its pump restarted by a fault).
+    #[test]
+    fn one_gpu_is_the_one_engine_loop_it_was() {
+        let cfg = config("16M", &[0]);
+        let mut w = World::new(cfg, &[0]);
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
+        // The reference: the pieces the process held before lanes.
+        let params =
+            crate::userspace::config::engine_params(&w.cfg, Some(16 << 20), false).unwrap();
+        let mut engine = Engine::new(params, vec![0u64; params.storage_words()]).unwrap();
+        engine.set_regret_window(w.cfg.regret_window);
+        let (mut ledger, mut pump, mut leaving) =
+            (Residency::default(), Pump::new(), Leaving::default());
+        let (mut unc, mut disc, mut log, mut snap) = (
+            HashSet::new(),
+            HashSet::new(),
+            BlockLog::off(),
+            Snapshot::default(),
+        );
         let limit = Limit {
-            capacity_blocks: budget_blocks(p).unwrap_or(u64::from(p.cfg.gpu_blocks)),
-            watermark_pct: p
-                .cfg
-                .engine
-                .map_or(DEFAULT_WATERMARK_PCT, |e| e.pre_evict_watermark_pct),
+            capacity_blocks: 8,
+            watermark_pct: DEFAULT_WATERMARK_PCT,
         };
-        let predicting =
-            faulted || self.pump.queued() > 0 || p.engine.chain_state() == ChainState::Running;
-        let max_prefetches = if predicting { PREFETCHES_PER_TURN } else { 0 };
-        let max_run = p.cfg.max_coalesce_blocks;
-        let mut host = Host {
-            residency: &mut p.residency,
-            leaving: &mut p.leaving,
-            discard: p.discard_ok,
-            uncertain: &mut p.uncertain,
-            discarded: &mut p.discarded,
-            backoff: p.backoff.as_mut(),
-            log: &mut p.log,
-            snap: &mut p.snap,
-            migrator: &p.migrator,
-            route: &p.route,
-            max_run,
-            issued: Vec::new(),
-            mech: &mut p.mech,
-        };
-        turn(
-            &mut self.pump,
-            &mut p.engine,
-            limit,
-            max_prefetches,
-            &mut p.refetch,
-            &mut host,
-        );
-        // A victim the driver refuses to discard is evicted.
-        let refused = discard_blocks(
-            p.fd.as_raw_fd(),
-            &mut p.leaving.dead,
-            max_run,
-            &mut p.discarded,
-            &mut p.snap,
-        );
-        p.leaving.evict.extend(refused);
-        for &v in &p.leaving.evict {
-            p.log.victim(v);
-            p.mech.evicted(v);
+        let mut ref_evicted = 0;
+        for b in stream() {
+            w.route.fault(index(0), b, || anyhow::bail!("known"));
+            assert!(lane.fault(b, true, false).is_some());
+            let got = w.turn(&mut lane);
+            // The reference turn.
+            engine.fault(b);
+            fault_in(&mut ledger, &mut engine, b);
+            pump.restart();
+            let want = turn(
+                &mut pump,
+                &mut engine,
+                limit,
+                PREFETCHES_PER_TURN,
+                &mut Vec::new(),
+                &mut Host {
+                    residency: &mut ledger,
+                    leaving: &mut leaving,
+                    discard: false,
+                    uncertain: &mut unc,
+                    discarded: &mut disc,
+                    backoff: None,
+                    log: &mut log,
+                    snap: &mut snap,
+                    migrator: &w.migrator,
+                    route: &w.route,
+                    gpu,
+                    other_gpu: &mut 0,
+                    max_run: w.cfg.max_coalesce_blocks,
+                    issued: Vec::new(),
+                    mech: &mut Tracker::default(),
+                },
+            );
+            assert_eq!(got, want, "prefetches after the fault on {b}");
+            ref_evicted += std::mem::take(&mut leaving.evict).len() as u64;
+            assert_eq!(lane.residency.blocks(), ledger.blocks(), "after {b}");
+            assert_eq!(lane.engine.stats(), engine.stats(), "after {b}");
+            assert_eq!(lane.pre_evicted_blocks, ref_evicted, "after {b}");
         }
-        p.leaving.submit_evictions(max_run, &p.migrator);
+        let st = lane.engine.stats();
+        assert!(
+            st.prefetches > 0 && st.history_hits > 0,
+            "the loop was learnt: {st:?}"
+        );
+        assert!(lane.residency.blocks() <= 8 + 1, "the budget was kept");
+    }
+
+    /// Two GPUs of one process under budgets of their own: each is kept
+    /// under its own, a full GPU 0 never evicts GPU 1's blocks, and each
+    /// lane's prefetches are its own GPU's blocks.
+    #[test]
+    fn two_gpus_each_keep_their_own_budget() {
+        let u1 = table(&[0, 1]).gpu(index(1)).unwrap().to_string();
+        let mut w = World::new(config(&format!("16M,{u1}=32M"), &[0, 1]), &[0, 1]);
+        let t = w.route.table().clone();
+        let (g0, g1) = (t.gpu(index(0)).unwrap(), t.gpu(index(1)).unwrap());
+        let mut lanes = Lanes::default();
+        let mut sent: Vec<(u16, u64)> = Vec::new();
+        for (b0, b1) in (0..3).flat_map(|_| (0..40).map(|i| (1000 + i, 5000 + i))) {
+            for (g, b) in [(g0, b0), (g1, b1)] {
+                w.route.fault(g.index, b, || anyhow::bail!("known"));
+                lanes.moved_to(g.index, b);
+                lanes
+                    .get_or_make(g, &w.cfg, false)
+                    .unwrap()
+                    .fault(b, true, false);
+                let l = lanes.at(g.index).unwrap();
+                sent.extend(w.turn(l).into_iter().map(|x| (g.index, x)));
+            }
+        }
+        let l0 = lanes.at(g0.index).unwrap();
+        assert_eq!(l0.budget, Some(16 << 20));
+        assert!(l0.residency.blocks() <= 8 + 1, "{}", l0.residency.blocks());
+        assert!(l0.pre_evicted_blocks > 0);
+        let (r0, p0) = (l0.residency.blocks(), l0.pre_evicted_blocks);
+        let l1 = lanes.at(g1.index).unwrap();
+        assert_eq!(l1.budget, Some(32 << 20));
+        assert!(l1.residency.blocks() <= 16 + 1, "{}", l1.residency.blocks());
+        // 120 faults each: what is not resident was pre-evicted by its own lane.
+        assert!(r0 + p0 >= 40 && l1.residency.blocks() + l1.pre_evicted_blocks >= 40);
+        assert!(
+            sent.iter().any(|(g, _)| *g == g0.index) && sent.iter().any(|(g, _)| *g == g1.index)
+        );
+        for (g, b) in sent {
+            assert_eq!(
+                g == g0.index,
+                b < 5000,
+                "block {b} sent by the lane of index {g}"
+            );
+        }
     }
 }

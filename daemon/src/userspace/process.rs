@@ -9,20 +9,23 @@
 
 use super::blocklog;
 use super::config::Config;
-use super::discard::{apply_mark, discard_blocks};
+use super::discard::discard_blocks;
 use super::execfeed::{engine_id, Feed};
 use super::gate;
+use super::lanes::{apply_mark, Lane};
 use super::mode::{ExecIds, FaultSource, PolicyMode};
+use super::oracle::{Oracle, OracleConfig};
 use super::policy;
-use super::residency::{apply_migration, fault_in};
+use super::residency::apply_migration;
+use super::route::Learnt;
 use super::snapshot::{fill, write_stats, Snapshot};
 use super::state::Process;
 use prescient_core::BLOCK_SHIFT;
 use prescient_uapi::control::Applied;
 use prescient_uvm::ioctl as uvm;
-use prescient_uvm::{Ended, Event, Pace, Session, Tracker, Turn, DRAIN_BATCH};
+use prescient_uvm::{Ended, Event, Gpu, Pace, Session, Tracker, Turn, DRAIN_BATCH};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,7 +45,7 @@ const MARKS_PER_TURN: usize = 16;
 pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Result<Snapshot> {
     let oracle = cfg.oracle.clone();
     let mut p = Process::new(&session, cfg)?;
-    let mut policy = policy::for_mode(p.cfg.mode, oracle)?;
+    let mut policy = for_mode(p.cfg.mode, oracle)?;
     let mut last_write = Instant::now();
     let duration = p.cfg.duration;
     let ended = session.pump(&stop, duration, PACE, |tracker| {
@@ -53,8 +56,12 @@ pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Resu
             return Turn::Stop;
         }
         p.apply_marks();
+        if p.migrator.counters.gpu_gone.swap(false, Ordering::Relaxed) {
+            tracing::warn!(pid = p.snap.pid, "a prefetch's GPU is not in the process's VA space (NV_ERR_INVALID_DEVICE): reading its processor table again");
+            p.reread_gpus();
+        }
         p.tick();
-        policy.step(&mut p, faulted);
+        policy.step(&mut p);
         if p.fatal.is_some() {
             return Turn::Stop;
         }
@@ -76,6 +83,23 @@ pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Resu
         anyhow::bail!("{e}");
     }
     Ok(p.finish(&session))
+}
+
+/// The policy `mode` names; the oracle replays `oracle`'s plan (the
+/// command line refuses `--mode oracle` without one).
+fn for_mode(
+    mode: PolicyMode,
+    oracle: Option<OracleConfig>,
+) -> anyhow::Result<Box<dyn policy::Policy>> {
+    Ok(match mode {
+        PolicyMode::Observe => Box::new(policy::Observe),
+        PolicyMode::DriverLike => Box::new(policy::DriverLike),
+        PolicyMode::Prescient => Box::new(policy::Prescient),
+        PolicyMode::Oracle => match oracle {
+            Some(c) => Box::new(Oracle::new(c)),
+            None => anyhow::bail!("--mode oracle needs --plan FILE"),
+        },
+    })
 }
 
 /// CLOCK_MONOTONIC_RAW in ns: the clock of the driver's event timestamps
@@ -102,13 +126,10 @@ impl Process {
                 }
                 let b = f.address >> BLOCK_SHIFT;
                 self.mech.fault(&f, b, raw_now_ns());
-                if b != self.last_fault_block {
-                    if let Some(r) = self.recorder.as_mut() {
-                        r.fault(f.address);
-                    }
+                match self.learn_gpu(f.gpu_index, b) {
+                    Some(gpu) => self.on_gpu_fault(gpu, f.address),
+                    None => false,
                 }
-                self.learn_gpu(f.gpu_index, b);
-                self.on_gpu_fault(b)
             }
             Event::Migration(m) => self.on_migration(&m),
             Event::Other => {
@@ -121,37 +142,75 @@ impl Process {
     /// Processor `index` faulted on block `b` (a fault event, or a
     /// migration to a GPU standing for one): `b`'s prefetches go there
     /// from now on (route.rs); an unknown index reads the table again.
-    fn learn_gpu(&mut self, index: u16, b: u64) {
+    /// Returns the GPU, None for an index in no table (its fault is
+    /// counted, and learnt by no engine: never a guessed GPU).
+    fn learn_gpu(&mut self, index: u16, b: u64) -> Option<Gpu> {
         let fd = self.fd.as_raw_fd();
-        self.route
+        let generation = self.route.generation();
+        let learnt = self
+            .route
             .fault(index, b, || prescient_uvm::attach::read_processor_table(fd));
         self.snap.faults_unknown_gpu = self.route.unknown_faults;
+        if self.route.generation() != generation {
+            self.sync_lanes();
+        }
+        match learnt {
+            Learnt::Gpu(g) => Some(g),
+            Learnt::Unknown => None,
+        }
     }
 
-    /// A GPU fault on block `b`. A fault says the block is not resident.
-    /// Once per run of faults on one block is enough: `uncertain` is only
-    /// refilled on opening the gate, which also resets `last_fault_block`.
-    fn on_gpu_fault(&mut self, b: u64) -> bool {
-        if b == self.last_fault_block {
-            return false;
+    /// Drops the lanes of GPUs that left the table just read.
+    fn sync_lanes(&mut self) {
+        let table = self.route.table();
+        self.lanes.retain_gpus(|g| table.gpu(g.index) == Some(*g));
+    }
+
+    /// The lane of `gpu`, made on its first fault; a new lane's engine
+    /// starts at the kernel running now (execution-id mode).
+    fn lane(&mut self, gpu: Gpu) -> Option<&mut Lane> {
+        let current = self.feed.as_ref().and_then(|f| f.current());
+        let learns = self.exec_mode && self.cfg.mode.learns();
+        let fresh = self.lanes.iter().all(|l| l.gpu != gpu);
+        let lane = self.lanes.get_or_make(gpu, &self.cfg, self.exec_mode)?;
+        if let (true, true, Some(id)) = (fresh, learns, current) {
+            lane.engine.kernel_start(engine_id(id));
         }
-        self.uncertain.remove(&b);
+        Some(lane)
+    }
+
+    /// A fault of `gpu` at byte address `addr`. A fault says the block is
+    /// not resident (on this GPU: it leaves any other's ledger). Once per
+    /// run of faults on one block is enough: `uncertain` is only refilled
+    /// on opening the gate, which also resets `last_fault_block`.
+    fn on_gpu_fault(&mut self, gpu: Gpu, addr: u64) -> bool {
+        let b = addr >> BLOCK_SHIFT;
+        self.lanes.moved_to(gpu.index, b);
+        let learns = self.cfg.mode.learns();
+        let log_on = learns && self.log.on();
+        let with_id = self.feed.as_ref().is_some_and(|f| f.current().is_some());
+        let Some(lane) = self.lane(gpu) else {
+            return false;
+        };
+        let Some(stats) = lane.fault(b, learns, log_on) else {
+            return false;
+        };
         if self.discarded.remove(&b) {
             self.snap.discarded_faulted += 1;
         }
-        let before = (self.cfg.mode.learns() && self.log.on()).then(|| self.engine.stats());
-        let learnt = self.count_fault(b);
-        if !learnt {
-            self.log.fault(b, '-');
-        } else if let Some(before) = before {
-            self.log
-                .fault(b, blocklog::fault_kind(&before, &self.engine.stats()));
+        self.count_fault(b, with_id);
+        match stats {
+            Some((x, y)) => self.log.fault(b, blocklog::fault_kind(&x, &y)),
+            None if !learns => self.log.fault(b, '-'),
+            None => {}
         }
-        fault_in(&mut self.residency, &mut self.engine, b);
+        if let Some(r) = self.recorder.as_mut() {
+            r.fault_from(gpu.index, addr);
+        }
         if self.cfg.mode == PolicyMode::Oracle {
             self.turn_faults.push(b);
         }
-        learnt
+        learns
     }
 
     /// Reads the execution-id page (looking for it every
@@ -169,32 +228,31 @@ impl Process {
             return;
         };
         let learns = self.exec_mode && self.cfg.mode.learns();
-        let engine = &mut self.engine;
+        let lanes = &mut self.lanes;
+        // The ids are the process's, not one GPU's: every lane's engine
+        // sees each kernel start, and learns the blocks its GPU faults on.
         feed.poll(|id| {
             if learns {
-                engine.kernel_start(engine_id(id));
+                for l in lanes.iter_mut() {
+                    l.engine.kernel_start(engine_id(id));
+                }
             }
         });
         self.snap.exec_ids_seen = feed.ids_seen;
         self.snap.exec_ids_torn = feed.torn();
     }
 
-    /// Counts a fault on block `b` (a GPU fault, or a migration standing for
-    /// one) and hands it to the back-off and the engine; true when the
-    /// engine learnt it.
-    fn count_fault(&mut self, b: u64) -> bool {
-        self.last_fault_block = b;
+    /// Counts a fault on block `b` (a GPU fault, or a migration standing
+    /// for one) for the process and hands it to the back-off; `with_id`:
+    /// an execution id was known.
+    fn count_fault(&mut self, b: u64, with_id: bool) {
         self.snap.fault_blocks += 1;
-        if self.feed.as_ref().is_some_and(|f| f.current().is_some()) {
+        if with_id {
             self.snap.faults_with_exec_id += 1;
         }
         if let Some(bo) = self.backoff.as_mut() {
             bo.fault(b);
         }
-        if self.cfg.mode.learns() {
-            self.engine.fault(b);
-        }
-        self.cfg.mode.learns()
     }
 
     /// One migration event: residency, counters, and (with
@@ -210,10 +268,10 @@ impl Process {
             && to_gpu
             && (m.migration_cause == uvm::CAUSE_COHERENCE
                 || m.migration_cause == uvm::CAUSE_PREFETCH)
-            && b != self.last_fault_block
         {
-            self.learn_gpu(m.dst_index, b);
-            learnt = self.count_fault(b);
+            if let Some(gpu) = self.learn_gpu(m.dst_index, b) {
+                learnt = self.migration_fault(gpu, b);
+            }
         }
         if to_gpu {
             self.log.migration(b, true, m.migration_cause);
@@ -223,7 +281,17 @@ impl Process {
                 self.snap.user_to_gpu_bytes += m.migrated_bytes;
                 self.copy.add(b0, b1);
             }
-            apply_migration(&mut self.residency, &mut self.engine, self.cfg.mode, m);
+            // Our own prefetches left the other lanes when issued; a late
+            // event of one must not take the block from a GPU that faulted
+            // on it since (residency.rs says why our events come late).
+            let ours = m.migration_cause == uvm::CAUSE_USER && self.cfg.mode.prefetches();
+            if !ours {
+                self.lanes.moved_to(m.dst_index, b);
+            }
+            let (mode, gpu) = (self.cfg.mode, self.route.table().gpu(m.dst_index));
+            if let Some(l) = gpu.and_then(|g| self.lane(g)) {
+                apply_migration(&mut l.residency, &mut l.engine, mode, m);
+            }
         } else if m.src_index != uvm::CPU_INDEX {
             self.log.migration(b, false, m.migration_cause);
             self.snap.migrated_to_cpu_bytes += m.migrated_bytes;
@@ -235,11 +303,36 @@ impl Process {
                     self.turn_cpu_taken.push(b);
                 }
             }
-            if apply_migration(&mut self.residency, &mut self.engine, self.cfg.mode, m) {
-                self.snap.driver_evictions += 1;
+            let mode = self.cfg.mode;
+            if let Some(l) = self.lanes.at(m.src_index) {
+                if apply_migration(&mut l.residency, &mut l.engine, mode, m) {
+                    self.snap.driver_evictions += 1;
+                }
             }
         }
         learnt
+    }
+
+    /// A fault-driven migration to `gpu` standing for a fault on block `b`
+    /// (`--fault-source migrations`): learnt as the fault it stands for;
+    /// the migration itself makes the block resident.
+    fn migration_fault(&mut self, gpu: Gpu, b: u64) -> bool {
+        let learns = self.cfg.mode.learns();
+        let with_id = self.feed.as_ref().is_some_and(|f| f.current().is_some());
+        let Some(lane) = self.lane(gpu) else {
+            return false;
+        };
+        if b == lane.last_fault_block {
+            return false;
+        }
+        lane.last_fault_block = b;
+        lane.fault_blocks += 1;
+        if learns {
+            lane.engine.fault(b);
+            lane.faulted = true;
+        }
+        self.count_fault(b, with_id);
+        learns
     }
 
     /// Closes or opens the tracker gate as it asks; false when events can
@@ -267,12 +360,14 @@ impl Process {
                 }
                 // Migrations of the closed period were not seen: what the
                 // ledger says is resident may not be any more.
-                self.uncertain.clear();
-                for b in self.residency.clear() {
-                    self.engine.evicted(b);
-                    self.uncertain.insert(b);
+                for l in self.lanes.iter_mut() {
+                    l.uncertain.clear();
+                    for b in l.residency.clear() {
+                        l.engine.evicted(b);
+                        l.uncertain.insert(b);
+                    }
+                    l.last_fault_block = u64::MAX;
                 }
-                self.last_fault_block = u64::MAX;
             }
         }
         true
@@ -285,13 +380,14 @@ impl Process {
         };
         for _ in 0..MARKS_PER_TURN {
             let Some(m) = rx.next() else { break };
+            let route = &self.route;
             let a = apply_mark(
-                &mut self.engine,
+                &mut self.lanes,
+                |b| route.owner(b),
                 &mut self.discarded,
                 self.cfg.mode,
                 &m,
                 &mut self.host_dead,
-                &mut self.refetch,
             );
             count_mark(&mut self.snap, m.dead, &a);
             // Dead data still on the host: discarded there too, now, before
@@ -321,7 +417,13 @@ impl Process {
     /// The per-turn counters: peak residency, back-off, copy throughput.
     fn tick(&mut self) {
         let s = &mut self.snap;
-        s.max_resident_bytes = s.max_resident_bytes.max(self.residency.total());
+        let mut total = 0;
+        for l in self.lanes.iter_mut() {
+            let t = l.residency.total();
+            l.max_resident_bytes = l.max_resident_bytes.max(t);
+            total += t;
+        }
+        s.max_resident_bytes = s.max_resident_bytes.max(total);
         if let Some(bo) = self.backoff.as_mut() {
             bo.tick(s.fault_blocks, Instant::now());
         }
@@ -339,14 +441,8 @@ impl Process {
         let now = Instant::now();
         self.reread_gpus();
         let counters = &self.migrator.counters;
-        fill(
-            &mut self.snap,
-            &self.residency,
-            &self.engine,
-            counters,
-            tracker,
-            self.start,
-        );
+        let view = self.lanes.view(counters, &self.cfg.gpu_indices);
+        fill(&mut self.snap, view, counters, tracker, self.start);
         self.snap.backoff = self.backoff.as_ref().map(|b| b.stats(now));
         self.snap.gate = self.gate.as_ref().map(|g| g.gate.stats(now));
         self.snap.mechanism = self.mech.snapshot();
@@ -366,7 +462,10 @@ impl Process {
     /// prefetches even when no fault names an unknown index.
     fn reread_gpus(&mut self) {
         match prescient_uvm::attach::read_processor_table(self.fd.as_raw_fd()) {
-            Ok(t) => self.route.replace(t),
+            Ok(t) => {
+                self.route.replace(t);
+                self.sync_lanes();
+            }
             Err(e) => tracing::debug!(pid = self.snap.pid, "processor table: {e:#}"),
         }
         self.snap.gpu_uuids = (self.route.table().gpus().iter())

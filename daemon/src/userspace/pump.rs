@@ -14,6 +14,7 @@ use super::route::Route;
 use super::snapshot::Snapshot;
 use prescient_core::pump::{self, Admit, Why};
 use prescient_core::{Block, Engine, Limit, Prefetch, Pump, Victim, BLOCK_BYTES};
+use prescient_uvm::Gpu;
 use std::collections::HashSet;
 
 /// The daemon's bookkeeping, as the shared host loop sees it.
@@ -29,8 +30,12 @@ pub(super) struct Host<'a> {
     pub(super) log: &'a mut BlockLog,
     pub(super) snap: &'a mut Snapshot,
     pub(super) migrator: &'a Migrator,
-    /// Which GPU each prefetch goes to.
+    /// Which GPU faulted on each block last.
     pub(super) route: &'a Route,
+    /// The GPU of this lane: its engine's predictions go there.
+    pub(super) gpu: Gpu,
+    /// Predictions declined because another GPU faulted on them last.
+    pub(super) other_gpu: &'a mut u64,
     /// Longest run of blocks in one UVM_MIGRATE.
     pub(super) max_run: u64,
     /// Prefetches of this turn, submitted in runs at its end.
@@ -61,12 +66,21 @@ impl prescient_core::Host for Host<'_> {
     }
 
     /// Blocks of uncertain residency always come in, the others as the
-    /// back-off says; never a block with no GPU to go to (route.rs).
+    /// back-off says; never a block with no GPU to go to, nor one another
+    /// GPU faulted on last (route.rs: the last faulting GPU wins).
     fn prefetch(&mut self, p: Prefetch) -> Admit {
         let b = p.block;
-        if self.route.destination(b).is_none() {
-            self.snap.prefetch_no_gpu += 1;
-            return Admit::Declined;
+        match self.route.destination(b, self.gpu.index) {
+            Some(g) if g == self.gpu => {}
+            Some(_) => {
+                *self.other_gpu += 1;
+                self.snap.prefetch_other_gpu += 1;
+                return Admit::Declined;
+            }
+            None => {
+                self.snap.prefetch_no_gpu += 1;
+                return Admit::Declined;
+            }
         }
         let was_uncertain = self.uncertain.remove(&b);
         self.discarded.remove(&b);
@@ -85,41 +99,20 @@ impl prescient_core::Host for Host<'_> {
     }
 }
 
-impl Host<'_> {
-    /// Queues `blocks` (in the engine's order) to their GPUs.
-    fn submit(&self, blocks: Vec<u64>) {
-        for j in prefetch_jobs(&blocks, self.route, self.max_run) {
-            self.migrator.submit(j);
-        }
-    }
+/// The UVM_MIGRATE jobs of `blocks` (in the engine's order) to `gpu`:
+/// runs of consecutive blocks, at most `max` long.
+pub(super) fn prefetch_jobs(blocks: &[u64], gpu: Gpu, max: u64) -> Vec<Job> {
+    runs(blocks.iter().copied(), max)
+        .into_iter()
+        .map(|(s, l)| Job::to_gpu(s, l, gpu.uuid))
+        .collect()
 }
 
-/// The UVM_MIGRATE jobs of `blocks`: runs of consecutive blocks of one
-/// destination GPU, at most `max` long, in the blocks' order; a block with
-/// no destination (its GPU left the table) is left out.
-pub(super) fn prefetch_jobs(blocks: &[u64], route: &Route, max: u64) -> Vec<Job> {
-    let mut jobs = Vec::new();
-    let mut i = 0;
-    while i < blocks.len() {
-        let dest = route.destination(blocks[i]);
-        let same = blocks[i..]
-            .iter()
-            .take_while(|&&b| route.destination(b) == dest)
-            .count();
-        if let Some(g) = dest {
-            for (s, l) in runs(blocks[i..i + same].iter().copied(), max) {
-                jobs.push(Job::to_gpu(s, l, g.uuid));
-            }
-        }
-        i += same;
-    }
-    jobs
-}
-
-/// One turn: brings back the discarded blocks in `refetch` (room made for
-/// each, but never refused: they are about to be used), then one round of
-/// the shared loop under `limit`, up to `max_prefetches`; the prefetches go
-/// to the workers in runs of consecutive blocks.
+/// One turn of one lane: brings back the discarded blocks in `refetch`
+/// (room made for each, but never refused: they are about to be used),
+/// then one round of the shared loop under `limit`, up to
+/// `max_prefetches`; the prefetches go to the workers in runs of
+/// consecutive blocks, to the lane's GPU. Returns the blocks sent there.
 pub(super) fn turn(
     pump: &mut Pump,
     engine: &mut Engine<Vec<u64>>,
@@ -127,17 +120,20 @@ pub(super) fn turn(
     max_prefetches: usize,
     refetch: &mut Vec<u64>,
     host: &mut Host,
-) {
+) -> Vec<u64> {
     // A block with no GPU to go to stays where it is (its fault brings it).
     let before = refetch.len();
-    refetch.retain(|&b| host.route.destination(b).is_some());
+    let (route, gpu) = (host.route, host.gpu);
+    refetch.retain(|&b| route.destination(b, gpu.index) == Some(gpu));
     host.snap.prefetch_no_gpu += (before - refetch.len()) as u64;
+    let mut sent = Vec::new();
     for (s, l) in sorted_runs(refetch, host.max_run) {
         for b in s..s + l {
             pump::make_room(engine, limit, host);
             fault_in(host.residency, engine, b);
         }
-        host.submit((s..s + l).collect());
+        host.migrator.submit(Job::to_gpu(s, l, gpu.uuid));
+        sent.extend(s..s + l);
     }
     let done = pump.round(engine, limit, max_prefetches, host);
     host.snap.prefetch_resident += u64::from(done.already_resident);
@@ -146,7 +142,11 @@ pub(super) fn turn(
         host.snap.prefetch_no_room += 1;
     }
     let issued = std::mem::take(&mut host.issued);
-    host.submit(issued);
+    for j in prefetch_jobs(&issued, gpu, host.max_run) {
+        host.migrator.submit(j);
+    }
+    sent.extend(issued);
+    sent
 }
 
 #[cfg(test)]
@@ -189,6 +189,11 @@ mod tests {
             snap: &mut snap,
             migrator: &migrator,
             route: &Route::default(),
+            gpu: prescient_uvm::Gpu {
+                index: 1,
+                uuid: [1; 16],
+            },
+            other_gpu: &mut 0,
             max_run: 16,
             issued: Vec::new(),
             mech: &mut Tracker::default(),
@@ -211,45 +216,130 @@ mod tests {
         assert_eq!(leaving.evict.len() as u64, 40 - left);
     }
 
-    /// On an 8-GPU node, the blocks GPU 2 faulted on go to GPU 2's UUID,
-    /// GPU 5's to GPU 5's, in runs that never mix two GPUs; a predicted
-    /// block no GPU faulted on goes to the GPU that faulted last.
-    #[test]
-    fn prefetches_go_to_the_gpu_that_faulted_in_runs_of_one_gpu() {
-        use crate::userspace::route::tests::{index, table, uuid};
-        let mut r = Route::new(table(&[0, 1, 2, 3, 4, 5, 6, 7]));
-        let known = |_: ()| -> anyhow::Result<prescient_uvm::ProcessorTable> {
-            panic!("every index is in the table")
-        };
-        for b in 10..14 {
-            r.fault(index(2), b, || known(()));
+    /// A host over `l` for the lane of `gpu` (no workers: the queue only
+    /// fills).
+    fn host<'a>(
+        parts: &'a mut Parts,
+        l: &'a mut Residency,
+        route: &'a Route,
+        gpu: Gpu,
+    ) -> Host<'a> {
+        Host {
+            residency: l,
+            leaving: &mut parts.leaving,
+            discard: false,
+            uncertain: &mut parts.uncertain,
+            discarded: &mut parts.discarded,
+            backoff: None,
+            log: &mut parts.log,
+            snap: &mut parts.snap,
+            migrator: &parts.migrator,
+            route,
+            gpu,
+            other_gpu: &mut parts.other,
+            max_run: 16,
+            issued: Vec::new(),
+            mech: &mut parts.mech,
         }
-        for b in 14..16 {
-            r.fault(index(5), b, || known(()));
-        }
-        let jobs = prefetch_jobs(&[10, 11, 12, 13, 14, 15, 16], &r, 16);
-        let want = vec![Job::to_gpu(10, 4, uuid(2)), Job::to_gpu(14, 3, uuid(5))];
-        assert_eq!(jobs, want);
-        assert!(
-            jobs.iter().all(|j| j.dest() != uuid(0)),
-            "never the first GPU"
-        );
-        // GPU 5 leaves: its blocks, and the unfaulted one, are left out.
-        r.replace(table(&[0, 1, 2, 3, 4, 6, 7]));
-        let jobs = prefetch_jobs(&[10, 14, 15, 16, 11], &r, 16);
-        assert_eq!(
-            jobs,
-            vec![Job::to_gpu(10, 1, uuid(2)), Job::to_gpu(11, 1, uuid(2))]
-        );
     }
 
-    /// A one-GPU process: every prefetch goes to its only GPU, as before.
+    struct Parts {
+        leaving: Leaving,
+        uncertain: HashSet<u64>,
+        discarded: HashSet<u64>,
+        log: BlockLog,
+        snap: Snapshot,
+        migrator: Migrator,
+        other: u64,
+        mech: Tracker,
+    }
+
+    fn parts() -> Parts {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        Parts {
+            leaving: Leaving::default(),
+            uncertain: HashSet::new(),
+            discarded: HashSet::new(),
+            log: BlockLog::off(),
+            snap: Snapshot::default(),
+            migrator: Migrator::start(Arc::new(null.into()), 0, 0),
+            other: 0,
+            mech: Tracker::default(),
+        }
+    }
+
+    /// On an 8-GPU node, GPU 2's engine predicts blocks GPU 2 faulted on,
+    /// one GPU 5 faulted on last, and one no GPU faulted on: the first and
+    /// the last go to GPU 2 in runs, GPU 5's block stays with GPU 5.
+    #[test]
+    fn a_lanes_prefetches_go_to_its_gpu_never_to_a_block_another_gpu_holds() {
+        use crate::userspace::route::tests::{index, table, uuid};
+        let mut r = Route::new(table(&[0, 1, 2, 3, 4, 5, 6, 7]));
+        let known = || -> anyhow::Result<prescient_uvm::ProcessorTable> {
+            panic!("every index is in the table")
+        };
+        for b in [10, 11, 12] {
+            r.fault(index(2), b, known);
+        }
+        r.fault(index(5), 13, known);
+        let g2 = r.table().gpu(index(2)).unwrap();
+        let (mut parts, mut l) = (parts(), Residency::default());
+        let mut h = host(&mut parts, &mut l, &r, g2);
+        let admitted: Vec<u64> = [10, 11, 12, 13, 14]
+            .into_iter()
+            .filter(|&b| {
+                let p = Prefetch {
+                    block: b,
+                    ..Default::default()
+                };
+                prescient_core::Host::prefetch(&mut h, p) == Admit::Issued
+            })
+            .collect();
+        assert_eq!(admitted, [10, 11, 12, 14]);
+        let jobs = prefetch_jobs(&h.issued, g2, 16);
+        assert_eq!(
+            jobs,
+            vec![Job::to_gpu(10, 3, uuid(2)), Job::to_gpu(14, 1, uuid(2))]
+        );
+        assert!(
+            jobs.iter().all(|j| j.dest() == uuid(2)),
+            "never the first GPU"
+        );
+        assert_eq!((parts.other, parts.snap.prefetch_other_gpu), (1, 1));
+        assert_eq!(l.blocks(), 4);
+    }
+
+    /// GPU 5 leaves the table: GPU 5's lane (were it still asked) sends
+    /// nothing anywhere, and nothing goes to a GPU the process lost.
+    #[test]
+    fn no_prefetch_to_a_gpu_that_left_the_table() {
+        use crate::userspace::route::tests::{index, table};
+        let mut r = Route::new(table(&[0, 5]));
+        r.fault(index(5), 3, || anyhow::bail!("not read"));
+        let g5 = r.table().gpu(index(5)).unwrap();
+        r.replace(table(&[0]));
+        let (mut parts, mut l) = (parts(), Residency::default());
+        let mut h = host(&mut parts, &mut l, &r, g5);
+        for b in [3, 4] {
+            let p = Prefetch {
+                block: b,
+                ..Default::default()
+            };
+            assert_eq!(prescient_core::Host::prefetch(&mut h, p), Admit::Declined);
+        }
+        assert_eq!(parts.snap.prefetch_no_gpu, 2);
+        assert_eq!(l.blocks(), 0);
+    }
+
+    /// A one-GPU process: every prefetch goes to its only GPU, in runs, as
+    /// before lanes.
     #[test]
     fn one_gpu_gets_every_prefetch_in_runs() {
         use crate::userspace::route::tests::{index, table, uuid};
         let mut r = Route::new(table(&[3]));
         r.fault(index(3), 1, || anyhow::bail!("not read"));
-        let jobs = prefetch_jobs(&[1, 2, 3, 9], &r, 2);
+        let g = r.table().gpu(index(3)).unwrap();
+        let jobs = prefetch_jobs(&[1, 2, 3, 9], g, 2);
         assert_eq!(
             jobs,
             vec![
@@ -258,6 +348,5 @@ mod tests {
                 Job::to_gpu(9, 1, uuid(3))
             ]
         );
-        assert!(prefetch_jobs(&[1], &Route::new(table(&[3])), 2).is_empty());
     }
 }

@@ -10,9 +10,9 @@
 //! A block faulted from two GPUs follows the driver's own choice for a
 //! fault without read duplication: the faulting processor becomes the
 //! block's residency, so the last faulting GPU wins and later prefetches of
-//! that block go there. A block the engine predicts but no GPU has faulted
-//! on yet goes to the GPU that faulted last in the process (the fault
-//! stream the prediction came from). Evictions need no GPU: UVM_MIGRATE to
+//! that block go there. A block an engine predicts but no GPU has faulted
+//! on yet goes to the GPU of that engine (lanes.rs: each GPU's engine
+//! learns that GPU's fault stream). Evictions need no GPU: UVM_MIGRATE to
 //! the CPU moves a block from wherever it is.
 
 use prescient_uvm::{Gpu, ProcessorTable};
@@ -34,8 +34,9 @@ pub(super) struct Route {
     table: ProcessorTable,
     /// Block to the processor index of the GPU that last faulted on it.
     block_gpu: HashMap<u64, u16>,
-    /// The GPU that faulted last, for blocks no GPU faulted on.
-    last_gpu: Option<u16>,
+    /// Bumped whenever a new table is taken (lanes.rs drops the lanes of
+    /// GPUs that left it).
+    generation: u64,
     /// The last (index, block) learnt: a fault batch names one block many
     /// times (one event per faulting page), and the map need not see them.
     last_fault: Option<(u16, u64)>,
@@ -83,7 +84,6 @@ impl Route {
             return Learnt::Unknown;
         };
         self.block_gpu.insert(block, index);
-        self.last_gpu = Some(index);
         self.last_fault = Some((index, block));
         Learnt::Gpu(gpu)
     }
@@ -106,6 +106,7 @@ impl Route {
     pub(super) fn replace(&mut self, table: ProcessorTable) {
         let old = std::mem::take(&mut self.table);
         self.last_fault = None;
+        self.generation += 1;
         for g in old.gpus() {
             if table.gpu(g.index) != Some(*g) {
                 self.gone(*g);
@@ -123,9 +124,6 @@ impl Route {
     fn gone(&mut self, g: Gpu) {
         let before = self.block_gpu.len();
         self.block_gpu.retain(|_, i| *i != g.index);
-        if self.last_gpu == Some(g.index) {
-            self.last_gpu = None;
-        }
         tracing::warn!(
             index = g.index,
             gpu = %g,
@@ -134,11 +132,21 @@ impl Route {
         );
     }
 
-    /// Where a prefetch of `block` goes: the GPU that last faulted on it,
-    /// else the GPU that faulted last; None when neither is in the table.
-    pub(super) fn destination(&self, block: u64) -> Option<Gpu> {
-        let index = self.block_gpu.get(&block).copied().or(self.last_gpu)?;
-        self.table.gpu(index)
+    /// Where a prefetch of `block` that the engine of the GPU at index
+    /// `asking` predicted goes: the GPU that last faulted on it, else
+    /// `asking`'s; None when that GPU is not in the table.
+    pub(super) fn destination(&self, block: u64, asking: u16) -> Option<Gpu> {
+        self.table.gpu(self.owner(block).unwrap_or(asking))
+    }
+
+    /// The index of the GPU that last faulted on `block`, if any did.
+    pub(super) fn owner(&self, block: u64) -> Option<u16> {
+        self.block_gpu.get(&block).copied()
+    }
+
+    /// How many tables have been taken since the first.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
     }
 }
 
@@ -184,7 +192,8 @@ pub(crate) mod tests {
                 assert_eq!(learnt, Learnt::Gpu(r.table().gpu(index(p)).unwrap()));
             }
             for p in 0..n {
-                let d = r.destination(100 + u64::from(p)).unwrap();
+                // Whichever GPU's engine predicts it, the faulting GPU gets it.
+                let d = r.destination(100 + u64::from(p), index(0)).unwrap();
                 assert_eq!(d.uuid, uuid(p), "{n} GPUs, block of GPU {p}");
             }
         }
@@ -194,9 +203,10 @@ pub(crate) mod tests {
     fn faults_from_gpu_2_send_its_blocks_to_gpu_2_not_the_first() {
         let mut r = Route::new(table(&[0, 1, 2, 3]));
         r.fault(index(2), 7, no_reread);
-        assert_eq!(r.destination(7).unwrap().uuid, uuid(2));
-        // A predicted block no GPU faulted on: the last faulting GPU.
-        assert_eq!(r.destination(8).unwrap().uuid, uuid(2));
+        assert_eq!(r.destination(7, index(0)).unwrap().uuid, uuid(2));
+        // A predicted block no GPU faulted on: the predicting engine's GPU.
+        assert_eq!(r.destination(8, index(3)).unwrap().uuid, uuid(3));
+        assert_eq!(r.destination(8, index(2)).unwrap().uuid, uuid(2));
     }
 
     #[test]
@@ -204,9 +214,9 @@ pub(crate) mod tests {
         let mut r = Route::new(table(&[0, 1]));
         r.fault(index(0), 7, no_reread);
         r.fault(index(1), 7, no_reread);
-        assert_eq!(r.destination(7).unwrap().uuid, uuid(1));
+        assert_eq!(r.destination(7, index(0)).unwrap().uuid, uuid(1));
         r.fault(index(0), 7, no_reread);
-        assert_eq!(r.destination(7).unwrap().uuid, uuid(0));
+        assert_eq!(r.destination(7, index(0)).unwrap().uuid, uuid(0));
     }
 
     #[test]
@@ -219,7 +229,7 @@ pub(crate) mod tests {
         });
         assert_eq!(reads, 1);
         assert_eq!(learnt, Learnt::Gpu(r.table().gpu(index(1)).unwrap()));
-        assert_eq!(r.destination(9).unwrap().uuid, uuid(1));
+        assert_eq!(r.destination(9, index(1)).unwrap().uuid, uuid(1));
         assert_eq!(r.unknown_faults, 0);
     }
 
@@ -228,7 +238,9 @@ pub(crate) mod tests {
         let mut r = Route::new(table(&[0]));
         let learnt = r.fault(index(3), 9, || Ok(table(&[0])));
         assert_eq!(learnt, Learnt::Unknown);
-        assert_eq!(r.destination(9), None, "no GPU faulted yet: no guess");
+        assert_eq!(r.owner(9), None, "no GPU faulted yet: no guess");
+        // Nor is an engine of a GPU outside the table ever a destination.
+        assert_eq!(r.destination(9, index(3)), None);
         assert_eq!(r.unknown_faults, 1);
         // A failed read is no GPU either.
         let learnt = r.fault(index(3), 9, || Err(anyhow::anyhow!("ENODEV")));
@@ -240,16 +252,22 @@ pub(crate) mod tests {
         let mut r = Route::new(table(&[0, 1]));
         r.fault(index(0), 5, no_reread);
         r.fault(index(1), 6, no_reread);
+        let g = r.generation();
         r.replace(table(&[0]));
-        assert_eq!(r.destination(5).unwrap().uuid, uuid(0));
-        // Block 6's GPU is gone, and so is the last faulting GPU.
-        assert_eq!(r.destination(6), None);
+        assert_eq!(r.generation(), g + 1);
+        assert_eq!(r.destination(5, index(0)).unwrap().uuid, uuid(0));
+        // Block 6's GPU is gone: nothing goes there (its lane, dropped
+        // with it, would ask in vain), and the block is no GPU's any more.
+        assert_eq!(r.destination(6, index(1)), None);
+        assert_eq!(r.owner(6), None);
+        assert_eq!(r.destination(6, index(0)).unwrap().uuid, uuid(0));
         // A GPU reset that came back under another UUID at the same index
         // is a different GPU: its old blocks are dropped as well.
         r.fault(index(0), 5, no_reread);
         let mut raw = vec![[0u8; 16]; 32 * 8 + 1];
         raw[usize::from(index(0))] = [0x77; 16];
         r.replace(ProcessorTable::from_raw(&raw));
-        assert_eq!(r.destination(5), None);
+        assert_eq!(r.owner(5), None);
+        assert_eq!(r.destination(5, index(0)).unwrap().uuid, [0x77; 16]);
     }
 }

@@ -6,9 +6,9 @@ use super::mechanism::Mechanism;
 use super::migrator::{Counters, SIZE_BUCKETS};
 use super::mode::{FaultSource, PolicyMode};
 use super::oracle::OracleStats;
-use super::residency::Residency;
 use super::{backoff, gate};
-use prescient_core::Engine;
+use prescient_core::Stats;
+use prescient_uapi::control::GpuLane;
 use prescient_uvm::Tracker;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -77,6 +77,12 @@ pub struct Snapshot {
     pub prefetch_no_gpu: u64,
     /// GPU faults whose processor index no table read had (route.rs).
     pub faults_unknown_gpu: u64,
+    /// Predictions of one GPU's engine not prefetched because another GPU
+    /// faulted on the block last (route.rs, lanes.rs).
+    pub prefetch_other_gpu: u64,
+    /// One entry per GPU the process faulted from: its own engine, ledger
+    /// and budget (lanes.rs).
+    pub gpus: Vec<GpuLane>,
     /// The process's GPUs (nvidia-smi UUIDs, by processor index) at the
     /// last snapshot.
     pub gpu_uuids: Vec<String>,
@@ -160,22 +166,28 @@ fn gbps(bytes: u64, busy_ns: u64) -> f64 {
     }
 }
 
-/// Refreshes `s` from the loop's residency, engine, workers and tracker.
-pub(super) fn fill(
-    s: &mut Snapshot,
-    l: &Residency,
-    e: &Engine<Vec<u64>>,
-    c: &Counters,
-    t: &Tracker,
-    start: Instant,
-) {
+/// What the loop's engines and ledgers hold, summed over its GPUs
+/// (lanes.rs fills it), and one entry per GPU.
+pub(super) struct EngineView {
+    pub(super) stats: Stats,
+    pub(super) free_target: u32,
+    pub(super) window_blocks: u64,
+    pub(super) engine_resident_blocks: u32,
+    pub(super) resident_bytes: u64,
+    pub(super) resident_blocks: u64,
+    pub(super) gpus: Vec<GpuLane>,
+}
+
+/// Refreshes `s` from the loop's engines (`v`), workers and tracker.
+pub(super) fn fill(s: &mut Snapshot, v: EngineView, c: &Counters, t: &Tracker, start: Instant) {
     s.elapsed_s = start.elapsed().as_secs_f64();
     s.unix_s = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     s.dropped_events = t.dropped();
-    s.resident_bytes = l.total();
-    s.resident_blocks = l.blocks();
+    s.resident_bytes = v.resident_bytes;
+    s.resident_blocks = v.resident_blocks;
+    s.gpus = v.gpus;
     s.prefetch_ops = c.prefetch_ops.load(Relaxed);
     s.prefetch_bytes = c.prefetch_bytes.load(Relaxed);
     s.prefetch_errors = c.prefetch_errors.load(Relaxed);
@@ -191,21 +203,21 @@ pub(super) fn fill(
     s.evict_gbps = gbps(s.evict_bytes, c.evict_busy_ns.load(Relaxed));
     s.dropped_jobs = c.dropped_jobs.load(Relaxed);
     fill_workers(s, c);
-    let st = e.stats();
+    let st = v.stats;
     s.engine_faults = st.faults;
     s.engine_prefetches = st.prefetches;
     s.engine_windows = st.windows;
     s.engine_refaults = st.refaults;
     s.engine_victims = st.victims_evict + st.victims_discard;
-    s.engine_free_target = e.free_target();
+    s.engine_free_target = v.free_target;
     s.engine_history_hits = st.history_hits;
     s.engine_history_misses = st.history_misses;
     s.engine_history_jumps = st.history_jumps;
     s.engine_victim_shortfall = st.victim_shortfall;
     s.engine_regrets = st.regrets;
     s.engine_regret_offers = st.regret_offers;
-    s.engine_window_blocks = e.window_depth() as u64;
-    s.engine_resident_blocks = e.resident_blocks();
+    s.engine_window_blocks = v.window_blocks;
+    s.engine_resident_blocks = v.engine_resident_blocks;
     s.engine_ledger_overflow = st.ledger_overflow;
 }
 

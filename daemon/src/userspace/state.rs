@@ -4,18 +4,16 @@
 
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
-use super::config::{engine_params, Config};
-use super::discard::Leaving;
+use super::config::Config;
 use super::execfeed::Feed;
 use super::gate::{self, Gate, MajorFaults};
+use super::lanes::{Lane, Lanes};
 use super::mechanism;
 use super::migrator::Migrator;
 use super::mode::{ExecIds, FaultSource};
 use super::oracle::record::Recorder;
-use super::residency::Residency;
 use super::route::Route;
 use super::snapshot::Snapshot;
-use prescient_core::Engine;
 use prescient_uvm::ioctl as uvm;
 use prescient_uvm::Session;
 use std::collections::HashSet;
@@ -38,7 +36,7 @@ impl TrackerGate {
     /// The gate for `cfg`, when it is wanted and usable; says why not.
     pub(super) fn open(cfg: &Config, pid: i32) -> Option<TrackerGate> {
         let usable =
-            cfg.mode.learns() && cfg.fault_source == FaultSource::Faults && cfg.budget.is_none();
+            cfg.mode.learns() && cfg.fault_source == FaultSource::Faults && cfg.budget.is_empty();
         if cfg.gate.is_some() && !usable {
             tracing::info!(
                 pid,
@@ -107,27 +105,17 @@ impl CopyClock {
 pub(super) struct Process {
     pub(super) cfg: Config,
     pub(super) fd: Arc<OwnedFd>,
-    pub(super) engine: Engine<Vec<u64>>,
-    pub(super) residency: Residency,
-    /// Blocks the ledger had as resident when the gate last opened: maybe
-    /// still resident, maybe not. Prefetched when predicted (a resident one
-    /// copies nothing), but never held out by the back-off: a hold-out on a
-    /// block that is in fact resident would never fault, and count as a
-    /// wrong prediction (daemon/README.md, "Measured history").
-    pub(super) uncertain: HashSet<u64>,
+    /// One engine, ledger and budget per GPU the process faults from.
+    pub(super) lanes: Lanes,
     /// Blocks we discarded (dead, off the GPU with no copy) and that have
     /// not come back since: an alive mark migrates them back at once, since
     /// a GPU touching a discarded block faults page by page
     /// (notes/uvm-facts.md).
     pub(super) discarded: HashSet<u64>,
-    /// Discarded blocks marked alive, to migrate back after making room.
-    pub(super) refetch: Vec<u64>,
     /// Dead blocks off the GPU, to discard where they are.
     pub(super) host_dead: Vec<u64>,
-    pub(super) leaving: Leaving,
     /// Dead victims may be discarded (the driver can, and we learn marks).
     pub(super) discard_ok: bool,
-    pub(super) last_fault_block: u64,
     pub(super) log: BlockLog,
     pub(super) backoff: Option<Backoff>,
     pub(super) gate: Option<TrackerGate>,
@@ -166,10 +154,6 @@ impl Process {
             ExecIds::Auto | ExecIds::On => Feed::find(target.pid),
         };
         let exec_mode = cfg.exec_ids == ExecIds::On || feed.is_some();
-        let params = engine_params(&cfg, exec_mode)?;
-        let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
-            .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
-        engine.set_regret_window(cfg.regret_window);
         let log = match &cfg.block_log {
             Some(p) => BlockLog::create(p)
                 .map_err(|e| anyhow::anyhow!("block log {}: {e}", p.display()))?,
@@ -185,14 +169,20 @@ impl Process {
         let migrator = Migrator::start(fd.clone(), flags, workers);
         let route = Route::new(target.processor_table()?);
         let gpus = route.table().gpus();
-        if gpus.len() > 1 {
-            let all: Vec<String> = gpus.iter().map(|g| format!("{}={g}", g.index)).collect();
-            tracing::info!(
-                pid = target.pid,
-                gpus = all.join(","),
-                "the process's VA space has {} GPUs: each block is prefetched to the GPU that faulted on it",
-                gpus.len()
-            );
+        let mut lanes = Lanes::default();
+        match gpus {
+            // One GPU: its lane from the start, as the one engine was.
+            [only] => lanes.push(Lane::new(*only, cfg.budget_of(only), &cfg, exec_mode)?),
+            [] => {}
+            _ => {
+                let all: Vec<String> = gpus.iter().map(|g| format!("{}={g}", g.index)).collect();
+                tracing::info!(
+                    pid = target.pid,
+                    gpus = all.join(","),
+                    "the process's VA space has {} GPUs: each GPU it faults from gets its own engine, ledger and budget, and its blocks are prefetched to it",
+                    gpus.len()
+                );
+            }
         }
         let cfg_record = cfg.record_plan.clone();
         let snap = Snapshot {
@@ -201,7 +191,7 @@ impl Process {
             fault_source: Some(cfg.fault_source),
             driver_version: session.driver_version.clone(),
             gpu_uuid: gpu.to_string(),
-            budget_bytes: cfg.budget,
+            budget_bytes: cfg.budget.each,
             exec_mode,
             ..Default::default()
         };
@@ -211,14 +201,9 @@ impl Process {
             discard_ok: cfg.discard && cfg.mode.learns(),
             cfg,
             fd,
-            engine,
-            residency: Residency::default(),
-            uncertain: HashSet::new(),
+            lanes,
             discarded: HashSet::new(),
-            refetch: Vec::new(),
             host_dead: Vec::new(),
-            leaving: Leaving::default(),
-            last_fault_block: u64::MAX,
             log,
             copy: CopyClock::default(),
             snap,
@@ -243,10 +228,10 @@ impl Process {
 /// (daemon/README.md, "Measured history"). It exists for the no-pressure
 /// case, whose tracker cost the gate removes.
 fn open_backoff(cfg: &Config, pid: i32) -> Option<Backoff> {
-    if cfg.backoff.is_some() && cfg.mode.learns() && cfg.budget.is_some() {
+    if cfg.backoff.is_some() && cfg.mode.learns() && !cfg.budget.is_empty() {
         tracing::info!(pid, "self back-off not used under a residency budget");
     }
     cfg.backoff
-        .filter(|_| cfg.mode.learns() && cfg.budget.is_none())
+        .filter(|_| cfg.mode.learns() && cfg.budget.is_empty())
         .map(|p| Backoff::new(p, Instant::now()))
 }

@@ -114,6 +114,14 @@ fn marks_env(
     set.insert(ENV_MARKS_SOCKET.to_string(), sock);
 }
 
+/// The size the job's runtime reports as its GPU's (cuMemGetInfo): the
+/// budget when one size covers every GPU, else the smallest size given
+/// (the runtime does not know which GPU a size names; never more than
+/// any GPU of the job may hold).
+pub fn job_budget(b: Option<&prescient_units::GpuBudget>) -> Option<u64> {
+    b?.sizes().min()
+}
+
 /// The variables to set for the command, from the launcher's own
 /// environment (`get`) and arguments.
 pub fn child_env(
@@ -140,11 +148,21 @@ pub fn child_env(
         RunMode::Transparent => "transparent",
     };
     set.insert("PRESCIENT_MODE".to_string(), mode.to_string());
-    if let Some(b) = args.budget {
-        set.insert("PRESCIENT_BUDGET_BYTES".to_string(), b.to_string());
-    }
     if let Some(n) = notes.first_mut() {
         *n = format!("PyTorch allocator: {n}");
+    }
+    if let Some(b) = job_budget(args.budget.as_ref()) {
+        set.insert("PRESCIENT_BUDGET_BYTES".to_string(), b.to_string());
+        if args
+            .budget
+            .as_ref()
+            .is_some_and(|x| x.sizes().any(|s| s != b))
+        {
+            notes.push(format!(
+                "the GPUs' budgets differ: the job sees {} MiB (the smallest) as each GPU's size; prescientd keeps each GPU under its own",
+                b >> 20
+            ));
+        }
     }
     ChildEnv { set, notes }
 }
@@ -177,6 +195,42 @@ mod tests {
             "backend:native,expandable_segments:False,garbage_collection_threshold:0.6"
         );
         assert!(n.is_empty());
+    }
+
+    #[test]
+    fn per_gpu_budgets_show_the_job_the_smallest_and_say_so() {
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: RunArgs,
+        }
+        let parse = |b: &str| T::try_parse_from(["t", "--budget", b, "--", "x"]).map(|t| t.a);
+        let a = parse("30G,1=20G").unwrap();
+        let e = child_env(&a, "/r.so", 42, MarksSetup::default(), |_| None);
+        assert_eq!(e.set["PRESCIENT_BUDGET_BYTES"], (20u64 << 30).to_string());
+        assert!(
+            e.notes
+                .iter()
+                .any(|n| n.contains("20480 MiB (the smallest)")),
+            "{:?}",
+            e.notes
+        );
+        let a = parse("GPU-ab12=8G,GPU-cd34=8G").unwrap();
+        let e = child_env(&a, "/r.so", 42, MarksSetup::default(), |_| None);
+        assert_eq!(e.set["PRESCIENT_BUDGET_BYTES"], (8u64 << 30).to_string());
+        assert!(e.notes.is_empty(), "{:?}", e.notes);
+        for (bad, says) in [
+            ("1M", "at least 2 MiB"),
+            ("4G,1=1M", "at least 2 MiB"),
+            ("1=2G,1=3G", "named twice"),
+            ("cuda:0=2G", "names no GPU"),
+        ] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("--budget") && err.contains(says),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `prescientctl run [--budget SIZE] [--mode auto|exec-id|transparent]
+//! `prescientctl run [--budget BUDGET] [--mode auto|exec-id|transparent]
 //! [--no-marks] -- CMD ARGS...`: starts CMD with Prescient's runtime
 //! preloaded (its device allocations managed, its launches marked with
 //! execution ids) and PyTorch's allocator set for managed memory, asks
@@ -96,19 +96,28 @@ fn probe_daemon(socket: &Path, args: &RunArgs) -> Result<String, String> {
     };
     let mut c = Client::connect(socket).map_err(permission)?;
     c.call(&Request::Status).map_err(permission)?;
-    let Some(b) = args.budget else {
+    let Some(b) = &args.budget else {
         return Ok(String::new());
     };
-    let changes = ParamChanges {
-        residency_budget_bytes: Some(b),
-        ..Default::default()
-    };
-    c.call(&Request::SetParams { changes })
-        .map_err(permission)?;
-    Ok(format!(
-        ", prescientd's residency budget set to {} MiB",
-        b >> 20
-    ))
+    if b.gpus.is_empty() {
+        let changes = ParamChanges {
+            residency_budget_bytes: b.each,
+            ..Default::default()
+        };
+        c.call(&Request::SetParams { changes })
+            .map_err(permission)?;
+        return Ok(format!(
+            ", prescientd's residency budget set to {} MiB per GPU",
+            b.each_bytes() >> 20
+        ));
+    }
+    // Per-GPU sizes: one request carries all (the daemon refuses them
+    // whole, with its reason, if its backend cannot keep them).
+    c.call(&Request::SetGpuBudget {
+        budget: b.to_string(),
+    })
+    .map_err(permission)?;
+    Ok(format!(", prescientd's residency budgets set to {b}"))
 }
 
 /// Inside another `prescientctl run`: the command runs as it is (the outer
@@ -262,8 +271,7 @@ fn in_force(
     socket: &Path,
 ) -> String {
     let job = if runtime {
-        let budget = args
-            .budget
+        let budget = env::job_budget(args.budget.as_ref())
             .map_or("the GPU's size".into(), |b| format!("{} MiB", b >> 20));
         let ids = if args.mode == crate::cli::RunMode::Transparent {
             "off"

@@ -23,6 +23,11 @@ pub struct Recorder {
     last_read: Option<Instant>,
     /// Faults outside every managed range (not recorded).
     pub unmapped: u64,
+    /// The processor index of the GPU recorded: the first that faulted.
+    gpu: Option<u16>,
+    /// Other GPUs that faulted. A plan is one GPU's fault sequence (the
+    /// oracle replays it on one lane), so then none is written.
+    others: Vec<u16>,
 }
 
 impl Recorder {
@@ -34,7 +39,28 @@ impl Recorder {
             seq: Vec::new(),
             last_read: None,
             unmapped: 0,
+            gpu: None,
+            others: Vec::new(),
         }
+    }
+
+    /// A fault of the GPU at processor index `gpu` at byte address `addr`
+    /// (the first of a run on its block): recorded when it is the first
+    /// GPU's; another GPU's is said once, and no plan will be written.
+    pub fn fault_from(&mut self, gpu: u16, addr: u64) {
+        match self.gpu {
+            Some(g) if g != gpu => {
+                if !self.others.contains(&gpu) {
+                    self.others.push(gpu);
+                    tracing::warn!(pid = self.pid, recorded = g, other = gpu,
+                        "--record-plan: the process computes on more than one GPU; a plan is one GPU's faults: none will be written");
+                }
+                return;
+            }
+            Some(_) => {}
+            None => self.gpu = Some(gpu),
+        }
+        self.fault(addr);
     }
 
     /// A fault at byte address `addr` (the first of a run on its block).
@@ -76,6 +102,13 @@ impl Recorder {
 
     /// Writes the plan (never through a symlink).
     pub fn write(&mut self) -> anyhow::Result<()> {
+        if !self.others.is_empty() {
+            anyhow::bail!(
+                "the process computed on more than one GPU (processor indices {:?} and {:?}): a plan is one GPU's faults, none written",
+                self.gpu.unwrap_or_default(),
+                self.others
+            );
+        }
         // The last allocations may have come after the last fault.
         self.reread();
         let text = self.plan().to_text();
@@ -165,5 +198,39 @@ mod tests {
         ];
         let t = p.translate(&now).unwrap().unwrap();
         assert_eq!(t.blocks, [72, 73, 50]);
+    }
+
+    #[test]
+    fn a_plan_is_one_gpus_faults_a_second_gpu_means_none_is_written() {
+        let a = r(10 << BLOCK_SHIFT, 20 << BLOCK_SHIFT);
+        let dir = std::env::temp_dir().join(format!("prescient-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("one.plan");
+        let mut rec = Recorder::new(0, path.clone());
+        rec.ranges = vec![a];
+        rec.last_read = Some(Instant::now());
+        rec.fault_from(3, 12 << BLOCK_SHIFT);
+        rec.fault_from(3, 13 << BLOCK_SHIFT);
+        assert_eq!(rec.plan().seq, [(0, 2), (0, 3)]);
+        // pid 0's maps cannot be read: the ranges stay those seen.
+        rec.write().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(Plan::parse(&text).unwrap().seq, [(0, 2), (0, 3)]);
+        // A second GPU's fault is not recorded, and no plan is written.
+        let two = dir.join("two.plan");
+        let mut rec = Recorder::new(0, two.clone());
+        rec.ranges = vec![a];
+        rec.last_read = Some(Instant::now());
+        rec.fault_from(3, 12 << BLOCK_SHIFT);
+        rec.fault_from(5, 14 << BLOCK_SHIFT);
+        rec.fault_from(3, 13 << BLOCK_SHIFT);
+        assert_eq!(rec.plan().seq, [(0, 2), (0, 3)]);
+        let e = format!("{:#}", rec.write().unwrap_err());
+        assert!(
+            e.contains("more than one GPU") && e.contains("none written"),
+            "{e}"
+        );
+        assert!(!two.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
