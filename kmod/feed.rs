@@ -17,16 +17,22 @@
 //! With several streams the id last seen changing is taken (the daemon's
 //! reader does the same): attribution precision, never correctness.
 //!
+//! Between faults the worker polls the pages ([`prescient_rs_poll`],
+//! without the State mutex, inside rcu_read_lock) and announces, through
+//! the ring, kernels that started without faulting; the engine's chain
+//! needs every kernel start (vm-tests/README.md, `replay-exec-page-short`).
+//!
 //! Lifetime: the address is published and cleared under the State mutex;
 //! the page is unpinned only after a grace period ([`PinnedPage`]'s drop:
 //! synchronize_rcu), which waits for every kprobe handler (preemption off)
-//! that may still read it.
+//! and every poll (rcu_read_lock) that may still read it.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::abi::MAX_SPACES;
 use crate::execpage::{engine_id, Page, SharedReader};
 use crate::glue::{PinnedPage, PublishedPage};
+use crate::ring::{Record, ATTACHED, RING};
 
 /// The fault path's view of each attached slot's page.
 pub(crate) struct Feeds {
@@ -111,4 +117,24 @@ impl Feeds {
             _ => (0, 0),
         }
     }
+}
+
+/// One poll of every published page by the worker (glue.c, between its
+/// steps, inside rcu_read_lock, without the State mutex): kernels that
+/// started since the last look are announced through the ring. True if
+/// one was (the worker then takes a step to feed it to the engine).
+#[no_mangle]
+extern "C" fn prescient_rs_poll() -> bool {
+    let mut any = false;
+    for (slot, pg) in FEEDS.page.iter().enumerate() {
+        let Some(Some(Some(exec_id))) = pg.with(|page| FEEDS.scan(slot, page)) else {
+            continue;
+        };
+        let va_space = ATTACHED.va_space_in(slot);
+        if va_space != 0 {
+            RING.push(Record::KernelStart { va_space, exec_id }, slot);
+            any = true;
+        }
+    }
+    any
 }

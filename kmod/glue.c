@@ -118,6 +118,32 @@ void prescient_c_kick(void)
 		irq_work_queue(&kick_work);
 }
 
+/*
+ * Execution-id pages are being written: a kernel that does not fault is
+ * seen only by polling its page. Polls without the state mutex (the pages
+ * are read as the fault path reads them, inside an RCU read-side section)
+ * until one finds a new id, a kick (a fault) comes, or 10 ms have passed;
+ * then the worker takes a step. exec_poll_us = 0: no sleep between polls
+ * (a busy poll, yielding to anyone runnable).
+ */
+static void poll_pages(void)
+{
+	unsigned int us = min(exec_poll_us, 100000u);
+	unsigned long until = jiffies + max(HZ / 100, 1);
+	bool found = false;
+
+	while (!found && !kthread_should_stop() && !atomic_read(&kicked) &&
+	       time_before(jiffies, until)) {
+		if (us)
+			usleep_range_state(us, 2 * us, TASK_INTERRUPTIBLE);
+		else
+			cond_resched();
+		rcu_read_lock();
+		found = prescient_rs_poll();
+		rcu_read_unlock();
+	}
+}
+
 static int worker_fn(void *unused)
 {
 	while (!kthread_should_stop()) {
@@ -130,18 +156,7 @@ static int worker_fn(void *unused)
 			continue;	/* more to do: faults or prefetches pending */
 		}
 		if (r == 2) {
-			/*
-			 * Execution-id pages are being written: a kernel that
-			 * does not fault is seen only by polling its page. A
-			 * kick (a fault) ends the sleep early; 0 = no sleep
-			 * (a busy poll, yielding to anyone runnable).
-			 */
-			unsigned int us = min(exec_poll_us, 100000u);
-
-			if (us)
-				usleep_range_state(us, 2 * us, TASK_INTERRUPTIBLE);
-			else
-				cond_resched();
+			poll_pages();
 			continue;
 		}
 		set_current_state(TASK_INTERRUPTIBLE);

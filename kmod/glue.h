@@ -47,4 +47,5 @@ void prescient_rs_fault(u64 va_space, u64 events, u64 block_start, u32 proc_id,
 void prescient_rs_evicted(u64 events, u64 block_start);
 long prescient_rs_ioctl(unsigned int cmd, unsigned long arg);
 int prescient_rs_work(void);
+bool prescient_rs_poll(void);
 #endif

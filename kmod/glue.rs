@@ -583,8 +583,9 @@ impl PublishedPage {
         self.0.store(core::ptr::null_mut(), Ordering::Release);
     }
 
-    /// Calls `f` on the published page, if any. Only from the fault path
-    /// (the kprobe handler, which runs with preemption off).
+    /// Calls `f` on the published page, if any. Only inside an RCU
+    /// read-side section: the fault path (the kprobe handler, which runs
+    /// with preemption off) or the worker's poll (rcu_read_lock, glue.c).
     pub(crate) fn with<R>(&self, f: impl FnOnce(&execpage::Page<'_>) -> R) -> Option<R> {
         let p = self.0.load(Ordering::Acquire);
         if p.is_null() {
@@ -594,8 +595,8 @@ impl PublishedPage {
         // PinnedPage. Its owner clears it before dropping the page, and the
         // drop waits (synchronize_rcu) for every reader that started
         // before: the kprobe handler runs with preemption disabled, an RCU
-        // read-side section. So the page outlives this borrow. Accesses
-        // are atomic.
+        // read-side section, and the worker's poll holds rcu_read_lock. So
+        // the page outlives this borrow. Accesses are atomic.
         let w = unsafe { core::slice::from_raw_parts(p, execpage::PAGE_WORDS) };
         execpage::Page::new(w).map(|page| f(&page))
     }

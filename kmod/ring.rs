@@ -274,6 +274,13 @@ impl Attached {
         FEEDS.clear(slot);
     }
 
+    /// The `uvm_va_space_t *` attached in `slot`; 0 if none.
+    pub(crate) fn va_space_in(&self, slot: usize) -> u64 {
+        self.va_space
+            .get(slot)
+            .map_or(0, |v| v.load(Ordering::Acquire))
+    }
+
     /// The slot of `va_space`, if attached.
     fn slot_of_space(&self, va_space: u64) -> Option<usize> {
         if va_space == 0 {

@@ -125,7 +125,7 @@ pub(crate) fn round(sp: &mut Space, lim: &Limits, head: &mut StatsHead) -> bool 
     let mut host = SpaceHost {
         file: &sp.file,
         gpu: &mut sp.gpu,
-        gpus: &mut sp.gpus,
+        gpus: &mut *sp.gpus,
         discard: lim.discard,
         st: &mut sp.st,
         head,

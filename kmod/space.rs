@@ -27,8 +27,9 @@ pub(crate) struct Space {
     /// `gpu_uuid` parameter): the one-GPU fallback.
     pub(crate) gpu: Gpu,
     /// The GPUs its faults came from, and which GPU each block goes to
-    /// (gpus.rs): where prefetches go first.
-    pub(crate) gpus: SpaceGpus,
+    /// (gpus.rs): where prefetches go first. Boxed: `State` holds
+    /// `MAX_SPACES` spaces and is built on the stack at load.
+    pub(crate) gpus: KBox<SpaceGpus>,
     /// The driver's perf-events pointer of this space, learnt from its
     /// first fault (eviction events carry only this).
     pub(crate) events: u64,

@@ -276,7 +276,7 @@ impl State {
             slot,
             owner,
             gpu: self.default_gpu.map_or(Gpu::Unknown, Gpu::Set),
-            gpus: SpaceGpus::new()?,
+            gpus: KBox::new(SpaceGpus::new()?, GFP_KERNEL)?,
             events: 0,
             file,
             engine,

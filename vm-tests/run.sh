@@ -55,7 +55,7 @@ set +e
 # -cpu max: SMAP and SMEP on, so a kernel read of a user address oopses as on real hardware.
 timeout "${VMTEST_TIMEOUT:-480}" qemu-system-x86_64 -cpu max -m 1G -smp 2 -nographic -no-reboot \
   -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$WORK/initramfs.cpio.gz" \
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=$KUS VMTEST_WATERMARK=${VMTEST_WATERMARK:-90} VMTEST_LOOKAHEAD=${VMTEST_LOOKAHEAD:-16} VMTEST_TRACK_EVICTIONS=${VMTEST_TRACK_EVICTIONS:-1} VMTEST_ONLY=${VMTEST_ONLY:-all}" </dev/null >"$LOG" 2>&1
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=$KUS VMTEST_WATERMARK=${VMTEST_WATERMARK:-90} VMTEST_LOOKAHEAD=${VMTEST_LOOKAHEAD:-16} VMTEST_TRACK_EVICTIONS=${VMTEST_TRACK_EVICTIONS:-1} VMTEST_EXEC_POLL_US=${VMTEST_EXEC_POLL_US:-0} VMTEST_ONLY=${VMTEST_ONLY:-all}" </dev/null >"$LOG" 2>&1
 qrc=$?
 set -e
 step "boot done (qemu rc=$qrc; QEMU exits 0 even after a panic, so markers decide)"

@@ -260,7 +260,7 @@ impl Default for Reader {
 impl Reader {
     /// Scans the page: calls `f(slot, id)` for every slot whose value
     /// changed since the last scan and decodes; returns how many changed.
-    pub fn scan(&mut self, page: &Page, mut f: impl FnMut(usize, u64)) -> usize {
+    pub fn scan(&mut self, page: &Page<'_>, mut f: impl FnMut(usize, u64)) -> usize {
         let mut changed = 0;
         for i in 0..SLOTS {
             let (_, v) = page.slot(i);
@@ -320,7 +320,7 @@ impl SharedReader {
     /// anyone, to a valid id; None if none did. A torn or unwritten value
     /// is never taken for an id. With several streams the attribution is
     /// the id last seen changing, as the daemon's reader does.
-    pub fn scan(&self, page: &Page) -> Option<u64> {
+    pub fn scan(&self, page: &Page<'_>) -> Option<u64> {
         let mut got = None;
         for (i, l) in self.last.iter().enumerate() {
             // `last` before the slot: a value read after another scanner's

@@ -190,8 +190,9 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
             13 => {
                 // The runtime's page (or, one time in four, a page too
                 // small to be one) for a random handle.
-                let m = Memfd::new(if rng.below(4) == 0 { 64 } else { 4096 });
-                if rng.below(4) != 0 {
+                let small = rng.below(4) == 0;
+                let m = Memfd::new(if small { 64 } else { 4096 });
+                if !small && rng.below(4) != 0 {
                     m.page().init(std::process::id());
                 }
                 note("SET_EXEC_PAGE", set_page(&p, h, m.file.as_raw_fd()));
