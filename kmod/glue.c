@@ -21,6 +21,10 @@
 #include <linux/sched.h>
 #include <linux/capability.h>
 #include <linux/irq_work.h>
+#include <linux/shmem_fs.h>
+#include <linux/pagemap.h>
+#include <linux/rcupdate.h>
+#include <linux/delay.h>
 
 #include "glue.h"
 #include "uvm.h"
@@ -40,6 +44,10 @@ MODULE_PARM_DESC(max_table_mib,
 static unsigned int enable = 1;
 module_param(enable, uint, 0444);
 MODULE_PARM_DESC(enable, "prefetch and pre-evict from the start (0 = observe only)");
+static unsigned int exec_poll_us = 50;
+module_param(exec_poll_us, uint, 0444);
+MODULE_PARM_DESC(exec_poll_us,
+		 "while execution-id pages are written, the worker reads them every exec_poll_us..2*exec_poll_us microseconds (kernels that do not fault are seen only so; faults read them too); 0 = busy poll (a CPU while ids flow)");
 static unsigned int track_evictions = 1;
 module_param(track_evictions, uint, 0444);
 MODULE_PARM_DESC(track_evictions,
@@ -110,13 +118,46 @@ void prescient_c_kick(void)
 		irq_work_queue(&kick_work);
 }
 
+/*
+ * Execution-id pages are being written: a kernel that does not fault is
+ * seen only by polling its page. Polls without the state mutex (the pages
+ * are read as the fault path reads them, inside an RCU read-side section)
+ * until one finds a new id, a kick (a fault) comes, or 10 ms have passed;
+ * then the worker takes a step. exec_poll_us = 0: no sleep between polls
+ * (a busy poll, yielding to anyone runnable).
+ */
+static void poll_pages(void)
+{
+	unsigned int us = min(exec_poll_us, 100000u);
+	unsigned long until = jiffies + max(HZ / 100, 1);
+	bool found = false;
+
+	while (!found && !kthread_should_stop() && !atomic_read(&kicked) &&
+	       time_before(jiffies, until)) {
+		if (us)
+			usleep_range_state(us, 2 * us, TASK_INTERRUPTIBLE);
+		else
+			cond_resched();
+		rcu_read_lock();
+		found = prescient_rs_poll();
+		rcu_read_unlock();
+	}
+}
+
 static int worker_fn(void *unused)
 {
 	while (!kthread_should_stop()) {
+		int r;
+
 		atomic_set(&kicked, 0);
-		if (prescient_rs_work()) {
+		r = prescient_rs_work();
+		if (r == 1) {
 			cond_resched();	/* a step holds the state mutex; let others in */
 			continue;	/* more to do: faults or prefetches pending */
+		}
+		if (r == 2) {
+			poll_pages();
+			continue;
 		}
 		set_current_state(TASK_INTERRUPTIBLE);
 		if (!atomic_read(&kicked) && !kthread_should_stop())
@@ -176,6 +217,8 @@ int prescient_c_default_gpu(u8 *out)
 	return 1;
 }
 void prescient_c_cond_resched(void) { cond_resched(); }
+u64 prescient_c_jiffies(void) { return get_jiffies_64(); }
+unsigned int prescient_c_hz(void) { return HZ; }
 unsigned int prescient_c_enable(void) { return enable; }
 int prescient_c_capable_admin(void) { return capable(CAP_SYS_ADMIN); }
 
@@ -194,6 +237,65 @@ void prescient_c_file_put(void *f)
 int prescient_c_file_orphaned(void *f)
 {
 	return file_count((struct file *)f) == 1;
+}
+
+/* ----- execution-id pages (SET_EXEC_PAGE) ----- */
+
+/*
+ * The first page of the memfd behind the caller's descriptor `fd`, held by a
+ * folio reference (it cannot be freed, and reclaim and migration leave a
+ * folio with an extra reference where it is), and its kernel address in
+ * *words. The file itself is not kept: closing or truncating the memfd
+ * leaves us reading a page nobody writes (stale ids, never freed memory).
+ * EBADF: no such descriptor or not open for reading; EINVAL: not a shmem
+ * (memfd or tmpfs) file, smaller than `bytes`, or in high memory.
+ * The format (magic, slot count) is checked by the caller, in Rust.
+ */
+void *prescient_c_exec_page_get(int fd, u64 bytes, void **words, int *err)
+{
+	struct file *f = fget(fd);
+	struct folio *folio;
+
+	if (!f) {
+		*err = -EBADF;
+		return NULL;
+	}
+	if (!(f->f_mode & FMODE_READ)) {
+		*err = -EBADF;
+		goto out;
+	}
+	if (!shmem_file(f) || i_size_read(file_inode(f)) < bytes || bytes > PAGE_SIZE) {
+		*err = -EINVAL;
+		goto out;
+	}
+	folio = shmem_read_folio(f->f_mapping, 0);
+	if (IS_ERR(folio)) {
+		*err = PTR_ERR(folio);
+		goto out;
+	}
+	if (folio_test_highmem(folio)) {
+		folio_put(folio);
+		*err = -EINVAL;
+		goto out;
+	}
+	fput(f);
+	*words = folio_address(folio);
+	return folio;
+out:
+	fput(f);
+	return NULL;
+}
+
+/*
+ * Drops the reference of prescient_c_exec_page_get. The caller has
+ * unpublished the page's address from the fault path first; the fault path
+ * (a kprobe handler, preemption off: an RCU read-side section) may still be
+ * reading it, so wait for every such reader before the page can go.
+ */
+void prescient_c_exec_page_put(void *folio)
+{
+	synchronize_rcu();
+	folio_put(folio);
 }
 
 /*

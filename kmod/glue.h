@@ -18,6 +18,8 @@ unsigned int prescient_c_gpu_blocks(void);
 unsigned int prescient_c_max_table_mib(void);
 int prescient_c_default_gpu(u8 *out);
 void prescient_c_cond_resched(void);
+u64 prescient_c_jiffies(void);
+unsigned int prescient_c_hz(void);
 int prescient_c_has_discard(void);
 u64 prescient_c_cpu_faults(void);
 unsigned int prescient_c_enable(void);
@@ -36,10 +38,14 @@ void prescient_c_file_put(void *f);
 int prescient_c_file_orphaned(void *f);
 u32 prescient_c_migrate(void *f, u64 base, u64 len, const u8 *gpu_uuid);
 u32 prescient_c_discard(void *f, u64 base, u64 len);
+void *prescient_c_exec_page_get(int fd, u64 bytes, void **words, int *err);
+void prescient_c_exec_page_put(void *folio);
 
 /* Implemented in Rust. */
-void prescient_rs_fault(u64 va_space, u64 events, u64 block_start);
+void prescient_rs_fault(u64 va_space, u64 events, u64 block_start, u32 proc_id,
+			const u8 *gpu_uuid);
 void prescient_rs_evicted(u64 events, u64 block_start);
 long prescient_rs_ioctl(unsigned int cmd, unsigned long arg);
 int prescient_rs_work(void);
+bool prescient_rs_poll(void);
 #endif

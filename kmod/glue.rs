@@ -8,8 +8,11 @@
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
+
+use crate::execpage;
+use crate::gpus::FaultGpu;
 
 extern "C" {
     fn prescient_c_find_driver(ver: *mut c_char, len: c_int) -> c_int;
@@ -21,6 +24,8 @@ extern "C" {
     fn prescient_c_max_table_mib() -> c_uint;
     fn prescient_c_default_gpu(out: *mut u8) -> c_int;
     fn prescient_c_cond_resched();
+    fn prescient_c_jiffies() -> u64;
+    fn prescient_c_hz() -> c_uint;
     fn prescient_c_has_discard() -> c_int;
     fn prescient_c_cpu_faults() -> u64;
     fn prescient_c_enable() -> c_uint;
@@ -44,6 +49,13 @@ extern "C" {
     fn prescient_c_file_orphaned(f: *mut c_void) -> c_int;
     fn prescient_c_migrate(f: *mut c_void, base: u64, len: u64, gpu_uuid: *const u8) -> u32;
     fn prescient_c_discard(f: *mut c_void, base: u64, len: u64) -> u32;
+    fn prescient_c_exec_page_get(
+        fd: c_int,
+        bytes: u64,
+        words: *mut *mut c_void,
+        err: *mut c_int,
+    ) -> *mut c_void;
+    fn prescient_c_exec_page_put(folio: *mut c_void);
 }
 
 /// `-EOPNOTSUPP`, which the 6.12 `kernel` crate has no constant for.
@@ -263,6 +275,18 @@ pub(crate) fn cond_resched() {
     unsafe { prescient_c_cond_resched() };
 }
 
+/// The time in jiffies (64-bit: never wraps in practice).
+pub(crate) fn jiffies() -> u64 {
+    // SAFETY: get_jiffies_64 reads a counter; callable in any context.
+    unsafe { prescient_c_jiffies() }
+}
+
+/// Jiffies per second (the kernel's HZ).
+pub(crate) fn hz() -> u64 {
+    // SAFETY: returns a compile-time constant.
+    u64::from(unsafe { prescient_c_hz() })
+}
+
 /// True if the bound driver branch has uvm_api_discard.
 pub(crate) fn has_discard() -> bool {
     // SAFETY: reads a pointer set once at bind, before any caller runs.
@@ -445,4 +469,148 @@ impl Drop for FileRef {
         // the C side, and give it back once.
         unsafe { prescient_c_file_put(self.file.as_ptr()) };
     }
+}
+
+/// Execution-id pages held now (GET_STATS `exec_pages`).
+static PAGES_HELD: AtomicU32 = AtomicU32::new(0);
+
+/// Execution-id pages the module holds now.
+pub(crate) fn exec_pages_held() -> u32 {
+    PAGES_HELD.load(Ordering::Relaxed)
+}
+
+/// The first page of a runtime's execution-id memfd, pinned by a folio
+/// reference, and its kernel address. Dropping it waits until no fault
+/// path can still read it (synchronize_rcu), so it must be unpublished
+/// ([`PublishedPage::clear`]) first.
+pub(crate) struct PinnedPage {
+    folio: NonNull<c_void>,
+    words: NonNull<AtomicU64>,
+    /// This registration asked the runtime for ids ([`Self::ask_ids`]).
+    asked: bool,
+}
+
+// SAFETY: a folio reference may be used and dropped from any thread; the
+// words are only accessed as atomics.
+unsafe impl Send for PinnedPage {}
+
+impl PinnedPage {
+    /// The page behind the caller's descriptor `fd`: EBADF if it is not
+    /// open (for reading), EINVAL if it is not a shmem file of at least a
+    /// page or its header is not [`execpage::MAGIC`] with
+    /// [`execpage::SLOTS`] slots (nothing of the user's layout is trusted
+    /// beyond those words; the rest are only ever read as numbers).
+    pub(crate) fn from_fd(fd: i32) -> Result<Self> {
+        let mut words: *mut c_void = core::ptr::null_mut();
+        let mut err: c_int = 0;
+        // SAFETY: both out-pointers are valid, writable locals; on success
+        // the C side returns a folio reference and its kernel address.
+        let f = unsafe {
+            prescient_c_exec_page_get(fd, execpage::PAGE_BYTES as u64, &mut words, &mut err)
+        };
+        let folio = NonNull::new(f).ok_or_else(|| Error::from_errno(err))?;
+        let Some(words) = NonNull::new(words.cast::<AtomicU64>()) else {
+            // SAFETY: the reference just taken, given back once (the C side
+            // never returns a folio without its address: unreachable).
+            unsafe { prescient_c_exec_page_put(folio.as_ptr()) };
+            return Err(EINVAL);
+        };
+        PAGES_HELD.fetch_add(1, Ordering::Relaxed);
+        let p = PinnedPage {
+            folio,
+            words,
+            asked: false,
+        };
+        if !p.page().is_valid() {
+            return Err(EINVAL);
+        }
+        Ok(p)
+    }
+
+    /// Asks the runtime for ids (its `auto` mode writes ids only while
+    /// someone reads); dropping the page stops asking.
+    pub(crate) fn ask_ids(&mut self) {
+        self.page().want_ids(true);
+        self.asked = true;
+    }
+
+    /// The page as the format's atomic words.
+    pub(crate) fn page(&self) -> execpage::Page<'_> {
+        // SAFETY: `words` is the kernel address of a page-aligned, pinned
+        // folio of at least PAGE_BYTES (checked by the C side), alive while
+        // `self` is; it is only accessed through atomics, so concurrent
+        // writes by the runtime (or the GPU) are no data race on our side.
+        let w = unsafe { core::slice::from_raw_parts(self.words.as_ptr(), execpage::PAGE_WORDS) };
+        // PAGE_WORDS words: always Some.
+        execpage::Page::new(w).unwrap_or_else(|| unreachable!())
+    }
+}
+
+impl Drop for PinnedPage {
+    fn drop(&mut self) {
+        // Only a registration that asked stops asking: a refused second
+        // registration of the same page must not silence the first. (Two
+        // spaces given one page: the first to let go stops the ids.)
+        if self.asked {
+            self.page().want_ids(false);
+        }
+        PAGES_HELD.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: we own exactly one folio reference, taken by
+        // prescient_c_exec_page_get, and give it back once; the put waits
+        // for fault-path readers of the unpublished address first.
+        unsafe { prescient_c_exec_page_put(self.folio.as_ptr()) };
+    }
+}
+
+/// The address of a [`PinnedPage`] as the fault path sees it: published
+/// under the State mutex, read lock-free by the kprobe.
+pub(crate) struct PublishedPage(AtomicPtr<AtomicU64>);
+
+impl PublishedPage {
+    /// No page.
+    pub(crate) const fn new() -> Self {
+        PublishedPage(AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// Publishes `p` (its owner keeps it until after [`Self::clear`]).
+    pub(crate) fn set(&self, p: &PinnedPage) {
+        self.0.store(p.words.as_ptr(), Ordering::Release);
+    }
+
+    /// Unpublishes: a fault that starts after this does not read the page;
+    /// one already reading it is waited for by [`PinnedPage`]'s drop.
+    pub(crate) fn clear(&self) {
+        self.0.store(core::ptr::null_mut(), Ordering::Release);
+    }
+
+    /// Calls `f` on the published page, if any. Only inside an RCU
+    /// read-side section: the fault path (the kprobe handler, which runs
+    /// with preemption off) or the worker's poll (rcu_read_lock, glue.c).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&execpage::Page<'_>) -> R) -> Option<R> {
+        let p = self.0.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null pointer was published by `set` from a live
+        // PinnedPage. Its owner clears it before dropping the page, and the
+        // drop waits (synchronize_rcu) for every reader that started
+        // before: the kprobe handler runs with preemption disabled, an RCU
+        // read-side section, and the worker's poll holds rcu_read_lock. So
+        // the page outlives this borrow. Accesses are atomic.
+        let w = unsafe { core::slice::from_raw_parts(p, execpage::PAGE_WORDS) };
+        execpage::Page::new(w).map(|page| f(&page))
+    }
+}
+
+/// The faulting GPU as uvm.c named it to the fault callback: its processor
+/// id and a pointer to its 16-byte UUID, or NULL if it could not.
+pub(crate) fn fault_gpu(proc: u32, uuid: *const u8) -> Option<FaultGpu> {
+    if uuid.is_null() {
+        return None;
+    }
+    let mut u = [0u8; 16];
+    // SAFETY: uvm.c passes NULL or the address of 16 readable bytes (a
+    // local of its callback frame), alive until the callback returns.
+    unsafe { core::ptr::copy_nonoverlapping(uuid, u.as_mut_ptr(), 16) };
+    Some(FaultGpu { proc, uuid: u })
 }

@@ -9,11 +9,11 @@ use kernel::prelude::*;
 use kernel::uaccess::UserSlice;
 
 use crate::abi::{self, Cmd, Error as AbiError, ParamsAbi};
-use crate::glue::{self, FileRef, Owner};
+use crate::glue::{self, FileRef, Owner, PinnedPage};
 use crate::params::Params;
 use crate::ring::{self, Record};
 use crate::space::{new_engine, Gpu};
-use crate::state::with_state;
+use crate::state::{mode_params, with_state};
 use crate::BLOCK_BYTES;
 
 /// The largest argument a command reads (SET_PARAMS' is the largest).
@@ -65,6 +65,8 @@ pub(crate) fn dispatch(cmd: u32, arg: usize) -> Result<isize> {
         Cmd::MarkDead => mark(input, admin, true),
         Cmd::MarkAlive => mark(input, admin, false),
         Cmd::SetGpu => set_gpu(input, admin),
+        Cmd::SetExecPage => set_exec_page(input, admin),
+        Cmd::ClearExecPage => clear_exec_page(input, admin),
     }?;
     Ok(0)
 }
@@ -105,7 +107,7 @@ fn get_stats(arg: usize) -> Result {
 /// The tables (up to `max_table_mib` of them) are allocated and zeroed with
 /// no lock held, so GET_STATS and the worker do not wait for them.
 fn set_params(input: &[u8]) -> Result {
-    let (a, p, n) = with_state(|s| -> Result<(ParamsAbi, Params, usize)> {
+    let (a, p, modes) = with_state(|s| -> Result<(ParamsAbi, Params, KVec<bool>)> {
         let (a, mut p) = ParamsAbi::decode_valid(input, s.params())?;
         // The ledger must hold every block that can be resident.
         let budget_blocks = (a.residency_budget_bytes / BLOCK_BYTES) as u32;
@@ -114,13 +116,13 @@ fn set_params(input: &[u8]) -> Result {
             .max(budget_blocks)
             .clamp(1, Params::MAX_RESIDENT_BLOCKS);
         p.validate().map_err(AbiError::Param)?;
-        let n = s.engines_for(&p)?;
-        Ok((a, p, n))
+        let modes = s.engine_modes(&p)?;
+        Ok((a, p, modes))
     })
     .unwrap_or(Err(ENODEV))?;
-    let mut fresh = KVec::with_capacity(n, GFP_KERNEL)?;
-    for _ in 0..n {
-        fresh.push(Some(new_engine(&p)?), GFP_KERNEL)?;
+    let mut fresh = KVec::with_capacity(modes.len(), GFP_KERNEL)?;
+    for exec in modes {
+        fresh.push(Some(new_engine(&mode_params(&p, exec)?)?), GFP_KERNEL)?;
     }
     with_state(|s| s.set_params(&a, p, fresh)).unwrap_or(Err(ENODEV))
 }
@@ -246,4 +248,55 @@ fn set_gpu(input: &[u8], admin: bool) -> Result {
         Ok(())
     })
     .unwrap_or(Err(ENODEV))
+}
+
+/// SET_EXEC_PAGE: the runtime's execution-id page of an attached space, as
+/// the caller's descriptor of its memfd, from the space's owner or an
+/// administrator. The page is pinned and checked (EBADF, EINVAL) and the
+/// engine for execution-id mode built before the State mutex is taken;
+/// ENOENT / EPERM for the handle, EEXIST if the space has a page, ENOMEM if
+/// its tables would exceed `max_table_mib`. From then on each of the
+/// space's faults reads the page ([`crate::feed`]).
+fn set_exec_page(input: &[u8], admin: bool) -> Result {
+    let x = abi::ExecPageAbi::from_bytes(input)?;
+    x.check()?;
+    // check() kept the descriptor within i32.
+    let page = PinnedPage::from_fd(x.fd as i32)?;
+    let want = with_state(|s| -> Result<Option<Params>> {
+        if !s.tables_fit(s.params(), Some(x.handle), 0)? {
+            return Err(ENOMEM);
+        }
+        engine_to_build(s, x.handle, admin, true)
+    })
+    .unwrap_or(Err(ENODEV))?;
+    let engine = want.map(|p| new_engine(&p)).transpose()?;
+    with_state(|s| s.set_exec_page(x.handle, admin, page, engine)).unwrap_or(Err(ENODEV))
+}
+
+/// CLEAR_EXEC_PAGE: the space stops reading its page (ENOENT if it has
+/// none: a second CLEAR) and goes back to the parameters' mode; the page
+/// is unpinned after the State mutex is released (it waits for a grace
+/// period). Detach, the owner's exit and unload release it too.
+fn clear_exec_page(input: &[u8], admin: bool) -> Result {
+    let h = abi::HandleAbi::from_bytes(input)?;
+    h.check()?;
+    let want = with_state(|s| engine_to_build(s, h.handle, admin, false)).unwrap_or(Err(ENODEV))?;
+    let engine = want.map(|p| new_engine(&p)).transpose()?;
+    let page = with_state(|s| s.clear_exec_page(h.handle, admin, engine)).unwrap_or(Err(ENODEV))?;
+    drop(page);
+    Ok(())
+}
+
+/// The parameters of the engine the space `handle` needs in mode `exec`,
+/// if it does not have that engine already (ENOENT / EPERM: not the
+/// caller's space).
+fn engine_to_build(
+    s: &mut crate::state::State,
+    handle: u64,
+    admin: bool,
+    exec: bool,
+) -> Result<Option<Params>> {
+    let want = s.space_params(exec)?;
+    let sp = s.owned_space(handle, admin)?;
+    Ok((sp.engine.params() != &want).then_some(want))
 }

@@ -31,10 +31,20 @@
 //! under 1), touches the ring (lock-free) and wakes the worker. MARK_* and
 //! SET_PARAMS' allocations release 1 between chunks / before they allocate.
 //! So the driver's locks are never held while waiting for 1.
+//!
+//! Execution-id pages ([`feed`]): SET_EXEC_PAGE pins the page (shmem's own
+//! locks, taken and released inside the pin) before it takes 1. The fault
+//! path reads a pinned page inside an RCU read-side section (the kprobe
+//! runs with preemption off); unpinning waits for a grace period after the
+//! address is unpublished, sometimes while holding 1 (detach, unload).
+//! That never deadlocks: no RCU reader of ours waits for 1 or for anything
+//! else.
 
 use kernel::prelude::*;
 
+mod feed;
 mod glue;
+mod gpus;
 mod ioctl;
 mod ring;
 mod round;
@@ -99,6 +109,10 @@ mod window;
 )]
 #[path = "../uapi/src/abi.rs"]
 mod abi;
+// The execution-id page format, shared with the runtime and the daemon.
+#[expect(unreachable_pub, dead_code)]
+#[path = "../uapi/src/execpage.rs"]
+mod execpage;
 
 /// What prescient-core's lib.rs re-exports at its root (the engine files
 /// name them `crate::...`).

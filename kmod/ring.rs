@@ -12,7 +12,9 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::abi::MAX_SPACES;
+use crate::feed::FEEDS;
 use crate::glue;
+use crate::gpus::FaultGpu;
 use crate::{Block, BLOCK_SHIFT};
 
 /// Records one attached space may have in the ring at once; more are
@@ -29,11 +31,14 @@ pub(crate) enum Record {
     // Every variant travels with the slot it is charged to (see [`Slot`]).
     /// The driver serviced a fault on `block` of the address space
     /// `va_space`; `events` is that space's `uvm_perf_va_space_events_t *`
-    /// (the hooked function's first argument).
+    /// (the hooked function's first argument); `gpu` is the faulting GPU,
+    /// as the driver holds it for that space, if the fault path could name
+    /// it (uvm.c).
     Fault {
         va_space: u64,
         events: u64,
         block: Block,
+        gpu: Option<FaultGpu>,
     },
     /// The runtime announced (SET_EXEC_ID) that the kernel `exec_id` starts
     /// in the address space `va_space`.
@@ -43,33 +48,47 @@ pub(crate) enum Record {
     DriverEvicted { events: u64, block: Block },
 }
 
+/// Words of an encoded record.
+const WORDS: usize = 6;
+
 /// [`Slot::kind`] values, one per [`Record`] variant.
 const KIND_FAULT: u64 = 0;
 const KIND_KERNEL_START: u64 = 1;
 const KIND_DRIVER_EVICTED: u64 = 2;
 
 impl Record {
-    /// The record as slot words: (kind | charged slot << 8, va_space,
-    /// events, block).
-    fn encode(self, slot: usize) -> [u64; 4] {
+    /// The record as slot words: (kind | charged slot << 8 | GPU known <<
+    /// 16 | GPU processor id << 32, va_space, events, block, UUID bytes
+    /// 0-7, UUID bytes 8-15).
+    fn encode(self, slot: usize) -> [u64; WORDS] {
         let mut w = match self {
             Record::Fault {
                 va_space,
                 events,
                 block,
-            } => [KIND_FAULT, va_space, events, block],
-            Record::KernelStart { va_space, exec_id } => {
-                [KIND_KERNEL_START, va_space, 0, u64::from(exec_id)]
+                gpu,
+            } => {
+                let mut w = [KIND_FAULT, va_space, events, block, 0, 0];
+                if let Some(g) = gpu {
+                    w[0] |= (1 << 16) | (u64::from(g.proc) << 32);
+                    (w[4], w[5]) = g.uuid_words();
+                }
+                w
             }
-            Record::DriverEvicted { events, block } => [KIND_DRIVER_EVICTED, 0, events, block],
+            Record::KernelStart { va_space, exec_id } => {
+                [KIND_KERNEL_START, va_space, 0, u64::from(exec_id), 0, 0]
+            }
+            Record::DriverEvicted { events, block } => {
+                [KIND_DRIVER_EVICTED, 0, events, block, 0, 0]
+            }
         };
-        w[0] |= (slot as u64) << 8;
+        w[0] |= (slot as u64 & 0xff) << 8;
         w
     }
 
     /// The inverse of [`Record::encode`]: the record and its charged slot.
-    fn decode([word0, va_space, events, block]: [u64; 4]) -> (Self, usize) {
-        let slot = (word0 >> 8) as usize;
+    fn decode([word0, va_space, events, block, lo, hi]: [u64; WORDS]) -> (Self, usize) {
+        let slot = ((word0 >> 8) & 0xff) as usize;
         let r = match word0 & 0xff {
             KIND_KERNEL_START => Record::KernelStart {
                 va_space,
@@ -81,6 +100,8 @@ impl Record {
                 va_space,
                 events,
                 block,
+                gpu: (word0 & (1 << 16) != 0)
+                    .then(|| FaultGpu::from_words((word0 >> 32) as u32, lo, hi)),
             },
         };
         (r, slot)
@@ -91,7 +112,7 @@ impl Record {
 /// words are a [`Record::encode`]d record.
 struct Slot {
     seq: AtomicU64,
-    words: [AtomicU64; 4],
+    words: [AtomicU64; WORDS],
 }
 
 #[expect(
@@ -100,12 +121,7 @@ struct Slot {
 )]
 const EMPTY_SLOT: Slot = Slot {
     seq: AtomicU64::new(0),
-    words: [
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-        AtomicU64::new(0),
-    ],
+    words: [const { AtomicU64::new(0) }; WORDS],
 };
 
 /// The ring: `tail` is where producers claim slots, `head` where the single
@@ -155,7 +171,7 @@ impl Ring {
     }
 
     /// Vyukov's enqueue of one encoded record.
-    fn push_words(&self, words: [u64; 4]) -> bool {
+    fn push_words(&self, words: [u64; WORDS]) -> bool {
         let mut pos = self.tail.load(Ordering::Relaxed);
         loop {
             let slot = &self.slots[(pos & RING_MASK) as usize];
@@ -249,11 +265,20 @@ impl Attached {
         }
     }
 
-    /// Empties `slot` (detach, under the State mutex).
+    /// Empties `slot` (detach, under the State mutex), its execution-id
+    /// page included.
     pub(crate) fn clear(&self, slot: usize) {
         if let Some(v) = self.va_space.get(slot) {
             v.store(0, Ordering::Release);
         }
+        FEEDS.clear(slot);
+    }
+
+    /// The `uvm_va_space_t *` attached in `slot`; 0 if none.
+    pub(crate) fn va_space_in(&self, slot: usize) -> u64 {
+        self.va_space
+            .get(slot)
+            .map_or(0, |v| v.load(Ordering::Acquire))
     }
 
     /// The slot of `va_space`, if attached.
@@ -291,9 +316,17 @@ pub(crate) fn send(r: Record, slot: usize) {
 
 /// Fault callback (kprobe pre-handler on uvm_perf_event_notify, in the
 /// driver's fault-servicing thread, under its locks): copy and return.
-/// Faults of unattached spaces are only counted.
+/// Faults of unattached spaces are only counted. `gpu_uuid`: the faulting
+/// GPU's UUID (16 bytes) as the driver holds it for the space, or NULL
+/// if uvm.c could not name it; `proc_id` is its processor id.
 #[no_mangle]
-extern "C" fn prescient_rs_fault(va_space: u64, events: u64, block_start: u64) {
+extern "C" fn prescient_rs_fault(
+    va_space: u64,
+    events: u64,
+    block_start: u64,
+    proc_id: u32,
+    gpu_uuid: *const u8,
+) {
     let Some(slot) = ATTACHED.slot_of_space(va_space) else {
         ATTACHED.unattached.fetch_add(1, Ordering::Relaxed);
         return;
@@ -301,11 +334,17 @@ extern "C" fn prescient_rs_fault(va_space: u64, events: u64, block_start: u64) {
     if let Some(e) = ATTACHED.events.get(slot) {
         let _ = e.compare_exchange(0, events, Ordering::Relaxed, Ordering::Relaxed);
     }
+    // The kernel the runtime's page names now is the one faulting: its
+    // start goes first.
+    if let Some(exec_id) = FEEDS.on_fault(slot) {
+        RING.push(Record::KernelStart { va_space, exec_id }, slot);
+    }
     send(
         Record::Fault {
             va_space,
             events,
             block: block_start >> BLOCK_SHIFT,
+            gpu: glue::fault_gpu(proc_id, gpu_uuid),
         },
         slot,
     );

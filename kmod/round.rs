@@ -10,6 +10,7 @@
 use crate::abi::{SpaceStats, StatsHead};
 use crate::engine::{Prefetch, Victim};
 use crate::glue::{Destination, FileRef, NvError};
+use crate::gpus::SpaceGpus;
 use crate::pump::{Admit, Host, Limit, Why};
 use crate::space::{Gpu, Space};
 use crate::{Block, BLOCK_BYTES, BLOCK_SHIFT};
@@ -35,6 +36,7 @@ pub(crate) struct Limits {
 struct SpaceHost<'a> {
     file: &'a FileRef,
     gpu: &'a mut Gpu,
+    gpus: &'a mut SpaceGpus,
     discard: bool,
     st: &'a mut SpaceStats,
     head: &'a mut StatsHead,
@@ -72,9 +74,13 @@ impl Host for SpaceHost<'_> {
         true
     }
 
+    /// To the GPU that last faulted on the block (gpus.rs), else to the
+    /// space's fallback (SET_GPU); nowhere if neither is known.
     fn prefetch(&mut self, p: Prefetch) -> Admit {
-        let Gpu::Set(uuid) = *self.gpu else {
-            return Admit::Failed;
+        let (per_gpu, uuid) = match (self.gpus.destination(p.block), *self.gpu) {
+            (Some((i, u)), _) => (Some(i), u),
+            (None, Gpu::Set(u)) => (None, u),
+            (None, _) => return Admit::Failed,
         };
         let moved = self
             .file
@@ -89,7 +95,10 @@ impl Host for SpaceHost<'_> {
                 self.st.migrate_errors += 1;
                 self.head.migrate_errors += 1;
                 if e == NvError::InvalidDevice {
-                    rejected_uuid(self.gpu);
+                    match per_gpu {
+                        Some(i) => self.gpus.reject(i),
+                        None => rejected_uuid(self.gpu),
+                    }
                 }
                 Admit::Failed
             }
@@ -108,7 +117,7 @@ fn rejected_uuid(gpu: &mut Gpu) {
 /// Runs one round on `sp`. True if another round would do more (candidates
 /// are queued or the chain runs, and there was room).
 pub(crate) fn round(sp: &mut Space, lim: &Limits, head: &mut StatsHead) -> bool {
-    let max = if lim.prefetch && matches!(sp.gpu, Gpu::Set(_)) {
+    let max = if lim.prefetch && (matches!(sp.gpu, Gpu::Set(_)) || sp.gpus.any_usable()) {
         lim.per_round.min(MAX_PER_ROUND)
     } else {
         0
@@ -116,6 +125,7 @@ pub(crate) fn round(sp: &mut Space, lim: &Limits, head: &mut StatsHead) -> bool 
     let mut host = SpaceHost {
         file: &sp.file,
         gpu: &mut sp.gpu,
+        gpus: &mut *sp.gpus,
         discard: lim.discard,
         st: &mut sp.st,
         head,

@@ -6,7 +6,8 @@ use kernel::prelude::*;
 
 use crate::abi::SpaceStats;
 use crate::engine::Engine;
-use crate::glue::{FileRef, Owner};
+use crate::glue::{FileRef, Owner, PinnedPage};
+use crate::gpus::SpaceGpus;
 use crate::params::Params;
 use crate::pump::Pump;
 
@@ -22,8 +23,13 @@ pub(crate) struct Space {
     /// The process that owns the space (SET_EXEC_ID / MARK_* / SET_GPU
     /// check it): a `struct pid`, so a reused number is not the owner.
     pub(crate) owner: Owner,
-    /// Where prefetches go: nowhere until SET_GPU names the GPU.
+    /// Where prefetches of blocks no GPU fault named go (SET_GPU, or the
+    /// `gpu_uuid` parameter): the one-GPU fallback.
     pub(crate) gpu: Gpu,
+    /// The GPUs its faults came from, and which GPU each block goes to
+    /// (gpus.rs): where prefetches go first. Boxed: `State` holds
+    /// `MAX_SPACES` spaces and is built on the stack at load.
+    pub(crate) gpus: KBox<SpaceGpus>,
     /// The driver's perf-events pointer of this space, learnt from its
     /// first fault (eviction events carry only this).
     pub(crate) events: u64,
@@ -38,12 +44,17 @@ pub(crate) struct Space {
     pub(crate) st: SpaceStats,
     /// The shared host loop's candidates, kept between rounds.
     pub(crate) pump: Pump,
+    /// The runtime's execution-id page (SET_EXEC_PAGE), published to the
+    /// fault path in `feed::FEEDS` while set. While a space has one, its
+    /// engine runs in execution-id mode.
+    pub(crate) exec: Option<PinnedPage>,
 }
 
-/// The prefetch destination of a space.
+/// The fallback prefetch destination of a space: for blocks whose faults
+/// named no GPU (gpus.rs says where the others go).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Gpu {
-    /// No GPU UUID given: no prefetch.
+    /// No GPU UUID given: such blocks are not prefetched.
     Unknown,
     /// The driver's processor UUID of the GPU (SET_GPU).
     Set([u8; 16]),

@@ -8,7 +8,9 @@ use kernel::prelude::*;
 use kernel::sync::Mutex;
 
 use crate::abi::{self, ParamsAbi, MAX_SPACES};
+use crate::feed::FEEDS;
 use crate::glue::{self, FileRef, Global, Owner, Running};
+use crate::gpus::{FaultGpu, SpaceGpus};
 use crate::params::Params;
 use crate::pump::{Limit, Pump, DEFAULT_WATERMARK_PCT};
 use crate::ring::{Record, ATTACHED, RING};
@@ -24,6 +26,15 @@ const RECORDS_PER_STEP: usize = 64;
 const SPACES_PER_UID: usize = MAX_SPACES / 2;
 /// Prefetch rounds after one fault at most, before the next record.
 const ROUNDS_PER_FAULT: u32 = 8;
+/// How long (in seconds / QUIET_DIV) the worker keeps polling the
+/// execution-id pages after the last new id or record: a job that stopped
+/// launching costs no more wake-ups (its next fault, or any record, starts
+/// polling again).
+const QUIET_DIV: u64 = 2;
+
+#[path = "state_exec.rs"]
+mod exec;
+pub(crate) use exec::mode_params;
 
 /// Everything the worker and the ioctls share (lock order: see
 /// prescient_main.rs).
@@ -46,6 +57,8 @@ pub(crate) struct State {
     head: abi::StatsHead,
     /// Blocks the driver evicted on its own while the ledger held them.
     driver_evictions: u64,
+    /// When (jiffies) the worker last saw a new execution id or a record.
+    active_at: u64,
 }
 
 /// Counters logged at unload.
@@ -75,10 +88,26 @@ pub(crate) fn start(st: State, branch: u32) -> Result<Running<Mutex<State>>> {
     Running::start(&STATE, boxed, branch)
 }
 
-/// Worker step (kthread in glue.c). Returns nonzero if more work is pending.
+/// Worker step (kthread in glue.c): 1 if more work is pending, 2 if not
+/// but execution-id pages are being written (poll them again soon), 0 if
+/// idle.
 #[no_mangle]
 extern "C" fn prescient_rs_work() -> c_int {
-    c_int::from(with_state(|s| s.work()).unwrap_or(false))
+    match with_state(|s| s.work()) {
+        Some(Step::More) => 1,
+        Some(Step::Poll) => 2,
+        _ => 0,
+    }
+}
+
+/// What the worker does after a step.
+enum Step {
+    /// Records or prefetch rounds are pending: step again at once.
+    More,
+    /// Nothing pending, but pages changed lately: poll them soon.
+    Poll,
+    /// Sleep until kicked.
+    Idle,
 }
 
 impl State {
@@ -105,6 +134,7 @@ impl State {
             spaces: Default::default(),
             head: abi::StatsHead::default(),
             driver_evictions: 0,
+            active_at: 0,
         }
     }
 
@@ -152,36 +182,45 @@ impl State {
         }
     }
 
-    /// The engines SET_PARAMS must build for `p` (one per attached space),
-    /// or EINVAL if their tables together (at least one space's) would
-    /// exceed the `max_table_mib` parameter.
-    pub(crate) fn engines_for(&self, p: &Params) -> Result<usize> {
-        let n = self.attached();
-        if self.tables_fit(p, n.max(1)) {
-            Ok(n)
-        } else {
-            Err(EINVAL)
+    /// The engines SET_PARAMS must build for `p`, as the mode of each
+    /// attached space in slot order (true: execution-id mode, the space has
+    /// a page), or EINVAL if their tables together (at least one space's)
+    /// would exceed the `max_table_mib` parameter.
+    pub(crate) fn engine_modes(&self, p: &Params) -> Result<KVec<bool>> {
+        if !self.tables_fit(p, None, usize::from(self.attached() == 0))? {
+            return Err(EINVAL);
         }
+        let mut v = KVec::with_capacity(MAX_SPACES, GFP_KERNEL)?;
+        for sp in self.spaces.iter().flatten() {
+            v.push(sp.exec.is_some(), GFP_KERNEL)?;
+        }
+        Ok(v)
     }
 
     /// Takes parameters that the ioctl validated, with the engines it built
-    /// for them outside the lock ([`State::engines_for`]); a space attached
-    /// since gets one built here. ENOMEM changes nothing.
+    /// for them outside the lock ([`State::engine_modes`]); a space attached
+    /// or given a page since gets one built here. ENOMEM changes nothing.
     pub(crate) fn set_params(
         &mut self,
         a: &ParamsAbi,
         p: Params,
         mut fresh: KVec<Option<KBox<SpaceEngine>>>,
     ) -> Result {
-        self.engines_for(&p)?;
-        while fresh.len() < self.attached() {
-            fresh.push(Some(new_engine(&p)?), GFP_KERNEL)?;
+        if !self.tables_fit(&p, None, usize::from(self.attached() == 0))? {
+            return Err(EINVAL);
         }
-        for (sp, e) in self.spaces.iter_mut().flatten().zip(fresh.iter_mut()) {
-            if let Some(e) = e.take() {
-                sp.engine = e;
-                sp.pump.restart();
-            }
+        let mut built = KVec::with_capacity(MAX_SPACES, GFP_KERNEL)?;
+        for (i, sp) in self.spaces.iter().flatten().enumerate() {
+            let want = mode_params(&p, sp.exec.is_some())?;
+            let e = match fresh.get_mut(i).and_then(Option::take) {
+                Some(e) if e.params() == &want => e,
+                _ => new_engine(&want)?,
+            };
+            built.push(e, GFP_KERNEL)?;
+        }
+        for (sp, e) in self.spaces.iter_mut().flatten().zip(built) {
+            sp.engine = e;
+            sp.pump.restart();
         }
         self.params = p;
         self.inflight_limit = a.inflight_limit;
@@ -194,12 +233,6 @@ impl State {
     /// Attached spaces.
     fn attached(&self) -> usize {
         self.spaces.iter().flatten().count()
-    }
-
-    /// True if `spaces` engines with the tables of `p` stay within the
-    /// `max_table_mib` parameter.
-    fn tables_fit(&self, p: &Params, spaces: usize) -> bool {
-        (p.storage_bytes() as u64).saturating_mul(spaces as u64) <= glue::max_table_bytes_param()
     }
 
     /// Forgets what every space's engine learnt (RESET_TABLES).
@@ -231,10 +264,10 @@ impl State {
         if uid != 0 && same_uid >= SPACES_PER_UID {
             return Err(ENOSPC);
         }
-        if !self.tables_fit(&self.params, self.attached() + 1) {
+        if !self.tables_fit(&self.params, None, 1)? {
             return Err(ENOMEM);
         }
-        let engine = new_engine(&self.params)?;
+        let engine = new_engine(&self.space_params(false)?)?;
         let handle = self.next_handle;
         self.next_handle += 1;
         ATTACHED.set(slot, file.va_space());
@@ -243,11 +276,13 @@ impl State {
             slot,
             owner,
             gpu: self.default_gpu.map_or(Gpu::Unknown, Gpu::Set),
+            gpus: KBox::new(SpaceGpus::new()?, GFP_KERNEL)?,
             events: 0,
             file,
             engine,
             st: abi::SpaceStats::default(),
             pump: Pump::new(),
+            exec: None,
         });
         Ok(handle)
     }
@@ -316,18 +351,25 @@ impl State {
             e.handle = sp.handle;
             e.pid = sp.owner.vnr();
             e.gpu = sp.gpu.abi();
+            e.fault_gpus = sp.gpus.count() as u64;
             e.resident_blocks = sp.engine.resident_blocks() as u64;
+            if sp.exec.is_some() {
+                e.exec_page = abi::EXEC_PAGE_SET;
+                (e.exec_ids, e.exec_faults) = FEEDS.counts(sp.slot);
+            }
             s.spaces[n] = e;
             n += 1;
         }
         s.head.n_spaces = n as u32;
+        s.head.exec_pages = glue::exec_pages_held();
         s
     }
 
     /// One worker step: drain the ring (faults first), walk each fault's
     /// prediction window, detach orphans, one more round. True if more work
     /// is pending.
-    fn work(&mut self) -> bool {
+    fn work(&mut self) -> Step {
+        let announced = self.poll_pages();
         let mut n = 0;
         while n < RECORDS_PER_STEP {
             let Some(r) = RING.pop() else {
@@ -348,7 +390,19 @@ impl State {
         }
         self.reap_orphans();
         let more = self.prefetch_round();
-        more || !RING.is_empty()
+        if more || !RING.is_empty() {
+            return Step::More;
+        }
+        let now = glue::jiffies();
+        if announced || n > 0 {
+            self.active_at = now;
+        }
+        let pages = self.spaces.iter().flatten().any(|sp| sp.exec.is_some());
+        if pages && now.saturating_sub(self.active_at) < glue::hz() / QUIET_DIV {
+            Step::Poll
+        } else {
+            Step::Idle
+        }
     }
 
     /// Feeds one ring record to its space's engine. True if it was a fault
@@ -369,12 +423,13 @@ impl State {
                 va_space,
                 events,
                 block,
-            } => self.on_fault(va_space, events, block),
+                gpu,
+            } => self.on_fault(va_space, events, block, gpu),
         }
     }
 
     /// A fault: the engine learns it, and the block is resident now.
-    fn on_fault(&mut self, va_space: u64, events: u64, block: u64) -> bool {
+    fn on_fault(&mut self, va_space: u64, events: u64, block: u64, gpu: Option<FaultGpu>) -> bool {
         // Only attached spaces' faults reach the ring; one of a space
         // detached since is dropped here.
         let Some(sp) = self
@@ -388,6 +443,7 @@ impl State {
         self.head.faults_seen += 1;
         sp.st.faults += 1;
         sp.events = events;
+        sp.gpus.fault(block, gpu);
         let late = sp.engine.is_resident(block);
         sp.engine.fault(block);
         // The fault starts a new window: the queued candidates are stale.

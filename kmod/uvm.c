@@ -181,6 +181,47 @@ static const void *rdptr(const u8 *d, int off)
 }
 
 /*
+ * The UUID of GPU `proc`, the processor of a GPU fault in `va_space`, into
+ * uuid[16], through what the driver holds for that space: `proc` must be in
+ * the space's registered-GPU mask, and its uvm_gpu_t comes from the space's
+ * own table (550: registered_gpus_table) or is the fault entry's GPU (580:
+ * entry->gpu, the GPU whose fault buffer the entry came from), checked to
+ * carry that id. We run under the driver's fault-servicing locks (va_space
+ * lock, the GPU retained), so these do not change under us; every read is
+ * nofault, so a layout that does not match costs an unattributed fault, not
+ * an oops. False when any of it cannot be read or does not agree.
+ */
+static bool fault_gpu_uuid(const struct uvm_layout *l, u64 va_space, const u8 *entry, u32 proc,
+			   u8 *uuid)
+{
+	const u8 *vs = (const u8 *)(unsigned long)va_space;
+	const u8 *gpu = NULL;
+	unsigned long word;
+	u32 id;
+
+	if (l->gpu_uuid < 0 || l->gpu_id < 0 || l->va_space_registered_gpus < 0 ||
+	    proc == l->id_cpu || proc < l->id_gpu0 || proc >= l->id_max_processors ||
+	    (unsigned long)vs < TASK_SIZE_MAX)
+		return false;
+	if (get_kernel_nofault(word, (const unsigned long *)(vs + l->va_space_registered_gpus) +
+					     proc / BITS_PER_LONG) ||
+	    !(word & BIT(proc % BITS_PER_LONG)))
+		return false;
+	if (l->va_space_registered_gpus_table >= 0) {
+		if (get_kernel_nofault(gpu, (const u8 *const *)(vs + l->va_space_registered_gpus_table) +
+						    (proc - l->id_gpu0)))
+			return false;
+	} else if (l->entry_gpu >= 0) {
+		if (get_kernel_nofault(gpu, (const u8 *const *)(entry + l->entry_gpu)))
+			return false;
+	}
+	if (!gpu || (unsigned long)gpu < TASK_SIZE_MAX ||
+	    get_kernel_nofault(id, (const u32 *)(gpu + l->gpu_id)) || id != proc)
+		return false;
+	return !copy_from_kernel_nofault(uuid, gpu + l->gpu_uuid, 16);
+}
+
+/*
  * The event data is the driver's own kernel struct (on its stack); what it
  * points to is read with get_kernel_nofault, so a layout that does not match
  * the driver costs a wrong number, not an oops.
@@ -192,6 +233,8 @@ void uvm_perf_event(u64 events, u32 id, const void *data, bool track_evictions)
 	const struct uvm_va_block_head *blk;
 	const u8 *entry;
 	u64 start, va_space;
+	u8 uuid[16];
+	u32 proc;
 
 	if (!d || !l)
 		return;
@@ -227,7 +270,9 @@ void uvm_perf_event(u64 events, u32 id, const void *data, bool track_evictions)
 	if (get_kernel_nofault(va_space, (const u64 *)(entry + l->entry_va_space)) ||
 	    get_kernel_nofault(start, &blk->start))
 		return;
-	prescient_rs_fault(va_space, events, start);
+	proc = rd32(d, l->fault_proc_id);
+	prescient_rs_fault(va_space, events, start, proc,
+			   fault_gpu_uuid(l, va_space, entry, proc, uuid) ? uuid : NULL);
 }
 
 /* ----- VA-space files ----- */

@@ -29,6 +29,9 @@ struct uvm_layout {
 	int has_discard;
 	int discard_size, discard_base, discard_length, discard_flags, discard_status;
 	int fd_va_space, fd_type_mask;
+	/* the faulting GPU's UUID, through what the driver holds for the space */
+	int va_space_registered_gpus, id_max_processors, id_gpu0;
+	int va_space_registered_gpus_table, entry_gpu, gpu_id, gpu_uuid;
 };
 
 /* The layout struct of the header included before this macro. */
@@ -56,6 +59,10 @@ struct uvm_layout {
 	.discard_length = UVM_L_DISCARD_LENGTH, .discard_flags = UVM_L_DISCARD_FLAGS,	\
 	.discard_status = UVM_L_DISCARD_RM_STATUS,					\
 	.fd_va_space = UVM_L_FD_VA_SPACE, .fd_type_mask = UVM_L_FD_TYPE_MASK,		\
+	.va_space_registered_gpus = UVM_L_VA_SPACE_REGISTERED_GPUS,			\
+	.id_max_processors = UVM_L_ID_MAX_PROCESSORS, .id_gpu0 = UVM_L_ID_GPU0,		\
+	.va_space_registered_gpus_table = UVM_L_VA_SPACE_REGISTERED_GPUS_TABLE,		\
+	.entry_gpu = UVM_L_ENTRY_GPU, .gpu_id = UVM_L_GPU_ID, .gpu_uuid = UVM_L_GPU_UUID,	\
 }
 
 extern const struct uvm_layout uvm_layout_550, uvm_layout_580;

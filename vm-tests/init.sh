@@ -8,7 +8,9 @@ echo "VMTEST-BOOT: cpus=$(grep -c ^processor /proc/cpuinfo) kernel $(uname -r) u
 T=/bin/vmtest; GB=24; KUS=${KUS:-1000}
 # VMTEST_TRACK_EVICTIONS=0: the module ignores the driver's eviction events
 # (the behaviour before they were followed; for comparison).
-P="/lib/prescient.ko gpu_blocks=$GB track_evictions=${VMTEST_TRACK_EVICTIONS:-1}"
+# VMTEST_EXEC_POLL_US: the worker's poll of execution-id pages (the module's default is 50 us;
+# this guest has no high-resolution timers, so anything but 0, a busy poll, is a 4 ms tick).
+P="/lib/prescient.ko gpu_blocks=$GB track_evictions=${VMTEST_TRACK_EVICTIONS:-1} exec_poll_us=${VMTEST_EXEC_POLL_US:-0}"
 mark() { echo "VMTEST: $1 $2 $3"; }
 t() { cut -d' ' -f1 /proc/uptime; }
 
@@ -53,6 +55,14 @@ if [ "${VMTEST_ONLY:-all}" = exec ]; then
   $T cut /tmp/base /tmp/exec fault-cut-exec
   echo "replay-exec: from $t0 s to $(t) s"
   cat /sys/kernel/debug/nvidia_uvm_standin/stats
+  t0=$(t)
+  $T replay-exec-page 8 /tmp/execpage
+  $T cut /tmp/base /tmp/execpage fault-cut-exec-page
+  echo "replay-exec-page: from $t0 s to $(t) s"
+  t0=$(t)
+  $T replay-exec-page-short 8 /tmp/execpage-short
+  $T cut /tmp/base /tmp/execpage-short fault-cut-exec-page-short
+  echo "replay-exec-page-short: from $t0 s to $(t) s"
   rmmod prescient
   dmesg | grep -E 'prescient|nvidia_uvm' | tail -5
   if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|lockdep: |INFO: |general protection|Call Trace|kernel panic' >/tmp/splat; then
@@ -95,6 +105,7 @@ $T slots-per-uid
 $T pidns
 $T cpu-fault
 $T gpu-uuid
+$T multi-gpu
 
 # 4. replay with prescient.ko attached
 t0=$(t)
@@ -109,6 +120,17 @@ $T cut /tmp/base /tmp/exec fault-cut-exec
 echo "replay-exec: from $t0 s to $(t) s"
 cat /sys/kernel/debug/nvidia_uvm_standin/stats
 
+# 4a'. the same, but the ids come only from the runtime's page (SET_EXEC_PAGE); bad input to it
+t0=$(t)
+$T replay-exec-page 8 /tmp/execpage
+$T cut /tmp/base /tmp/execpage fault-cut-exec-page
+echo "replay-exec-page: from $t0 s to $(t) s"
+t0=$(t)
+$T replay-exec-page-short 8 /tmp/execpage-short
+$T cut /tmp/base /tmp/execpage-short fault-cut-exec-page-short
+echo "replay-exec-page-short: from $t0 s to $(t) s"
+$T exec-page-bad
+
 # 4b. two address spaces at once; a fault burst larger than the ring
 $T two
 $T overflow
@@ -117,11 +139,17 @@ $T ring-share
 # 4c. several processes fuzzing ioctl sequences while faults run (bounded: 8 s)
 $T fuzz 8
 
-# 5. rmmod while a replay runs
+# 5. rmmod while a replay runs, and while a process has an execution-id page registered
 $T replay 6 attach /tmp/rm > /tmp/rm.log 2>&1 &
 pid=$!
+$T exec-page-hold 4 > /tmp/hold.log 2>&1 &
+hpid=$!
 sleep 1
 if rmmod prescient; then r=ok; else r=failed; fi
+wait $hpid; hrc=$?
+if [ $hrc = 0 ] && grep -q 'registered true' /tmp/hold.log && [ "$r" = ok ]; then
+  mark rmmod-with-exec-page PASS "rmmod while a page was registered and written"
+else cat /tmp/hold.log; mark rmmod-with-exec-page FAIL "hold rc=$hrc rmmod $r"; fi
 wait $pid; rc=$?
 grep -q '^prescient ' /proc/modules && r="$r,still-loaded"
 [ "$r" = ok ] && [ $rc = 0 ] && mark rmmod-during-replay PASS "replay rc=$rc" || { cat /tmp/rm.log; mark rmmod-during-replay FAIL "rmmod $r replay rc=$rc"; }

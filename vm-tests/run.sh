@@ -13,8 +13,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(dirname "$HERE")
 WORK=$HERE/work; mkdir -p "$WORK"
 T0=$(date +%s); step() { echo "[vm-test +$(( $(date +%s) - T0 ))s] $*"; }
-EXPECT=(no-driver load-unload-20 bad-gpu-uuid replay-baseline ioctl-surface unprivileged-eperm slots-per-uid pidns cpu-fault gpu-uuid replay-prescient fault-cut replay-exec fault-cut-exec two-spaces queue-overflow ring-share ioctl-fuzz rmmod-during-replay unknown-version gpu-size-unknown branch-550 no-splat sim-agree stack-frames)
-[ "${VMTEST_ONLY:-all}" = exec ] && EXPECT=(no-driver load-unload-20 replay-baseline replay-exec fault-cut-exec no-splat sim-agree stack-frames)
+EXPECT=(no-driver load-unload-20 bad-gpu-uuid replay-baseline ioctl-surface unprivileged-eperm slots-per-uid pidns cpu-fault gpu-uuid multi-gpu gpu-leaves replay-prescient fault-cut replay-exec fault-cut-exec replay-exec-page fault-cut-exec-page replay-exec-page-short fault-cut-exec-page-short exec-page-bad-input two-spaces queue-overflow ring-share ioctl-fuzz rmmod-with-exec-page rmmod-during-replay unknown-version gpu-size-unknown branch-550 no-splat sim-agree stack-frames)
+[ "${VMTEST_ONLY:-all}" = exec ] && EXPECT=(no-driver load-unload-20 replay-baseline replay-exec fault-cut-exec replay-exec-page fault-cut-exec-page replay-exec-page-short fault-cut-exec-page-short no-splat sim-agree stack-frames)
 [ "${VMTEST_ONLY:-all}" = cpu-fault ] && EXPECT=(no-driver load-unload-20 replay-baseline cpu-fault-raw)
 [ "${VMTEST_ONLY:-all}" = security ] && EXPECT=(no-driver load-unload-20 replay-baseline unprivileged-eperm slots-per-uid pidns cpu-fault gpu-uuid ring-share ioctl-fuzz no-splat stack-frames)
 KUS=${VMTEST_KERNEL_US:-1000}
@@ -55,11 +55,11 @@ set +e
 # -cpu max: SMAP and SMEP on, so a kernel read of a user address oopses as on real hardware.
 timeout "${VMTEST_TIMEOUT:-480}" qemu-system-x86_64 -cpu max -m 1G -smp 2 -nographic -no-reboot \
   -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$WORK/initramfs.cpio.gz" \
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=$KUS VMTEST_WATERMARK=${VMTEST_WATERMARK:-90} VMTEST_LOOKAHEAD=${VMTEST_LOOKAHEAD:-16} VMTEST_TRACK_EVICTIONS=${VMTEST_TRACK_EVICTIONS:-1} VMTEST_ONLY=${VMTEST_ONLY:-all}" </dev/null >"$LOG" 2>&1
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=$KUS VMTEST_WATERMARK=${VMTEST_WATERMARK:-90} VMTEST_LOOKAHEAD=${VMTEST_LOOKAHEAD:-16} VMTEST_TRACK_EVICTIONS=${VMTEST_TRACK_EVICTIONS:-1} VMTEST_EXEC_POLL_US=${VMTEST_EXEC_POLL_US:-0} VMTEST_ONLY=${VMTEST_ONLY:-all}" </dev/null >"$LOG" 2>&1
 qrc=$?
 set -e
 step "boot done (qemu rc=$qrc; QEMU exits 0 even after a panic, so markers decide)"
-grep -E '^(VMTEST|VMTEST-TARGET|replay:|replay-exec:|faultcause:|stand-in|ioctl:)' "$LOG" | tr -d '\r' || true
+grep -E '^(VMTEST|VMTEST-TARGET|replay:|replay-exec:|replay-exec-page:|exec-page|faultcause:|stand-in|ioctl:)' "$LOG" | tr -d '\r' || true
 # The same scaled trace through prescient-sim (sim/), same GPU size and engine
 # parameters: the host-side check `sim-agree` (vm-tests/simcheck.py says what
 # it compares and why the models differ).

@@ -29,7 +29,9 @@ pub trait Backend: Send + Sync {
     /// pidfd, and own it: marks.rs `check_peer`).
     fn mark(&self, m: MarkFrom<'_>) -> Result<Applied, DevError>;
     /// Gives the attached spaces whose GPU is not yet known (a process
-    /// attached before it registered its GPU) their prefetch destination.
+    /// attached before it registered its GPU) their prefetch destination,
+    /// and (prescient.ko) the execution-id page of spaces that have none
+    /// yet.
     /// Called after a poll, outside the service lock: it opens the targets'
     /// fds. The user-space backend learns its GPU in its own loop.
     fn assign_gpus(&self, _stats: &uapi::Stats) {}

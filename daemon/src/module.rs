@@ -34,15 +34,14 @@ impl Module {
             .map_err(|e| DevError::from_io("open", e))
     }
 
-    /// Tells the module the GPU its prefetches for `handle` go to: the first
-    /// GPU in the process's own processor table, as the driver lists it
-    /// (never a fixed or guessed UUID: a wrong one makes every prefetch fail).
+    /// Tells the module the fallback GPU of `handle`: the first GPU in the
+    /// process's own processor table, as the driver lists it (never a
+    /// fixed or guessed UUID: a wrong one makes every prefetch fail).
     ///
-    /// prescient.ko keeps one destination per space, so a process of
-    /// several GPUs has all its prefetches sent to the first: said in a
-    /// warning. Per-GPU needs the module to take the faulting GPU from the
-    /// driver's fault path (the `uvm_gpu_t` of the fault batch, whose UUID
-    /// is `gpu->uuid`) per block, not a SET_GPU value (issue 19).
+    /// prescient.ko sends each block to the GPU that faulted on it, named
+    /// by the driver on the fault path (kmod/gpus.rs); this destination
+    /// serves only blocks of faults the module could not attribute to a
+    /// GPU, which on a one-GPU process is the same GPU.
     fn give_gpu(&self, pid: i32, handle: u64) -> anyhow::Result<()> {
         let table = prescient_uvm::attach::Target::attach(pid)?.processor_table()?;
         let Some(gpu) = table.first() else {
@@ -52,9 +51,35 @@ impl Module {
         self.ioctl("SET_GPU", uapi::PRESCIENT_IOC_SET_GPU, &mut b)?;
         tracing::info!(pid, gpu = %gpu, "prefetch destination set");
         if table.gpus().len() > 1 {
-            multi_gpu_warning(pid, &table);
+            multi_gpu_note(pid, &table);
         }
         Ok(())
+    }
+
+    /// Registers the execution-id page of process `pid` (the memfd its
+    /// runtime writes, found as the user-space backend finds it) for the
+    /// module's space `handle`: prescient.ko pins the page, reads it at
+    /// each of the space's faults and runs that space's engine in
+    /// execution-id mode. The module gets this process's descriptor of
+    /// the memfd and keeps only the page. Ok(false) if the process has no
+    /// page (not under `prescientctl run`, or its runtime has not made one
+    /// yet: retried at each poll).
+    fn give_exec_page(&self, pid: i32, handle: u64) -> Result<bool, DevError> {
+        let Some(page) = crate::userspace::execfeed::open_page(pid) else {
+            return Ok(false);
+        };
+        let mut b = uapi::ExecPageAbi {
+            handle,
+            fd: page.as_raw_fd() as u32,
+            flags: 0,
+        }
+        .to_bytes();
+        self.ioctl("SET_EXEC_PAGE", uapi::PRESCIENT_IOC_SET_EXEC_PAGE, &mut b)?;
+        tracing::info!(
+            pid,
+            "execution-id page registered: prescient.ko attributes this process's faults to its kernels"
+        );
+        Ok(true)
     }
 
     /// One ioctl on a fresh open of the device; `buf` must be exactly the
@@ -137,17 +162,32 @@ impl Backend for Module {
                 "no prefetches until its GPU is known (retried at every poll; the module parameter gpu_uuid= names one for every space): {e:#}"
             );
         }
+        if let Err(e) = self.give_exec_page(pid, handle) {
+            tracing::warn!(
+                pid,
+                "execution-id page not registered (transparent mode for now; retried at every poll): {e}"
+            );
+        }
         Ok(handle)
     }
 
     /// Gives each attached space the module does not yet know a GPU for
     /// (SpaceStats::gpu = GPU_UNKNOWN: a process that had not registered its
     /// GPU when it was attached) the GPU the driver now lists for it.
+    /// Also registers the execution-id page of each space that has none
+    /// yet (a runtime that made its page after the attach).
     fn assign_gpus(&self, stats: &uapi::Stats) {
-        let unknown = stats.spaces.iter().take(stats.head.n_spaces as usize);
-        for sp in unknown.filter(|sp| sp.handle != 0 && sp.gpu == uapi::GPU_UNKNOWN) {
-            if let Err(e) = self.give_gpu(sp.pid as i32, sp.handle) {
-                tracing::debug!(pid = sp.pid, "GPU still unknown: {e:#}");
+        let spaces = stats.spaces.iter().take(stats.head.n_spaces as usize);
+        for sp in spaces.filter(|sp| sp.handle != 0) {
+            if sp.gpu == uapi::GPU_UNKNOWN {
+                if let Err(e) = self.give_gpu(sp.pid as i32, sp.handle) {
+                    tracing::debug!(pid = sp.pid, "GPU still unknown: {e:#}");
+                }
+            }
+            if sp.exec_page == uapi::EXEC_PAGE_NONE {
+                if let Err(e) = self.give_exec_page(sp.pid as i32, sp.handle) {
+                    tracing::debug!(pid = sp.pid, "execution-id page not registered: {e}");
+                }
             }
         }
     }
@@ -182,15 +222,14 @@ fn bad_reply(op: &'static str, e: uapi::Error) -> DevError {
     }
 }
 
-/// Says that the module sends a multi-GPU process's prefetches to its first
-/// GPU only (one destination per space), naming the GPUs it skips.
+/// Says which GPUs a multi-GPU process has, and how the module routes.
 #[cold]
-fn multi_gpu_warning(pid: i32, table: &prescient_uvm::ProcessorTable) {
+fn multi_gpu_note(pid: i32, table: &prescient_uvm::ProcessorTable) {
     let all: Vec<String> = table.gpus().iter().map(|g| g.to_string()).collect();
-    tracing::warn!(
+    tracing::info!(
         pid,
         gpus = all.join(","),
-        "the process uses {} GPUs, and prescient.ko has one prefetch destination per space: its prefetches all go to the first (blocks faulted from the others come back by the driver's faults); the user-space backend routes each block to the GPU that faulted on it",
+        "the process uses {} GPUs: prescient.ko sends each block to the GPU that faulted on it; the first is only the destination of faults it cannot attribute",
         all.len()
     );
 }

@@ -66,4 +66,12 @@
 /* uvm_fd_type_t: file->private_data = pointer | type in the low bits */
 #define UVM_L_FD_VA_SPACE 2
 #define UVM_L_FD_TYPE_MASK 7
+/* the faulting GPU of a GPU fault, through what the driver holds for the VA space of the fault */
+#define UVM_L_VA_SPACE_REGISTERED_GPUS 0
+#define UVM_L_ID_MAX_PROCESSORS 257
+#define UVM_L_ID_GPU0 1
+#define UVM_L_VA_SPACE_REGISTERED_GPUS_TABLE (-1)
+#define UVM_L_ENTRY_GPU 56
+#define UVM_L_GPU_ID 128
+#define UVM_L_GPU_UUID 8
 #endif

@@ -76,3 +76,16 @@ A(DISCARD_RM_STATUS);
 S(uvm_fd_type_t: file->private_data = pointer | type in the low bits);
 L(FD_VA_SPACE, UVM_FD_VA_SPACE);
 L(FD_TYPE_MASK, UVM_FD_TYPE_MASK);
+S(the faulting GPU of a GPU fault, through what the driver holds for the VA space of the fault);
+L(VA_SPACE_REGISTERED_GPUS, OFF(uvm_va_space_t, registered_gpus));
+L(ID_MAX_PROCESSORS, UVM_ID_MAX_PROCESSORS);
+L(ID_GPU0, UVM_ID_GPU0_VALUE);
+#if PRESCIENT_NV_MAJOR < 570 /* 550: the space's own uvm_gpu_t table; gone by 570 */
+L(VA_SPACE_REGISTERED_GPUS_TABLE, OFF(uvm_va_space_t, registered_gpus_table));
+A(ENTRY_GPU);
+#else /* 570 on: each fault entry names its uvm_gpu_t */
+A(VA_SPACE_REGISTERED_GPUS_TABLE);
+L(ENTRY_GPU, OFF(uvm_fault_buffer_entry_t, gpu));
+#endif
+L(GPU_ID, OFF(uvm_gpu_t, id));
+L(GPU_UUID, OFF(uvm_gpu_t, uuid));

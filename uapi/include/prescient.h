@@ -10,7 +10,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define PRESCIENT_ABI_VERSION 2
+#define PRESCIENT_ABI_VERSION 3
 #define PRESCIENT_IOC_MAGIC 'P'
 #define PRESCIENT_MAX_SPACES 8
 #define PRESCIENT_MAX_INFLIGHT 1024
@@ -27,6 +27,9 @@
 #define PRESCIENT_GPU_UNKNOWN  0u  /* no SET_GPU yet: no prefetch */
 #define PRESCIENT_GPU_SET      1u
 #define PRESCIENT_GPU_REJECTED 2u  /* the driver refused the UUID */
+
+#define PRESCIENT_EXEC_PAGE_NONE 0u  /* no execution-id page registered */
+#define PRESCIENT_EXEC_PAGE_SET  1u  /* SET_EXEC_PAGE: ids read at each fault */
 
 struct prescient_version {
 	__u32 abi_version;
@@ -58,7 +61,11 @@ struct prescient_space_stats {
 	__u64 pre_evictions;
 	__u64 discards;
 	__u64 migrate_errors;
-	__u64 gpu;              /* PRESCIENT_GPU_* */
+	__u64 gpu;              /* PRESCIENT_GPU_*: the fallback destination */
+	__u64 fault_gpus;       /* GPUs whose faults named them in this space */
+	__u64 exec_page;        /* PRESCIENT_EXEC_PAGE_* */
+	__u64 exec_ids;         /* ids read from the page */
+	__u64 exec_faults;      /* faults the page attributed to an id */
 };
 
 struct prescient_stats_head {
@@ -75,7 +82,7 @@ struct prescient_stats_head {
 	__u64 cpu_faults;       /* counted only */
 	__u64 unattached_faults;
 	__u32 n_spaces;
-	__u32 reserved0;
+	__u32 exec_pages;       /* execution-id pages pinned now */
 };
 
 struct prescient_stats {
@@ -112,6 +119,18 @@ struct prescient_gpu {
 	__u64 uuid_hi;          /* UUID bytes 8-15 */
 };
 
+/* SET_EXEC_PAGE: the runtime's execution-id page (a memfd) of an attached space */
+struct prescient_exec_page {
+	__u64 handle;
+	__u32 fd;               /* the caller's descriptor of the memfd */
+	__u32 flags;            /* must be 0 */
+};
+
+/* CLEAR_EXEC_PAGE */
+struct prescient_handle {
+	__u64 handle;
+};
+
 #define PRESCIENT_IOC_GET_VERSION  _IOR(PRESCIENT_IOC_MAGIC, 0x00, struct prescient_version)
 #define PRESCIENT_IOC_GET_PARAMS   _IOR(PRESCIENT_IOC_MAGIC, 0x01, struct prescient_params)
 #define PRESCIENT_IOC_SET_PARAMS   _IOW(PRESCIENT_IOC_MAGIC, 0x02, struct prescient_params)
@@ -123,5 +142,7 @@ struct prescient_gpu {
 #define PRESCIENT_IOC_MARK_DEAD    _IOW(PRESCIENT_IOC_MAGIC, 0x08, struct prescient_range)
 #define PRESCIENT_IOC_MARK_ALIVE   _IOW(PRESCIENT_IOC_MAGIC, 0x09, struct prescient_range)
 #define PRESCIENT_IOC_SET_GPU      _IOW(PRESCIENT_IOC_MAGIC, 0x0a, struct prescient_gpu)
+#define PRESCIENT_IOC_SET_EXEC_PAGE   _IOW(PRESCIENT_IOC_MAGIC, 0x0b, struct prescient_exec_page)
+#define PRESCIENT_IOC_CLEAR_EXEC_PAGE _IOW(PRESCIENT_IOC_MAGIC, 0x0c, struct prescient_handle)
 
 #endif /* PRESCIENT_UAPI_H */

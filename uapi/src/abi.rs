@@ -12,7 +12,7 @@
 use crate::pcore::{Mode, ParamError, Params, BLOCK_BYTES};
 
 /// Version of this ABI. Bump on any incompatible change.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 /// ioctl type ("magic") byte.
 pub const IOC_MAGIC: u8 = b'P';
 /// Most address spaces attached at once (and entries in [`Stats::spaces`]).
@@ -95,6 +95,7 @@ pub enum Field {
     Id,
     Handle,
     Uuid,
+    Fd,
     Reserved,
 }
 
@@ -111,6 +112,7 @@ impl Field {
             Field::Id => "id",
             Field::Handle => "handle",
             Field::Uuid => "uuid",
+            Field::Fd => "fd",
             Field::Reserved => "reserved",
         }
     }
@@ -436,10 +438,28 @@ abi_struct! {
         pub pre_evictions: u64,
         pub discards: u64,
         pub migrate_errors: u64,
-        /// `GPU_*`: whether prefetches have a destination (SET_GPU).
+        /// `GPU_*`: the fallback destination (SET_GPU or the module's
+        /// `gpu_uuid` parameter), for blocks no GPU fault named.
         pub gpu: u64,
+        /// GPUs whose faults the module attributed in this space (each
+        /// block's prefetches go to the GPU that last faulted on it).
+        pub fault_gpus: u64,
+        /// `EXEC_PAGE_*`: whether an execution-id page is registered
+        /// (SET_EXEC_PAGE); while one is, the space's engine runs in
+        /// execution-id mode.
+        pub exec_page: u64,
+        /// Execution ids read from the page and fed to the engine (a slot's
+        /// value changed to a valid id).
+        pub exec_ids: u64,
+        /// Faults of the space that the page attributed to an id.
+        pub exec_faults: u64,
     }
 }
+
+/// [`SpaceStats::exec_page`]: no execution-id page.
+pub const EXEC_PAGE_NONE: u64 = 0;
+/// [`SpaceStats::exec_page`]: a page is registered and read at each fault.
+pub const EXEC_PAGE_SET: u64 = 1;
 
 /// [`SpaceStats::gpu`]: no GPU UUID given (SET_GPU): no prefetch.
 pub const GPU_UNKNOWN: u64 = 0;
@@ -471,7 +491,9 @@ abi_struct! {
         /// GPU faults of address spaces nobody attached (not queued).
         pub unattached_faults: u64,
         pub n_spaces: u32,
-        pub reserved0: u32,
+        /// Execution-id pages the module holds pinned now (one per space
+        /// with SET_EXEC_PAGE at most; 0 once every space is gone).
+        pub exec_pages: u32,
     }
 }
 
@@ -718,6 +740,66 @@ impl GpuAbi {
     }
 }
 
+abi_struct! {
+    /// SET_EXEC_PAGE argument: the execution-id page (uapi's `execpage`
+    /// format, a memfd the runtime writes) of an attached space, as a file
+    /// descriptor of the caller.
+    pub struct ExecPageAbi {
+        /// Attached space (ATTACH's handle).
+        pub handle: u64,
+        /// The caller's descriptor of the page's memfd.
+        pub fd: u32,
+        /// Must be 0.
+        pub flags: u32,
+    }
+}
+
+impl ExecPageAbi {
+    /// A handle, a descriptor within i32, no flags.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.handle == 0 {
+            return Err(Error::Field {
+                field: Field::Handle,
+                value: 0,
+            });
+        }
+        if self.fd > i32::MAX as u32 {
+            return Err(Error::Field {
+                field: Field::Fd,
+                value: self.fd as u64,
+            });
+        }
+        if self.flags != 0 {
+            return Err(Error::Reserved {
+                field: Field::Reserved,
+                value: self.flags as u64,
+            });
+        }
+        Ok(())
+    }
+}
+
+abi_struct! {
+    /// CLEAR_EXEC_PAGE argument: the space whose page is released.
+    pub struct HandleAbi {
+        /// Attached space (ATTACH's handle).
+        pub handle: u64,
+    }
+}
+
+impl HandleAbi {
+    /// A handle.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.handle == 0 {
+            return Err(Error::Field {
+                field: Field::Handle,
+                value: 0,
+            });
+        }
+        Ok(())
+    }
+}
+
 pub const NR_GET_VERSION: u8 = 0x00;
 pub const NR_GET_PARAMS: u8 = 0x01;
 pub const NR_SET_PARAMS: u8 = 0x02;
@@ -729,6 +811,8 @@ pub const NR_SET_EXEC_ID: u8 = 0x07;
 pub const NR_MARK_DEAD: u8 = 0x08;
 pub const NR_MARK_ALIVE: u8 = 0x09;
 pub const NR_SET_GPU: u8 = 0x0a;
+pub const NR_SET_EXEC_PAGE: u8 = 0x0b;
+pub const NR_CLEAR_EXEC_PAGE: u8 = 0x0c;
 
 pub const PRESCIENT_IOC_GET_VERSION: u32 = ioc(IOC_READ, IOC_MAGIC, NR_GET_VERSION, Version::SIZE);
 pub const PRESCIENT_IOC_GET_PARAMS: u32 = ioc(IOC_READ, IOC_MAGIC, NR_GET_PARAMS, ParamsAbi::SIZE);
@@ -742,6 +826,10 @@ pub const PRESCIENT_IOC_SET_EXEC_ID: u32 =
 pub const PRESCIENT_IOC_MARK_DEAD: u32 = ioc(IOC_WRITE, IOC_MAGIC, NR_MARK_DEAD, RangeAbi::SIZE);
 pub const PRESCIENT_IOC_MARK_ALIVE: u32 = ioc(IOC_WRITE, IOC_MAGIC, NR_MARK_ALIVE, RangeAbi::SIZE);
 pub const PRESCIENT_IOC_SET_GPU: u32 = ioc(IOC_WRITE, IOC_MAGIC, NR_SET_GPU, GpuAbi::SIZE);
+pub const PRESCIENT_IOC_SET_EXEC_PAGE: u32 =
+    ioc(IOC_WRITE, IOC_MAGIC, NR_SET_EXEC_PAGE, ExecPageAbi::SIZE);
+pub const PRESCIENT_IOC_CLEAR_EXEC_PAGE: u32 =
+    ioc(IOC_WRITE, IOC_MAGIC, NR_CLEAR_EXEC_PAGE, HandleAbi::SIZE);
 
 /// A decoded ioctl command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -757,10 +845,12 @@ pub enum Cmd {
     MarkDead,
     MarkAlive,
     SetGpu,
+    SetExecPage,
+    ClearExecPage,
 }
 
 /// Every command with its number, for tables and tests.
-pub const COMMANDS: [(Cmd, u32, &str); 11] = [
+pub const COMMANDS: [(Cmd, u32, &str); 13] = [
     (
         Cmd::GetVersion,
         PRESCIENT_IOC_GET_VERSION,
@@ -804,6 +894,16 @@ pub const COMMANDS: [(Cmd, u32, &str); 11] = [
         "PRESCIENT_IOC_MARK_ALIVE",
     ),
     (Cmd::SetGpu, PRESCIENT_IOC_SET_GPU, "PRESCIENT_IOC_SET_GPU"),
+    (
+        Cmd::SetExecPage,
+        PRESCIENT_IOC_SET_EXEC_PAGE,
+        "PRESCIENT_IOC_SET_EXEC_PAGE",
+    ),
+    (
+        Cmd::ClearExecPage,
+        PRESCIENT_IOC_CLEAR_EXEC_PAGE,
+        "PRESCIENT_IOC_CLEAR_EXEC_PAGE",
+    ),
 ];
 
 impl Cmd {
@@ -1053,6 +1153,29 @@ mod tests {
         );
         assert_eq!(Cmd::decode(PRESCIENT_IOC_SET_GPU), Ok(Cmd::SetGpu));
         assert!(!Cmd::SetGpu.needs_admin());
+    }
+
+    #[test]
+    fn exec_page_args() {
+        let a = ExecPageAbi {
+            handle: 4,
+            fd: 3,
+            flags: 0,
+        };
+        a.check().unwrap();
+        assert_eq!(ExecPageAbi::from_bytes(&a.to_bytes()).unwrap(), a);
+        assert!(ExecPageAbi { handle: 0, ..a }.check().is_err());
+        assert!(ExecPageAbi { fd: u32::MAX, ..a }.check().is_err());
+        assert!(ExecPageAbi { flags: 1, ..a }.check().is_err());
+        assert!(HandleAbi { handle: 0 }.check().is_err());
+        HandleAbi { handle: 9 }.check().unwrap();
+        assert_eq!(
+            Cmd::decode(PRESCIENT_IOC_SET_EXEC_PAGE),
+            Ok(Cmd::SetExecPage)
+        );
+        assert_eq!(Cmd::SetExecPage.in_size(), 16);
+        assert_eq!(Cmd::ClearExecPage.in_size(), 8);
+        assert!(!Cmd::SetExecPage.needs_admin() && !Cmd::ClearExecPage.needs_admin());
     }
 
     #[test]

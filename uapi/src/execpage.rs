@@ -1,7 +1,8 @@
 //! The execution-id page: one 4 KiB page of shared memory in which a CUDA
 //! process's runtime (prescient-runtime) publishes, per stream, the
 //! execution id of the kernel that stream runs now, and from which the
-//! daemon (or, later, prescient.ko) attributes GPU faults to kernels.
+//! backends (the daemon's user-space loop, or prescient.ko) attribute GPU
+//! faults to kernels.
 //!
 //! The runtime creates the page (a memfd named [`MEMFD_NAME`], one per
 //! process), maps it, registers it with the driver, and before every kernel launch enqueues a
@@ -10,7 +11,9 @@
 //! stream reaches the kernel, so the slot names the running kernel, not
 //! the last one launched. The daemon finds the memfd among the process's
 //! file descriptors by its name, takes a copy (pidfd_getfd), maps it and
-//! reads it.
+//! reads it; with prescient.ko it hands that descriptor to the module
+//! (SET_EXEC_PAGE), which pins the page and reads it at each fault of the
+//! process's space and between faults.
 //!
 //! # Layout (64-bit little-endian words)
 //! - word 0: [`MAGIC`] (the format version is part of it);
@@ -39,8 +42,8 @@
 //! names ([`Claim::Shared`]): its ids then overwrite another stream's,
 //! which costs the reader attribution precision, never correctness.
 //!
-//! This file is `no_std` and free of unsafe code so that the kernel module
-//! can include it by path later.
+//! This file is `no_std` and free of unsafe code: prescient.ko includes it
+//! by path and reads the page at each fault with [`SharedReader`].
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -106,6 +109,17 @@ pub const fn decode(value: u64) -> Option<u64> {
         return None;
     }
     Some(id48)
+}
+
+/// The engine's 32-bit execution id for a page's 48-bit id: folded, and
+/// never `u32::MAX` (the engine's "no id", `NO_EXEC`). Both backends use it.
+pub const fn engine_id(id48: u64) -> u32 {
+    let v = (id48 ^ (id48 >> 32)) as u32;
+    if v == u32::MAX {
+        0
+    } else {
+        v
+    }
 }
 
 /// A stream key's home slot.
@@ -246,7 +260,7 @@ impl Default for Reader {
 impl Reader {
     /// Scans the page: calls `f(slot, id)` for every slot whose value
     /// changed since the last scan and decodes; returns how many changed.
-    pub fn scan(&mut self, page: &Page, mut f: impl FnMut(usize, u64)) -> usize {
+    pub fn scan(&mut self, page: &Page<'_>, mut f: impl FnMut(usize, u64)) -> usize {
         let mut changed = 0;
         for i in 0..SLOTS {
             let (_, v) = page.slot(i);
@@ -271,6 +285,64 @@ impl Reader {
     }
 }
 
+/// What a reader keeps between scans when many threads scan at once (the
+/// kernel's fault path: faults of one address space may be serviced on
+/// several CPUs): the last raw value of each slot, as atomics. Each change
+/// of a slot is claimed by exactly one scanner (an atomic swap), so it is
+/// reported once whoever sees it first.
+pub struct SharedReader {
+    last: [AtomicU64; SLOTS],
+}
+
+impl Default for SharedReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SharedReader {
+    /// A reader that has seen nothing (every written slot reads as changed).
+    pub const fn new() -> Self {
+        SharedReader {
+            last: [const { AtomicU64::new(0) }; SLOTS],
+        }
+    }
+
+    /// Forgets what was seen (a new page is registered).
+    pub fn reset(&self) {
+        for l in &self.last {
+            l.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Scans every slot once (bounded: [`SLOTS`] loads): the id of the
+    /// highest-numbered slot whose value changed since the last scan, by
+    /// anyone, to a valid id; None if none did. A torn or unwritten value
+    /// is never taken for an id. With several streams the attribution is
+    /// the id last seen changing, as the daemon's reader does.
+    pub fn scan(&self, page: &Page<'_>) -> Option<u64> {
+        let mut got = None;
+        for (i, l) in self.last.iter().enumerate() {
+            // `last` before the slot: a value read after another scanner's
+            // claim is at least as new as the one it claimed, so a claim
+            // never moves `last` back to an older value (which would
+            // report the newer one twice).
+            let prev = l.load(Ordering::Acquire);
+            let v = page.words[owner_word(i) + 1].load(Ordering::Acquire);
+            if v == prev
+                || l.compare_exchange(prev, v, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            if let Some(id) = decode(v) {
+                got = Some(id);
+            }
+        }
+        got
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,6 +358,75 @@ mod tests {
         assert_eq!(SLOTS, 252);
         assert_eq!(value_offset(SLOTS - 1), PAGE_BYTES - 8);
         assert_eq!(value_offset(0) % 8, 0);
+    }
+
+    #[test]
+    fn engine_ids_fold_and_avoid_no_exec() {
+        assert_eq!(engine_id(5), 5);
+        assert_ne!(engine_id(1 << 40), engine_id(1 << 41));
+        assert_ne!(engine_id(0xFFFF_FFFF), u32::MAX);
+        assert_eq!(engine_id(0xFFFF_FFFF), 0);
+    }
+
+    #[test]
+    fn the_shared_reader_reports_each_change_once_and_refuses_torn_values() {
+        let w = page_words();
+        let p = Page::new(&w).unwrap();
+        p.init(3);
+        let r = SharedReader::new();
+        assert_eq!(r.scan(&p), None, "nothing written");
+        let (a, b) = (p.claim(0x10).slot(), p.claim(0x20).slot());
+        p.write_slot(a, 7);
+        assert_eq!(r.scan(&p), Some(7));
+        assert_eq!(r.scan(&p), None, "a change is reported once");
+        p.write_slot(a, 8);
+        p.write_slot(b, 9);
+        let last = if a > b { 8 } else { 9 };
+        assert_eq!(r.scan(&p), Some(last), "the highest changed slot");
+        w[owner_word(a) + 1].store(encode(10) ^ (1 << 50), Ordering::Relaxed);
+        assert_eq!(r.scan(&p), None, "torn");
+        r.reset();
+        assert!(
+            r.scan(&p).is_some(),
+            "after a reset every written slot is new"
+        );
+    }
+
+    /// Two threads scanning while a writer rewrites one slot: every value
+    /// the scanners report was written, and each change is reported at
+    /// most once in all.
+    #[test]
+    fn concurrent_scanners_share_the_changes() {
+        let w = page_words();
+        let p = Page::new(&w).unwrap();
+        p.init(1);
+        let s = p.claim(0x33).slot();
+        let r = SharedReader::new();
+        let n = 2000u64;
+        let seen: std::vec::Vec<u64> = std::thread::scope(|t| {
+            let scan = || {
+                let mut v = std::vec::Vec::new();
+                for _ in 0..20_000 {
+                    if let Some(id) = r.scan(&p) {
+                        v.push(id);
+                    }
+                }
+                v
+            };
+            let h1 = t.spawn(scan);
+            let h2 = t.spawn(scan);
+            for id in 1..=n {
+                p.write_slot(s, id);
+            }
+            let mut a = h1.join().unwrap();
+            a.extend(h2.join().unwrap());
+            a
+        });
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), seen.len(), "a change reported twice");
+        assert!(seen.iter().all(|&id| (1..=n).contains(&id)));
     }
 
     #[test]

@@ -21,6 +21,12 @@ fn structs() -> Vec<(&'static str, usize, Fields)> {
         ("prescient_exec_id", ExecIdAbi::SIZE, ExecIdAbi::FIELDS),
         ("prescient_range", RangeAbi::SIZE, RangeAbi::FIELDS),
         ("prescient_gpu", GpuAbi::SIZE, GpuAbi::FIELDS),
+        (
+            "prescient_exec_page",
+            ExecPageAbi::SIZE,
+            ExecPageAbi::FIELDS,
+        ),
+        ("prescient_handle", HandleAbi::SIZE, HandleAbi::FIELDS),
     ]
 }
 

@@ -23,8 +23,16 @@
  *     registered uvm_thread_context (uvm_thread_context_add/remove); with
  *     uvm_enable_builtin_tests=1 the context is the 96-byte wrapper, as in
  *     the driver (uvm_thread_context.c), and its tail is written;
- *   - a destination UUID that is neither the CPU's nor the space's GPU's is
- *     refused with NV_ERR_INVALID_DEVICE, as uvm_api_migrate does;
+ *   - a destination UUID that is neither the CPU's nor one of the space's
+ *     registered GPUs' is refused with NV_ERR_INVALID_DEVICE, as
+ *     uvm_api_migrate does;
+ *   - GPUs (uvm_gpu_t: id and uuid at the driver's offsets): the stand-in
+ *     driver has STANDIN_GPUS of them; a space registers GPU 1 at open
+ *     (STANDIN_IOCTL_GPUS registers others), as the driver holds it: the
+ *     space's registered_gpus mask, and on 550 its registered_gpus_table,
+ *     at the driver's offsets; on 580 each GPU fault's entry->gpu names
+ *     the faulting GPU; a block is resident on one GPU, and a fault from
+ *     another moves it there (no read duplication);
  *   - /dev/nvidia-uvm whose file private_data = va_space | 2;
  *   - MODULE_VERSION = STANDIN_VERSION (580.159.04 unless built otherwise),
  *     visible at /sys/module/nvidia_uvm/version.
@@ -185,6 +193,25 @@ typedef union {
 #define CAUSE_API_MIGRATE 6
 #define UVM_ID_CPU 0
 #define UVM_ID_GPU0 1
+/* GPUs of the stand-in driver: processor ids 1..STANDIN_GPUS */
+#define STANDIN_GPUS 3
+
+/*
+ * uvm_gpu_t as far as Prescient reads it: its id (uvm_gpu_id_t, a u32) and
+ * uuid (NvProcessorUuid) at the driver's offsets; the rest is not modelled.
+ */
+#define GPU_BLOB_SIZE (UVM_L_GPU_ID + 4 > UVM_L_GPU_UUID + 16 ? UVM_L_GPU_ID + 4 : UVM_L_GPU_UUID + 16)
+typedef struct { u8 raw[GPU_BLOB_SIZE]; } uvm_gpu_t;
+static uvm_gpu_t *standin_gpu[STANDIN_GPUS + 1];	/* by processor id; [0] unused */
+
+/*
+ * The head of uvm_va_space_t that Prescient reads: registered_gpus (a
+ * bitmap of UVM_ID_MAX_PROCESSORS bits) and, on 550, registered_gpus_table
+ * (uvm_gpu_t * by GPU index), at the driver's offsets.
+ */
+#define VS_MASK_END (UVM_L_VA_SPACE_REGISTERED_GPUS + BITS_TO_LONGS(UVM_L_ID_MAX_PROCESSORS) * sizeof(long))
+#define VS_TABLE_END (UVM_L_VA_SPACE_REGISTERED_GPUS_TABLE + (UVM_L_ID_MAX_PROCESSORS - 1) * sizeof(void *))
+#define VS_DRV_SIZE (UVM_L_VA_SPACE_REGISTERED_GPUS_TABLE >= 0 && VS_TABLE_END > VS_MASK_END ? VS_TABLE_END : VS_MASK_END)
 
 struct uvm_va_space_struct;
 typedef void (*uvm_perf_event_callback_t)(struct uvm_va_space_struct *, int, uvm_perf_event_data_t *);
@@ -244,12 +271,15 @@ struct standin_fault_rec {
 };
 
 typedef struct uvm_va_space_struct {
+	u8 drv[VS_DRV_SIZE] __aligned(8);	/* registered GPUs, as the driver holds them */
 	struct rw_semaphore lock;
 	uvm_perf_va_space_events_t perf_events;
 	struct mutex gpu_lock;
 	uvm_va_block_t *blocks[TRACE_BLOCKS];
-	/* residency: resident[i] != 0; fifo[] = resident blocks, oldest first */
+	/* residency: resident[i] = the GPU (processor id) it is on, 0 = not on
+	 * a GPU; fifo[] = resident blocks, oldest first */
 	u8 resident[TRACE_BLOCKS];
+	u8 last_fault_gpu[TRACE_BLOCKS];	/* the GPU that faulted last on it, 0 = none */
 	u8 prefetched[TRACE_BLOCKS];	/* made resident by uvm_api_migrate, not yet touched */
 	u8 gone[TRACE_BLOCKS];		/* why the block is not resident: GONE_* (diagnostics) */
 	u16 gone_kernel[TRACE_BLOCKS];	/* and during which kernel it left */
@@ -260,8 +290,57 @@ typedef struct uvm_va_space_struct {
 	u32 nres;
 	u32 debt_us;			/* kernel time not yet slept (STANDIN_IOCTL_KERNEL) */
 	pid_t pid;
-	u8 gpu_uuid[16];		/* the one GPU registered in this space */
+	u8 gpu_uuid[16];		/* the space's first GPU (GPU 1), for INFO */
 } uvm_va_space_t;
+
+static void gpu_uuid_of(u32 id, u8 *uuid)
+{
+	memcpy(uuid, "GPU-stand-in", 12);
+	put_unaligned_be32(id, uuid + 12);
+}
+
+static unsigned long *vs_mask(uvm_va_space_t *vs)
+{
+	return (unsigned long *)(vs->drv + UVM_L_VA_SPACE_REGISTERED_GPUS);
+}
+
+static bool vs_has_gpu(uvm_va_space_t *vs, u32 id)
+{
+	return id >= UVM_ID_GPU0 && id <= STANDIN_GPUS && test_bit(id, vs_mask(vs));
+}
+
+/* Registers exactly the GPUs whose ids are set in `ids` (bit id). */
+static void vs_set_gpus(uvm_va_space_t *vs, u32 ids)
+{
+	u32 id;
+
+	for (id = UVM_ID_GPU0; id <= STANDIN_GPUS; id++) {
+		bool on = ids & BIT(id);
+
+		if (on)
+			set_bit(id, vs_mask(vs));
+		else
+			clear_bit(id, vs_mask(vs));
+#if UVM_L_VA_SPACE_REGISTERED_GPUS_TABLE >= 0
+		((uvm_gpu_t **)(vs->drv + UVM_L_VA_SPACE_REGISTERED_GPUS_TABLE))[id - UVM_ID_GPU0] =
+			on ? standin_gpu[id] : NULL;
+#endif
+	}
+}
+
+/* The registered GPU of `vs` whose UUID is `uuid`; 0 if none. */
+static u32 vs_gpu_by_uuid(uvm_va_space_t *vs, const u8 *uuid)
+{
+	u8 u[16];
+	u32 id;
+
+	for (id = UVM_ID_GPU0; id <= STANDIN_GPUS; id++) {
+		gpu_uuid_of(id, u);
+		if (vs_has_gpu(vs, id) && !memcmp(u, uuid, 16))
+			return id;
+	}
+	return 0;
+}
 
 /* The driver's global entry points (not exported, found by name). */
 NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp);
@@ -278,7 +357,9 @@ void uvm_perf_event_notify(uvm_perf_va_space_events_t *ev, int id, uvm_perf_even
 static atomic64_t c_faults, c_accesses, c_fault_migrations, c_driver_evictions,
 	c_migrate_calls, c_migrated_in, c_migrated_out, c_discard_calls, c_discarded,
 	c_prefetch_hits, c_no_context, c_bad_args, c_replays, c_spaces, c_fault_raced,
-	c_cpu_faults, c_bad_uuid;
+	c_cpu_faults, c_bad_uuid, c_wrong_gpu;
+/* migrations to each GPU (by processor id) */
+static atomic64_t c_migrated_to[STANDIN_GPUS + 1];
 static atomic64_t c_fault_after[GONE_N];
 
 /* ----- thread context (uvm_thread_context_add/remove) ----- */
@@ -392,14 +473,14 @@ noinline void uvm_perf_event_notify(uvm_perf_va_space_events_t *ev, int id, uvm_
 /* ----- simulated GPU memory (gpu_lock held) ----- */
 
 /* One MIGRATION perf event, as the driver raises for every block it moves. */
-static void notify_migration(uvm_va_space_t *vs, u32 b, bool to_gpu, u32 cause)
+static void notify_migration(uvm_va_space_t *vs, u32 b, u32 gpu, bool to_gpu, u32 cause)
 {
 	uvm_perf_event_data_t data;
 
 	memset(&data, 0, sizeof(data));
 	data.migration.block = vs->blocks[b];
-	data.migration.dst = to_gpu ? UVM_ID_GPU0 : UVM_ID_CPU;
-	data.migration.src = to_gpu ? UVM_ID_CPU : UVM_ID_GPU0;
+	data.migration.dst = to_gpu ? gpu : UVM_ID_CPU;
+	data.migration.src = to_gpu ? UVM_ID_CPU : gpu;
 	data.migration.address = vs->blocks[b]->start;
 	data.migration.bytes = 1ULL << BLOCK_SHIFT;
 	data.migration.transfer_mode = 1;
@@ -409,9 +490,9 @@ static void notify_migration(uvm_va_space_t *vs, u32 b, bool to_gpu, u32 cause)
 
 static void make_nonresident(uvm_va_space_t *vs, u32 b, u8 why)
 {
-	u32 i;
+	u32 i, gpu = vs->resident[b];
 
-	if (!vs->resident[b])
+	if (!gpu)
 		return;
 	for (i = 0; i < vs->nres; i++)
 		if (vs->fifo[i] == b) {
@@ -424,24 +505,32 @@ static void make_nonresident(uvm_va_space_t *vs, u32 b, u8 why)
 	vs->gone[b] = why;
 	vs->gone_kernel[b] = vs->cur_kernel;
 	if (why == GONE_TO_CPU)
-		notify_migration(vs, b, false, CAUSE_API_MIGRATE);
+		notify_migration(vs, b, gpu, false, CAUSE_API_MIGRATE);
 	else if (why == GONE_EVICT_FAULT || why == GONE_EVICT_MIGRATE)
-		notify_migration(vs, b, false, CAUSE_EVICTION);
+		notify_migration(vs, b, gpu, false, CAUSE_EVICTION);
 }
 
-/* `for_fault`: servicing a fault (else uvm_api_migrate to the GPU). */
-static void make_resident(uvm_va_space_t *vs, u32 b, bool for_fault)
+/*
+ * `for_fault`: servicing a fault of GPU `gpu` (else uvm_api_migrate to it).
+ * A block on another GPU moves (its place in the FIFO kept).
+ */
+static void make_resident(uvm_va_space_t *vs, u32 b, bool for_fault, u32 gpu)
 {
-	if (vs->resident[b])
+	if (vs->resident[b] == gpu)
 		return;
+	if (vs->resident[b]) {
+		vs->resident[b] = gpu;
+		notify_migration(vs, b, gpu, true, for_fault ? CAUSE_REPLAYABLE_FAULT : CAUSE_API_MIGRATE);
+		return;
+	}
 	while (vs->nres >= gpu_blocks && vs->nres > 0) {
 		/* the driver's policy: evict the first block that became resident */
 		make_nonresident(vs, vs->fifo[0], for_fault ? GONE_EVICT_FAULT : GONE_EVICT_MIGRATE);
 		atomic64_inc(&c_driver_evictions);
 	}
-	vs->resident[b] = 1;
+	vs->resident[b] = gpu;
 	vs->fifo[vs->nres++] = b;
-	notify_migration(vs, b, true, for_fault ? CAUSE_REPLAYABLE_FAULT : CAUSE_API_MIGRATE);
+	notify_migration(vs, b, gpu, true, for_fault ? CAUSE_REPLAYABLE_FAULT : CAUSE_API_MIGRATE);
 }
 
 static uvm_va_space_t *va_space_of(struct file *filp)
@@ -476,7 +565,7 @@ noinline NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp
 {
 	uvm_va_space_t *vs = va_space_of(filp);
 	bool to_cpu;
-	u32 first, last, b;
+	u32 first, last, b, gpu = 0;
 
 	atomic64_inc(&c_migrate_calls);
 	if (!has_thread_context()) {
@@ -489,7 +578,9 @@ noinline NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp
 		return params->rmStatus = NV_ERR_INVALID_ADDRESS;
 	}
 	to_cpu = !memcmp(params->destinationUuid, uuid_cpu, 16);
-	if (!to_cpu && memcmp(params->destinationUuid, vs->gpu_uuid, 16)) {
+	if (!to_cpu)
+		gpu = vs_gpu_by_uuid(vs, params->destinationUuid);
+	if (!to_cpu && !gpu) {
 		/* uvm_migrate.c: the destination is not a processor of this space */
 		atomic64_inc(&c_bad_uuid);
 		return params->rmStatus = NV_ERR_INVALID_DEVICE;
@@ -500,10 +591,14 @@ noinline NV_STATUS uvm_api_migrate(UVM_MIGRATE_PARAMS *params, struct file *filp
 		if (to_cpu && vs->resident[b]) {
 			make_nonresident(vs, b, GONE_TO_CPU);
 			atomic64_inc(&c_migrated_out);
-		} else if (!to_cpu && !vs->resident[b]) {
-			make_resident(vs, b, false);
+		} else if (!to_cpu && vs->resident[b] != gpu) {
+			/* a block a GPU faulted on goes to the GPU that faulted last */
+			if (vs->last_fault_gpu[b] && vs->last_fault_gpu[b] != gpu)
+				atomic64_inc(&c_wrong_gpu);
+			make_resident(vs, b, false, gpu);
 			vs->prefetched[b] = 1;
 			atomic64_inc(&c_migrated_in);
+			atomic64_inc(&c_migrated_to[gpu]);
 		}
 	}
 	mutex_unlock(&vs->gpu_lock);
@@ -546,6 +641,7 @@ noinline NV_STATUS uvm_api_discard(UVM_DISCARD_PARAMS *params, struct file *filp
 #define STANDIN_IOCTL_KERNEL 0x7e000004u	/* arg = kernel index: run that one kernel */
 #define STANDIN_IOCTL_FAULTLOG 0x7e000005u	/* copy out and clear the fault log */
 #define STANDIN_IOCTL_CPU_FAULTS 0x7e000006u	/* struct standin_cpu_faults: CPU faults */
+#define STANDIN_IOCTL_GPUS 0x7e000007u	/* arg: mask of the GPUs the space registers */
 #define STANDIN_MAX_ITERS 64
 struct standin_replay {
 	u32 iterations;
@@ -574,7 +670,7 @@ struct standin_cpu_faults {
 
 /* One access of the running kernel: fault (notify + service) if not resident. */
 static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u32 kernel,
-			 u64 *faults, u64 *hits)
+			 u64 *faults, u64 *hits, u32 gpu, bool anon)
 {
 	uvm_fault_buffer_entry_t entry;
 	uvm_perf_event_data_t data;
@@ -582,7 +678,7 @@ static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u32 k
 
 	atomic64_inc(&c_accesses);
 	mutex_lock(&vs->gpu_lock);
-	if (vs->resident[b]) {
+	if (vs->resident[b] == gpu) {
 		if (vs->prefetched[b]) {
 			vs->prefetched[b] = 0;
 			(*hits)++;
@@ -604,14 +700,17 @@ static void access_block(uvm_va_space_t *vs, u32 b, bool write, u32 batch, u32 k
 	data.fault.space = vs;
 #endif
 	data.fault.block = vs->blocks[b];
-	data.fault.proc_id = UVM_ID_GPU0;
+	data.fault.proc_id = gpu;
+	/* 580's fault entries may carry no GPU (uvm_gpu_replayable_faults.c sets NULL) */
+	entry.gpu = anon ? NULL : standin_gpu[gpu];
 	data.fault.gpu.buffer_entry = &entry;
 	data.fault.gpu.batch_id = batch;
 	uvm_perf_event_notify(&vs->perf_events, UVM_PERF_EVENT_FAULT, &data);
 
 	mutex_lock(&vs->gpu_lock);
-	if (!vs->resident[b]) {
-		make_resident(vs, b, true);
+	vs->last_fault_gpu[b] = gpu;
+	if (vs->resident[b] != gpu) {
+		make_resident(vs, b, true, gpu);
 		atomic64_inc(&c_fault_migrations);
 	} else {			/* a prefetch landed while the fault was raised */
 		why |= 0x80;
@@ -655,7 +754,7 @@ static long replay(uvm_va_space_t *vs, struct standin_replay __user *uarg)
 			down_read(&vs->lock);
 			for (i = trace_kernel[k]; i < trace_kernel[k + 1]; i++)
 				access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, batch, k,
-					     &r->faults[it], &r->prefetch_hits[it]);
+					     &r->faults[it], &r->prefetch_hits[it], UVM_ID_GPU0, false);
 			up_read(&vs->lock);
 			batch++;
 			/*
@@ -701,6 +800,7 @@ static long storm(uvm_va_space_t *vs, unsigned long n)
 	data.fault.space = vs;
 #endif
 	data.fault.proc_id = UVM_ID_GPU0;
+	entry.gpu = standin_gpu[UVM_ID_GPU0];
 	data.fault.gpu.buffer_entry = &entry;
 	down_read(&vs->lock);
 	mutex_lock(&vs->gpu_lock);
@@ -767,20 +867,34 @@ static long cpu_faults(uvm_va_space_t *vs, struct standin_cpu_faults __user *uar
 
 /*
  * One kernel of the trace, launched by user space (so that a runtime can
- * report the execution id before each launch, as DeepUM's does). Returns
+ * report the execution id before each launch, as DeepUM's does). `arg`:
+ * the kernel's index, and in bits 32-39 the GPU that runs it: 0 = GPU 1,
+ * 1..STANDIN_GPUS = that GPU, 0xff = split by block (even blocks on GPU 1,
+ * odd on GPU 2: two GPUs that never touch the same block), 0xfe = GPU 1 with
+ * fault entries that name no GPU (entry->gpu NULL). The GPU must be
+ * registered in the space (the driver services only those). Returns
  * faults | prefetch hits << 16 (each capped to fit an int).
  */
-static long run_kernel(uvm_va_space_t *vs, unsigned long k)
+static long run_kernel(uvm_va_space_t *vs, unsigned long arg)
 {
-	u64 faults = 0, hits = 0;
-	u32 i;
+	u64 faults = 0, hits = 0, k = arg & 0xffffffff;
+	u32 i, sel = (arg >> 32) & 0xff;
+	bool anon;
 
-	if (k + 1 >= ARRAY_SIZE(trace_kernel))
+	if (k + 1 >= ARRAY_SIZE(trace_kernel) || arg >> 40)
+		return -EINVAL;
+	if (sel == 0)
+		sel = UVM_ID_GPU0;
+	anon = sel == 0xfe;
+	if (anon)
+		sel = UVM_ID_GPU0;
+	if (sel == 0xff ? !vs_has_gpu(vs, 1) || !vs_has_gpu(vs, 2) : !vs_has_gpu(vs, sel))
 		return -EINVAL;
 	WRITE_ONCE(vs->cur_kernel, k);
 	down_read(&vs->lock);
 	for (i = trace_kernel[k]; i < trace_kernel[k + 1]; i++)
-		access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, k, k, &faults, &hits);
+		access_block(vs, trace_access[i] >> 1, trace_access[i] & 1, k, k, &faults, &hits,
+			     sel == 0xff ? 1 + ((trace_access[i] >> 1) & 1) : sel, anon);
 	up_read(&vs->lock);
 	vs->debt_us += kernel_us;
 	if (vs->debt_us >= 4000) {
@@ -843,9 +957,9 @@ static int uvm_open(struct inode *inode, struct file *filp)
 		vs->blocks[b] = blk;
 	}
 	vs->pid = task_tgid_nr(current);
-	/* one simulated GPU, registered in every space (a one-GPU machine) */
-	memcpy(vs->gpu_uuid, "GPU-stand-in", 12);
-	put_unaligned_be32(1, vs->gpu_uuid + 12);
+	/* GPU 1 registered in every space (a one-GPU process); STANDIN_IOCTL_GPUS for more */
+	vs_set_gpus(vs, BIT(UVM_ID_GPU0));
+	gpu_uuid_of(UVM_ID_GPU0, vs->gpu_uuid);
 	filp->private_data = (void *)((unsigned long)vs | UVM_FD_VA_SPACE);
 	atomic64_inc(&c_spaces);
 	return 0;
@@ -912,6 +1026,7 @@ static long uuid_table(uvm_va_space_t *vs, struct uuid_table_params __user *up)
 {
 	struct uuid_table_params p;
 	u8 (*uuids)[16];
+	u32 id;
 	size_t len = 16 * UVM_ID_MAX_PROCESSORS;
 
 	if (copy_from_user(&p, up, sizeof(p)))
@@ -920,7 +1035,9 @@ static long uuid_table(uvm_va_space_t *vs, struct uuid_table_params __user *up)
 	if (!uuids)
 		return -ENOMEM;
 	memcpy(uuids[UVM_ID_CPU], uuid_cpu, 16);
-	memcpy(uuids[UVM_ID_GPU0], vs->gpu_uuid, 16);
+	for (id = UVM_ID_GPU0; id <= STANDIN_GPUS; id++)
+		if (vs_has_gpu(vs, id))
+			gpu_uuid_of(id, uuids[id]);
 	p.rmStatus = copy_to_user(u64_to_user_ptr(p.tablePtr), uuids, len) ? NV_ERR_INVALID_ADDRESS : 0;
 	kfree(uuids);
 	return copy_to_user(up, &p, sizeof(p)) ? -EFAULT : 0;
@@ -943,6 +1060,14 @@ static long uvm_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return faultlog(vs, (struct standin_faultlog __user *)arg);
 	case STANDIN_IOCTL_CPU_FAULTS:
 		return cpu_faults(vs, (struct standin_cpu_faults __user *)arg);
+	case STANDIN_IOCTL_GPUS:
+		/* arg: the GPUs (bit = processor id) the space registers, GPU 1 among them */
+		if (!(arg & BIT(UVM_ID_GPU0)) || arg & ~GENMASK(STANDIN_GPUS, UVM_ID_GPU0))
+			return -EINVAL;
+		down_write(&vs->lock);
+		vs_set_gpus(vs, arg);
+		up_write(&vs->lock);
+		return 0;
 	case UVM_PAGEABLE_MEM_ACCESS:
 		return pageable_mem_access((struct pageable_mem_access_params __user *)arg);
 	case UVM_TOOLS_GET_PROCESSOR_UUID_TABLE_V2:
@@ -984,8 +1109,14 @@ static int stats_show(struct seq_file *m, void *v)
 	C(faults); C(accesses); C(fault_migrations); C(driver_evictions); C(migrate_calls);
 	C(migrated_in); C(migrated_out); C(discard_calls); C(discarded); C(prefetch_hits);
 	C(no_context); C(bad_args); C(replays); C(spaces); C(fault_raced); C(cpu_faults);
-	C(bad_uuid);
+	C(bad_uuid); C(wrong_gpu);
 #undef C
+	{
+		int id;
+
+		for (id = UVM_ID_GPU0; id <= STANDIN_GPUS; id++)
+			seq_printf(m, "migrated_to_gpu%d %lld\n", id, atomic64_read(&c_migrated_to[id]));
+	}
 	{
 		int i;
 
@@ -999,8 +1130,19 @@ static int stats_show(struct seq_file *m, void *v)
 }
 DEFINE_SHOW_ATTRIBUTE(stats);
 
+static void free_gpus(void)
+{
+	u32 id;
+
+	for (id = UVM_ID_GPU0; id <= STANDIN_GPUS; id++) {
+		kfree(standin_gpu[id]);
+		standin_gpu[id] = NULL;
+	}
+}
+
 static int __init standin_init(void)
 {
+	u32 id;
 	int ret;
 
 	/* The driver's structs as declared above against offsetof on NVIDIA's headers. */
@@ -1059,11 +1201,28 @@ static int __init standin_init(void)
 	BUILD_BUG_ON(sizeof(uvm_thread_context_t) != UVM_L_THREAD_CONTEXT_SIZE);
 	BUILD_BUG_ON(sizeof(uvm_thread_context_wrapper_t) != UVM_L_THREAD_CONTEXT_WRAPPER_SIZE);
 
+	BUILD_BUG_ON(UVM_ID_GPU0 != UVM_L_ID_GPU0);
+	BUILD_BUG_ON(STANDIN_GPUS >= UVM_L_ID_MAX_PROCESSORS);
+#if UVM_L_ENTRY_GPU >= 0
+	BUILD_BUG_ON(offsetof(uvm_fault_buffer_entry_t, gpu) != UVM_L_ENTRY_GPU);
+#endif
+
 	if (gpu_blocks < 1 || gpu_blocks > TRACE_BLOCKS)
 		return -EINVAL;
+	for (id = UVM_ID_GPU0; id <= STANDIN_GPUS; id++) {
+		standin_gpu[id] = kzalloc(sizeof(uvm_gpu_t), GFP_KERNEL);
+		if (!standin_gpu[id]) {
+			free_gpus();
+			return -ENOMEM;
+		}
+		memcpy(standin_gpu[id]->raw + UVM_L_GPU_ID, &id, 4);
+		gpu_uuid_of(id, standin_gpu[id]->raw + UVM_L_GPU_UUID);
+	}
 	ret = misc_register(&uvm_misc);
-	if (ret)
+	if (ret) {
+		free_gpus();
 		return ret;
+	}
 	dbg_dir = debugfs_create_dir("nvidia_uvm_standin", NULL);
 	debugfs_create_file("stats", 0444, dbg_dir, NULL, &stats_fops);
 	pr_info("nvidia_uvm: TEST DOUBLE %s (not NVIDIA's driver; layouts of %s), trace %s, %u blocks, gpu %u blocks\n",
@@ -1075,6 +1234,7 @@ static void __exit standin_exit(void)
 {
 	debugfs_remove_recursive(dbg_dir);
 	misc_deregister(&uvm_misc);
+	free_gpus();
 }
 
 module_init(standin_init);

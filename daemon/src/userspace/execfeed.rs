@@ -20,12 +20,36 @@ use std::sync::atomic::AtomicU64;
 /// The engine's 32-bit execution id for a page's 48-bit id (folded; never
 /// the engine's "no id").
 pub fn engine_id(id48: u64) -> prescient_core::ExecId {
-    let v = (id48 ^ (id48 >> 32)) as u32;
-    if v == prescient_core::NO_EXEC {
-        0
-    } else {
-        v
-    }
+    // The fold prescient.ko uses too (uapi's execpage).
+    const _: () = assert!(prescient_core::NO_EXEC == u32::MAX);
+    prescient_uapi::execpage::engine_id(id48)
+}
+
+/// The execution-id memfd of process `pid`, if its runtime made one: found
+/// among its descriptors by the memfd's name and opened through
+/// /proc/PID/fd (the access check of pidfd_getfd: the caller may
+/// ptrace-read the process). Only a candidate: the format and the writer
+/// are checked by whoever maps it (here [`Feed`], or prescient.ko, to
+/// which prescientd hands the descriptor with SET_EXEC_PAGE).
+pub fn open_page(pid: i32) -> Option<std::fs::File> {
+    candidates(pid).next()
+}
+
+/// Every descriptor of `pid` that names the memfd, opened read-write.
+fn candidates(pid: i32) -> impl Iterator<Item = std::fs::File> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok();
+    let prefix = format!("/memfd:{MEMFD_NAME}");
+    dir.into_iter().flatten().flatten().filter_map(move |e| {
+        let link = std::fs::read_link(e.path()).ok()?;
+        if !link.to_string_lossy().starts_with(&prefix) {
+            return None;
+        }
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(e.path())
+            .ok()
+    })
 }
 
 /// A mapped page and what the loop has read from it.
@@ -40,32 +64,12 @@ pub struct Feed {
 impl Feed {
     /// Maps the page of process `pid`, if its runtime has made one.
     pub fn find(pid: i32) -> Option<Feed> {
-        let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-        for e in dir.flatten() {
-            let Ok(link) = std::fs::read_link(e.path()) else {
-                continue;
-            };
-            if !link
-                .to_string_lossy()
-                .starts_with(&format!("/memfd:{MEMFD_NAME}"))
-            {
-                continue;
-            }
-            if let Some(f) = Self::map(&e.path(), pid) {
-                return Some(f);
-            }
-        }
-        None
+        candidates(pid).find_map(|f| Self::map(&f, pid))
     }
 
     /// Maps one candidate; None unless it is a valid page written by `pid`
     /// (a forked child also holds its parent's).
-    fn map(path: &std::path::Path, pid: i32) -> Option<Feed> {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .ok()?;
+    fn map(f: &std::fs::File, pid: i32) -> Option<Feed> {
         if f.metadata().ok()?.len() < PAGE_BYTES as u64 {
             return None;
         }

@@ -29,7 +29,7 @@ pub mod backoff;
 pub mod blocklog;
 mod config;
 mod discard;
-mod execfeed;
+pub(crate) mod execfeed;
 pub mod gate;
 mod jobqueue;
 mod lanes;
@@ -431,6 +431,7 @@ impl Backend for Userspace {
                 discards: s.discarded_blocks,
                 migrate_errors: errors,
                 gpu: uapi::GPU_UNKNOWN,
+                ..Default::default()
             };
             add_counters(&mut st.head, &s);
             st.head.n_spaces += 1;

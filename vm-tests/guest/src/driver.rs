@@ -52,18 +52,43 @@ fn cpu_faults(f: &File, base: u64, n: u32) -> Result<(), i32> {
     )
 }
 
-/// Runs kernels `ks` of the trace in the space of `f`; faults raised.
+/// Runs kernels `ks` of the trace in the space of `f` on GPU 1; faults raised.
 fn run_kernels(f: &File, ks: std::ops::Range<u32>) -> u64 {
+    run_kernels_on(f, ks, 0)
+}
+
+/// The stand-in's GPU selector: even blocks on GPU 1, odd on GPU 2.
+const SPLIT: u64 = 0xff;
+/// The stand-in's GPU selector: GPU 1, fault entries naming no GPU.
+const ANONYMOUS: u64 = 0xfe;
+const STANDIN_IOCTL_GPUS: u64 = 0x7e00_0007;
+
+/// Runs kernels `ks` of the trace in the space of `f` on the GPUs `sel`
+/// names (the stand-in's selector); faults raised.
+fn run_kernels_on(f: &File, ks: std::ops::Range<u32>, sel: u64) -> u64 {
     let mut faults = 0;
     for k in ks {
+        let arg = u64::from(k) | sel << 32;
         // SAFETY: a test ioctl whose argument is a plain number.
-        let r =
-            unsafe { libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_KERNEL as _, k as libc::c_ulong) };
+        let r = unsafe {
+            libc::ioctl(
+                f.as_raw_fd(),
+                STANDIN_IOCTL_KERNEL as _,
+                arg as libc::c_ulong,
+            )
+        };
         if r > 0 {
             faults += r as u64 & 0xffff;
         }
     }
     faults
+}
+
+/// Has the space of `f` register exactly the stand-in's GPUs in `ids`
+/// (bit = processor id).
+fn register_gpus(f: &File, ids: u64) -> bool {
+    // SAFETY: a test ioctl whose argument is a plain number.
+    unsafe { libc::ioctl(f.as_raw_fd(), STANDIN_IOCTL_GPUS as _, ids as libc::c_ulong) == 0 }
 }
 
 /// Waits until the worker has taken everything queued (a fault count that
@@ -150,33 +175,46 @@ pub(crate) fn cpu_fault_raw() -> bool {
     )
 }
 
-/// No SET_GPU: no prefetch. A UUID that is not a GPU of the space: the
+/// Faults name their GPU: prefetches land with no SET_GPU. Faults whose
+/// GPU the fault path cannot name (580's entry->gpu NULL) fall back to
+/// SET_GPU: none, no prefetch; a UUID that is not a GPU of the space: the
 /// driver answers NV_ERR_INVALID_DEVICE and prefetching stops
-/// (GPU_REJECTED). The space's own GPU's UUID: prefetches land.
+/// (GPU_REJECTED); the space's own GPU's UUID: prefetches land.
 pub(crate) fn gpu_uuid() -> bool {
     let p = prescient();
+    let named = uvm();
+    let inf = info(&named);
+    let k = inf.kernels;
+    let hn = attach(&p, named.as_raw_fd()).expect("ATTACH");
+    run_kernels(&named, 0..k);
+    run_kernels(&named, 0..k);
+    settle(&p);
+    let from_faults = space(&p, hn);
+    detach(&p, hn);
     let f = uvm();
-    let inf = info(&f);
     let mut other = inf.gpu_uuid;
     other[15] ^= 0x5a;
     let h = attach(&p, f.as_raw_fd()).expect("ATTACH");
-    let k = inf.kernels;
-    run_kernels(&f, 0..k);
+    run_kernels_on(&f, 0..k, ANONYMOUS);
     settle(&p);
     let none = space(&p, h);
     let bad_before = standin_counter("bad_uuid");
     let set_other = set_gpu(&p, h, other);
-    run_kernels(&f, 0..k);
+    run_kernels_on(&f, 0..k, ANONYMOUS);
     settle(&p);
     let wrong = space(&p, h);
     let bad = standin_counter("bad_uuid") - bad_before;
     let set_own = set_gpu(&p, h, inf.gpu_uuid);
-    run_kernels(&f, 0..k);
-    run_kernels(&f, 0..k);
+    run_kernels_on(&f, 0..k, ANONYMOUS);
+    run_kernels_on(&f, 0..k, ANONYMOUS);
     settle(&p);
     let right = space(&p, h);
     detach(&p, h);
-    let ok = none.gpu == u::GPU_UNKNOWN
+    let ok = from_faults.gpu == u::GPU_UNKNOWN
+        && from_faults.fault_gpus == 1
+        && from_faults.prefetched > 0
+        && none.gpu == u::GPU_UNKNOWN
+        && none.fault_gpus == 0
         && none.prefetched == 0
         && set_other.is_ok()
         && wrong.gpu == u::GPU_REJECTED
@@ -189,10 +227,81 @@ pub(crate) fn gpu_uuid() -> bool {
         "gpu-uuid",
         ok,
         &format!(
-            "no UUID: gpu {} prefetched {}; a UUID not of this space: gpu {} prefetched {}, driver refused {bad}; its GPU's UUID: gpu {} prefetched {}",
-            none.gpu, none.prefetched, wrong.gpu, wrong.prefetched, right.gpu, right.prefetched
+            "faults naming their GPU, no SET_GPU: {} GPU, prefetched {}; faults naming none: no UUID: gpu {} prefetched {}; a UUID not of this space: gpu {} prefetched {}, driver refused {bad}; its GPU's UUID: gpu {} prefetched {}",
+            from_faults.fault_gpus, from_faults.prefetched, none.gpu, none.prefetched, wrong.gpu, wrong.prefetched, right.gpu, right.prefetched
         ),
     )
+}
+
+/// Migrations to each of the stand-in's GPUs, the refusals of UUIDs that
+/// are not the space's, and GPU migrations of a block to a GPU other than
+/// the one that faulted on it last.
+fn gpu_counters() -> [u64; 5] {
+    [
+        standin_counter("migrated_to_gpu1"),
+        standin_counter("migrated_to_gpu2"),
+        standin_counter("migrated_to_gpu3"),
+        standin_counter("bad_uuid"),
+        standin_counter("wrong_gpu"),
+    ]
+}
+
+/// One process on two GPUs (the stand-in's GPUs 1 and 2 registered in its
+/// space, GPU 3 in the driver but not in the space): even blocks only ever
+/// faulted from GPU 1, odd blocks from GPU 2, no SET_GPU. Every block's
+/// migrations go to the GPU that faulted on it, both GPUs get prefetches,
+/// GPU 3 none, and no UUID is refused. Then GPU 2 leaves the space: the
+/// driver refuses it at most once, and nothing goes to it afterwards.
+pub(crate) fn multi_gpu() -> bool {
+    let p = prescient();
+    let f = uvm();
+    let k = info(&f).kernels;
+    let reg = register_gpus(&f, 0b110);
+    let h = attach(&p, f.as_raw_fd()).expect("ATTACH");
+    let c0 = gpu_counters();
+    let mut faults = vec![];
+    for _ in 0..4 {
+        faults.push(run_kernels_on(&f, 0..k, SPLIT));
+    }
+    settle(&p);
+    let sp = space(&p, h);
+    let c1 = gpu_counters();
+    let d: Vec<u64> = (0..5).map(|i| c1[i] - c0[i]).collect();
+    let routed = reg
+        && sp.fault_gpus == 2
+        && sp.gpu == u::GPU_UNKNOWN
+        && d[0] > 0
+        && d[1] > 0
+        && d[2] == 0
+        && d[3] == 0
+        && d[4] == 0;
+    marker(
+        "multi-gpu",
+        routed,
+        &format!(
+            "2 of 3 GPUs in the space, faults per iteration {faults:?}: {} GPUs named by faults; migrations to GPU1 {}, GPU2 {}, GPU3 (not the space's) {}; UUIDs refused {}; blocks sent to a GPU other than their faulting one {}",
+            sp.fault_gpus, d[0], d[1], d[2], d[3], d[4]
+        ),
+    );
+    // GPU 2 leaves; GPU 1 takes over the odd blocks.
+    let left = register_gpus(&f, 0b010);
+    run_kernels_on(&f, 0..k, 0);
+    run_kernels_on(&f, 0..k, 0);
+    settle(&p);
+    let c2 = gpu_counters();
+    detach(&p, h);
+    let refused = c2[3] - c1[3];
+    let ok = left && refused <= 1 && c2[2] == c1[2] && c2[0] > c1[0];
+    marker(
+        "gpu-leaves",
+        ok,
+        &format!(
+            "GPU 2 unregistered: refused {refused} time(s), then migrations to GPU1 {}, GPU2 {}, GPU3 {}",
+            c2[0] - c1[0],
+            c2[1] - c1[1],
+            c2[2] - c1[2]
+        ),
+    ) && routed
 }
 
 /// Against the stand-in built with 550's layouts (no uvm_api_discard),

@@ -2,6 +2,7 @@
 //! attaching, detaching, setting parameters and GPUs, marking and raising
 //! faults at once, for a bounded time; afterwards nothing is left attached
 //! and every driver file the module held is released.
+use crate::pagefeed::{clear_page, set_page, Memfd};
 use crate::security::{become_nobody, fork, wait};
 use crate::{info, ioc, marker, prescient, stats, uvm};
 use prescient_uapi as u;
@@ -41,6 +42,7 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
     let fd = p.as_raw_fd();
     let mut files: Vec<File> = vec![];
     let mut handles: Vec<u64> = vec![];
+    let mut pages: Vec<Memfd> = vec![];
     let mut odd = 0;
     let mut note = |what: &str, r: Result<(), i32>| {
         if let Err(e) = r {
@@ -56,7 +58,7 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
         } else {
             handles[rng.below(handles.len() as u64) as usize]
         };
-        match rng.below(14) {
+        match rng.below(16) {
             0 if files.len() < 3 => files.push(uvm()),
             1 if !files.is_empty() => {
                 files.swap_remove(rng.below(files.len() as u64) as usize);
@@ -185,6 +187,21 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
                     }
                 }
             }
+            13 => {
+                // The runtime's page (or, one time in four, a page too
+                // small to be one) for a random handle.
+                let small = rng.below(4) == 0;
+                let m = Memfd::new(if small { 64 } else { 4096 });
+                if !small && rng.below(4) != 0 {
+                    m.page().init(std::process::id());
+                }
+                note("SET_EXEC_PAGE", set_page(&p, h, m.file.as_raw_fd()));
+                pages.push(m);
+                if pages.len() > 4 {
+                    pages.remove(0);
+                }
+            }
+            14 => note("CLEAR_EXEC_PAGE", clear_page(&p, h)),
             _ => {}
         }
     }
@@ -247,17 +264,19 @@ pub(crate) fn ioctl_fuzz(secs: u64) -> bool {
     // Every fuzzing process has exited: the worker reaps their spaces.
     std::thread::sleep(Duration::from_millis(500));
     let left = stats(&p).head.n_spaces;
+    let pages_left = stats(&p).head.exec_pages;
     let files_left = standin_spaces().saturating_sub(spaces0);
     let ok = rcs.iter().all(|&r| r == 0)
         && restored.is_ok()
         && left == 0
+        && pages_left == 0
         && files_left == 0
         && took < secs as f64 + 30.0;
     marker(
         "ioctl-fuzz",
         ok,
         &format!(
-            "{procs} processes x {secs}s in {took:.1}s, unexpected answers {rcs:?}, spaces left {left}, driver files left {files_left}, slowest GET_STATS {:.1} ms",
+            "{procs} processes x {secs}s in {took:.1}s, unexpected answers {rcs:?}, spaces left {left}, execution-id pages left {pages_left}, driver files left {files_left}, slowest GET_STATS {:.1} ms",
             worst.as_secs_f64() * 1e3
         ),
     )

@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 
 mod driver;
 mod fuzz;
+mod pagefeed;
 mod security;
 
 const STANDIN_IOCTL_REPLAY: u64 = 0x7e00_0001;
@@ -901,12 +902,19 @@ fn main() {
         "as-nobody" => as_nobody(&args[2..]),
         "cut" => cut(a(2), a(3), if a(4).is_empty() { "fault-cut" } else { a(4) }),
         "replay-exec" => replay_exec(a(2).parse().unwrap_or(8), a(3)),
+        "replay-exec-page" => pagefeed::replay_exec_page(a(2).parse().unwrap_or(8), a(3), true),
+        "replay-exec-page-short" => {
+            pagefeed::replay_exec_page(a(2).parse().unwrap_or(8), a(3), false)
+        }
+        "exec-page-bad" => pagefeed::exec_page_bad(),
+        "exec-page-hold" => pagefeed::hold(a(2).parse().unwrap_or(3)),
         "ioctl" => ioctl_surface(),
         "overflow" => overflow(),
         "two" => two_spaces(),
         "cpu-fault" => driver::cpu_fault(),
         "cpu-fault-raw" => driver::cpu_fault_raw(),
         "gpu-uuid" => driver::gpu_uuid(),
+        "multi-gpu" => driver::multi_gpu(),
         "ring-share" => driver::ring_share(),
         "branch-550" => driver::branch_550(),
         "eperm" => security::unprivileged_eperm(),

@@ -13,6 +13,10 @@
 //! before the worker's next prefetch round: prescient.ko before it walked the
 //! window after every fault; BATCH=1 gives the 18-19 faults/iteration the VM
 //! showed then), TRACK=0 (the module does not hear of the driver's evictions),
+//! SAMPLE=n (EXEC=1: the engine hears of a kernel's start only if it
+//! faults, at its first fault, or if it is every n-th kernel: prescient.ko
+//! reading the runtime's execution-id page at faults and polling it
+//! between them, where a poll sees about one kernel in n),
 //! LOG=1 (one `faultlog:` line per fault of the 2nd half of the iterations,
 //! in the format the VM test prints, and a `faultcause:` count per iteration).
 use prescient_core::{ChainState, Engine, Mode, Prefetch, Victim};
@@ -170,14 +174,20 @@ fn main() {
         let mut events: Vec<(Option<u64>, u32)> = vec![];
         let mut pending: Vec<u64> = vec![];
         let mut faults_it = vec![];
+        let sample = env("SAMPLE", 0) as usize;
         for it in 0..iters {
             let mut faults = 0;
             let mut by = [0u32; 5];
             for k in 0..ks.len() - 1 {
                 g.cur = k;
+                let mut announced = true;
                 if with && exec_mode && !late_start {
-                    e.kernel_start(k as u32 + 1);
-                    worker(&mut e, &mut g);
+                    if sample == 0 || k % sample == 0 {
+                        e.kernel_start(k as u32 + 1);
+                        worker(&mut e, &mut g);
+                    } else {
+                        announced = false;
+                    }
                 }
                 for &a in &acc[ks[k] as usize..ks[k + 1] as usize] {
                     let b = base + (a >> 1) as u64;
@@ -185,6 +195,11 @@ fn main() {
                         continue;
                     }
                     faults += 1;
+                    if !announced {
+                        // The fault path reads the page: the faulting kernel's start first.
+                        e.kernel_start(k as u32 + 1);
+                        announced = true;
+                    }
                     let (why, left) = g.gone.get(&b).copied().unwrap_or((0, 0));
                     by[why] += 1;
                     if with && log && it >= iters / 2 {
