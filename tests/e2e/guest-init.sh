@@ -235,7 +235,7 @@ flag=$(prescientd attach --pid 1 --budget 4X 2>&1); rc3=$?
 flag=$(echo "$flag" | grep -m1 "^error")
 case "$rc1:$rc2:$rc3:$bad" in
   0:78:2:*'engine.residency_budget: "4X" is not a size: use bytes'*)
-    case "$flag" in *"'--budget <SIZE>'"*"is not a size: use bytes"*)
+    case "$flag" in *"'--budget <BUDGET>'"*"is not a size: use bytes"*)
       mark size-grammar PASS "1.5G ok; $(echo "$bad" | cut -c1-80); $(echo "$flag" | cut -c1-60)";;
     *) mark size-grammar FAIL "flag: $flag";; esac;;
   *) mark size-grammar FAIL "rc=$rc1/$rc2/$rc3 ok=$ok bad=$bad";;

@@ -55,8 +55,14 @@ pub struct BudgetError {
 }
 
 impl fmt::Display for BudgetError {
+    /// Names the input once: a size error already starts with it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}: {}", self.input, self.why)
+        let input = format!("{:?}", self.input);
+        if self.why.starts_with(&input) {
+            f.write_str(&self.why)
+        } else {
+            write!(f, "{input}: {}", self.why)
+        }
     }
 }
 
@@ -350,5 +356,13 @@ mod tests {
             .unwrap(),
             "b = 7\n"
         );
+    }
+
+    #[test]
+    fn a_bad_single_size_is_named_once() {
+        let e = parse_budget("4X").unwrap_err().to_string();
+        assert_eq!(e, parse_size("4X").unwrap_err().to_string());
+        let e = parse_budget("1=4X").unwrap_err().to_string();
+        assert!(e.starts_with("\"1=4X\": \"4X\" is not a size"), "{e}");
     }
 }

@@ -366,7 +366,10 @@ mod tests {
         let s = status(&svc);
         assert_eq!((s.backend.as_str(), s.backend_up), ("module", true));
         let m = s.module.expect("the module's versions");
-        assert_eq!((m.abi_version, m.driver_version.as_str()), (2, "580.95.05"));
+        assert_eq!(
+            (m.abi_version, m.driver_version.as_str()),
+            (prescient_uapi::ABI_VERSION, "580.95.05")
+        );
         assert_eq!(s.userspace, None);
         let Response::Ok(Reply::Stats(st)) = svc.stats() else {
             panic!()
