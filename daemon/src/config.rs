@@ -597,9 +597,10 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
     None
 }
 
-/// The dotted keys `text` sets (tables flattened), for provenance.
-fn explicit_keys(text: &str) -> std::collections::BTreeSet<String> {
-    fn walk(t: &toml::Table, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+/// The dotted keys of `t` (`engine.rows`), tables flattened, in the
+/// table's order: what a file sets, and what the parser accepts.
+pub(crate) fn dotted_keys(t: &toml::Table) -> Vec<String> {
+    fn walk(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
         for (k, v) in t {
             let p = if prefix.is_empty() {
                 k.clone()
@@ -608,17 +609,21 @@ fn explicit_keys(text: &str) -> std::collections::BTreeSet<String> {
             };
             match v {
                 toml::Value::Table(t) => walk(t, &p, out),
-                _ => {
-                    out.insert(p);
-                }
+                _ => out.push(p),
             }
         }
     }
-    let mut out = Default::default();
-    if let Ok(t) = text.parse::<toml::Table>() {
-        walk(&t, "", &mut out);
-    }
+    let mut out = Vec::new();
+    walk(t, "", &mut out);
     out
+}
+
+/// The dotted keys `text` sets (tables flattened), for provenance.
+fn explicit_keys(text: &str) -> std::collections::BTreeSet<String> {
+    match text.parse::<toml::Table>() {
+        Ok(t) => dotted_keys(&t).into_iter().collect(),
+        Err(_) => Default::default(),
+    }
 }
 
 /// The keys a file set itself. Two configs with the same values are equal

@@ -43,26 +43,12 @@ pub struct Doc {
 
 /// Every dotted key the parser accepts (`engine.rows`), in its order.
 pub fn parser_keys() -> Vec<String> {
-    fn walk(t: &toml::Table, prefix: &str, out: &mut Vec<String>) {
-        for (k, v) in t {
-            let p = if prefix.is_empty() {
-                k.clone()
-            } else {
-                format!("{prefix}.{k}")
-            };
-            match v {
-                toml::Value::Table(t) => walk(t, &p, out),
-                _ => out.push(p),
-            }
-        }
-    }
-    let mut out = Vec::new();
     // Config's defaults always serialise (plain data, no maps with
     // non-string keys); an empty list would fail every test below.
-    if let Ok(toml::Value::Table(t)) = toml::Value::try_from(Config::default()) {
-        walk(&t, "", &mut out);
+    match toml::Value::try_from(Config::default()) {
+        Ok(toml::Value::Table(t)) => crate::config::dotted_keys(&t),
+        _ => Vec::new(),
     }
-    out
 }
 
 /// Reads the sample's comments and keys (see [`Doc`]).
