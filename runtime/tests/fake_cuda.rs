@@ -5,6 +5,8 @@
 //! per-thread flag) and prints one `key=value` per check; each test runs it
 //! with or without the runtime preloaded. Needs a C compiler (`cc`).
 
+mod common;
+use common::runtime_so;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,20 +54,6 @@ fn built() -> &'static (PathBuf, PathBuf) {
         }
         (lib, exe)
     })
-}
-
-/// The runtime's cdylib, built beside this test's binary.
-fn runtime_so() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let so = deps.join("libprescient_runtime.so");
-    let so = if so.exists() {
-        so
-    } else {
-        deps.parent().unwrap().join("libprescient_runtime.so")
-    };
-    assert!(so.exists(), "{} not built", so.display());
-    so
 }
 
 /// Runs the driver program and returns its checks.

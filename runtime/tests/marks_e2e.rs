@@ -8,9 +8,11 @@
 //! 13.0's two-parameter ABI at 13.0: asking for it there (the bug of
 //! BENCHMARKS-gpu.md run 42) loses the dead mark. Needs a C compiler.
 
+mod common;
+use common::runtime_so;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn cc(out: &Path, args: &[&str]) {
@@ -19,19 +21,6 @@ fn cc(out: &Path, args: &[&str]) {
         st.expect("a C compiler (cc) is needed").success(),
         "cc {args:?}"
     );
-}
-
-fn runtime_so() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let so = deps.join("libprescient_runtime.so");
-    let so = if so.exists() {
-        so
-    } else {
-        deps.parent().unwrap().join("libprescient_runtime.so")
-    };
-    assert!(so.exists(), "{} not built", so.display());
-    so
 }
 
 #[test]
