@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Checks the code's shape (issue 14): no non-test function over 80 lines
 in any crate or the module, and no import cycle between the files of core/
-and daemon/ (or uvm/, units/, ctl/, sim/).
+and daemon/ (or uvm/, units/, ctl/, sim/, runtime/).
 
 A function is measured from its `fn` line to its closing brace. Test code
-(everything after a file's first `#[cfg(test)]`, and tests/ folders) is not
-measured. An import edge is a `crate::x` or `super::x` path in non-test
+(each item under `#[cfg(test)]`, a file that is a `#[cfg(test)] mod`, and
+tests/ folders) is not measured. An import edge is a `crate::x` or `super::x` path in non-test
 code; a parent's `mod child;` is not an edge, so a part reaching back to
 its own parent (`super::Engine`) is not a cycle.
 
@@ -25,16 +25,65 @@ CRATES = {
     "units": "units/src",
     "daemon": "daemon/src",
     "ctl": "ctl/src",
+    "runtime": "runtime/src",
     "kmod": "kmod",
 }
-ACYCLIC = ["core", "daemon", "uvm", "units", "ctl", "sim"]
+ACYCLIC = ["core", "daemon", "uvm", "units", "ctl", "sim", "runtime"]
 FN = re.compile(r'^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern\s+"C"\s+)?fn\s+(\w+)')
 
 
 def non_test(path):
-    """The file's text up to its first test module."""
+    """The file's text with every `#[cfg(test)]` item blanked (lines kept).
+
+    The item is the next one after the attribute (and any attributes that
+    follow it): one line if it ends in `;` (`mod tests;`), else up to the
+    brace that closes it, so code after a test module is still measured.
+    """
     with open(path, encoding="utf-8") as f:
-        return f.read().split("#[cfg(test)]")[0]
+        lines = f.read().split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() != "#[cfg(test)]":
+            out.append(lines[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and lines[j].strip().startswith("#["):
+            j += 1
+        depth, opened = 0, False
+        while j < len(lines):
+            text = code_only(lines[j])
+            depth += text.count("{") - text.count("}")
+            opened = opened or "{" in text
+            if (opened and depth <= 0) or (not opened and text.rstrip().endswith(";")):
+                break
+            j += 1
+        out.extend([""] * (j + 1 - i))
+        i = j + 1
+    return "\n".join(out)
+
+
+TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*((?:#\[[^\]]*\]\s*)*)mod\s+(\w+)\s*;")
+
+
+def test_files(root):
+    """Files that are test modules of their parent (`#[cfg(test)] mod x;`)."""
+    found = set()
+    for path in glob.glob(root + "/**/*.rs", recursive=True):
+        with open(path, encoding="utf-8") as f:
+            src = f.read()
+        name = os.path.basename(path)
+        base = os.path.dirname(path)
+        if name not in ("mod.rs", "lib.rs", "main.rs"):
+            base = os.path.join(base, name[:-3])
+        for attrs, mod in TEST_MOD.findall(src):
+            explicit = re.search(r'path\s*=\s*"([^"]+)"', attrs)
+            if explicit:
+                found.add(os.path.normpath(os.path.join(os.path.dirname(path), explicit.group(1))))
+                continue
+            for cand in (os.path.join(base, mod + ".rs"), os.path.join(base, mod, "mod.rs")):
+                found.add(os.path.normpath(cand))
+    return found
 
 
 def code_only(line):
@@ -74,7 +123,8 @@ def module_name(root, path):
 
 
 def import_graph(root):
-    files = glob.glob(root + "/**/*.rs", recursive=True)
+    tests = test_files(root)
+    files = [f for f in glob.glob(root + "/**/*.rs", recursive=True) if os.path.normpath(f) not in tests]
     mods = {module_name(root, f): f for f in files}
     graph = {m: set() for m in mods}
     for m, f in mods.items():
@@ -139,7 +189,10 @@ def main():
     bad = 0
     for crate, root in CRATES.items():
         longest = ("-", "", 0, 0)
+        tests = test_files(root)
         for path in sorted(glob.glob(root + "/**/*.rs", recursive=True)):
+            if os.path.normpath(path) in tests:
+                continue
             for name, line, n in functions(path):
                 if n > MAX_LINES:
                     print(f"shape: {path}:{line}: fn {name} is {n} lines (at most {MAX_LINES})")

@@ -171,6 +171,7 @@ impl ControlConfig {
             max_connections: self.max_connections as usize,
             max_per_uid: self.max_connections_per_uid as usize,
             idle: std::time::Duration::from_millis(self.idle_timeout_ms),
+            quiet_allowed: false,
         }
     }
 }

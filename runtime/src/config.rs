@@ -53,30 +53,6 @@ pub fn get() -> &'static Config {
     CONFIG.get_or_init(|| Config::parse(|k| std::env::var(k).ok()))
 }
 
-/// Says once what is in force (with PRESCIENT_RUNTIME_LOG=1) and arranges
-/// for the counters to be printed at exit.
-#[cold]
-pub fn announce() {
-    let c = get();
-    if !c.log && c.id_log.is_none() {
-        return;
-    }
-    if c.log {
-        eprintln!(
-            "prescient-runtime: pid {}: device allocations managed; budget {}; execution ids {}",
-            std::process::id(),
-            c.budget
-                .map_or("none".to_string(), |b| format!("{b} bytes")),
-            if c.marks { "on" } else { "off" }
-        );
-    }
-    extern "C" fn at_exit() {
-        crate::stats::print();
-    }
-    // SAFETY: registering a plain extern "C" function.
-    unsafe { libc::atexit(at_exit) };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,6 +45,30 @@ pub fn log_id(id: u64) {
     }
 }
 
+/// Says once what is in force (with PRESCIENT_RUNTIME_LOG=1) and arranges
+/// for the counters to be printed at exit.
+#[cold]
+pub fn announce() {
+    let c = crate::config::get();
+    if !c.log && c.id_log.is_none() {
+        return;
+    }
+    if c.log {
+        eprintln!(
+            "prescient-runtime: pid {}: device allocations managed; budget {}; execution ids {}",
+            std::process::id(),
+            c.budget
+                .map_or("none".to_string(), |b| format!("{b} bytes")),
+            if c.marks { "on" } else { "off" }
+        );
+    }
+    extern "C" fn at_exit() {
+        print();
+    }
+    // SAFETY: registering a plain extern "C" function.
+    unsafe { libc::atexit(at_exit) };
+}
+
 /// Prints the counters on stderr (with PRESCIENT_RUNTIME_LOG=1) and writes
 /// the id log (with PRESCIENT_ID_LOG=PATH; PATH.PID).
 #[cold]

@@ -78,7 +78,7 @@ pub fn init(gpa_v2: *mut c_void, gpa_v1: *mut c_void) {
                 .store(driver::resolve(e.name, e.flags), Ordering::Release);
         }
         crate::marker::install_fork_handler();
-        crate::config::announce();
+        crate::stats::announce();
     });
 }
 

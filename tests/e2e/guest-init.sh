@@ -55,6 +55,10 @@ st=$(prescientctl status 2>&1)
 echo "$st"
 case "$st" in *"bound to nvidia-uvm 580.159.04"*"assoc 2"*) mark ctl-status PASS "module bound, parameters applied";;
   *) mark ctl-status FAIL "$(echo "$st" | oneline)";; esac
+# The guest's prescientd is linked statically (crt-static): it must say it
+# cannot load NVML rather than dlopen it into a static glibc (SIGFPE seen).
+case "$st" in *"statically linked and cannot load libnvidia-ml"*) mark static-nvml PASS "a static build names why it has no NVML";;
+  *) mark static-nvml FAIL "$(echo "$st" | grep -i gpu | oneline)";; esac
 
 # 2. a replay the daemon attaches by command-line pattern; counters compared
 #    (ctl vs Prometheus vs the stand-in driver's own) on the host

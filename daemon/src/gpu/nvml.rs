@@ -77,6 +77,24 @@ impl std::fmt::Display for NvmlError {
 
 impl std::error::Error for NvmlError {}
 
+/// Whether this binary links glibc statically (`-C target-feature=+crt-static`).
+///
+/// A static glibc cannot host a library that links the shared one: loading
+/// libnvidia-ml.so.1 into such a binary brings a second libc whose state was
+/// never initialised, and the daemon died with SIGFPE right after attaching
+/// (seen on an H100). Such a build never loads NVML.
+const STATIC_BUILD: bool = cfg!(target_feature = "crt-static");
+
+/// The refusal a static build gives instead of loading NVML.
+#[cold]
+fn static_build_refusal() -> NvmlError {
+    NvmlError::NotInstalled(
+        "this prescientd is statically linked and cannot load libnvidia-ml.so.1; \
+         set userspace.gpu_memory (or --gpu-memory), or use a dynamically linked build"
+            .into(),
+    )
+}
+
 /// An initialised NVML; shut down on drop.
 pub struct Nvml {
     lib: Library,
@@ -86,6 +104,9 @@ impl Nvml {
     /// Opens `library` (a file name searched as dlopen does, or a path) and
     /// calls `nvmlInit_v2`.
     pub fn open(library: &str) -> Result<Nvml, NvmlError> {
+        if STATIC_BUILD {
+            return Err(static_build_refusal());
+        }
         // SAFETY: loading runs the library's initialisers; libnvidia-ml's
         // only set up its own state. The path comes from the operator's
         // config, which is root's to write.

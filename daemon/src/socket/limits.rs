@@ -14,6 +14,13 @@ pub struct Limits {
     pub max_per_uid: usize,
     /// How long a connection may wait on its peer (a line, or a reply read).
     pub idle: Duration,
+    /// Whether a peer may stay quiet (send no line) for longer than `idle`.
+    ///
+    /// A control client that goes quiet is gone and gives its slot back; a
+    /// job's marks connection is quiet whenever the job frees nothing (an
+    /// evaluation phase), and closing it would make all its dead ranges
+    /// alive again. A reply left unread still ends either after `idle`.
+    pub quiet_allowed: bool,
 }
 
 impl Default for Limits {
@@ -22,6 +29,7 @@ impl Default for Limits {
             max_connections: 64,
             max_per_uid: 16,
             idle: Duration::from_secs(60),
+            quiet_allowed: false,
         }
     }
 }
@@ -115,6 +123,7 @@ mod tests {
             max_connections: 3,
             max_per_uid: 2,
             idle: Duration::from_secs(1),
+            quiet_allowed: false,
         });
         let a1 = s.take(Some(1000)).unwrap();
         let _a2 = s.take(Some(1000)).unwrap();

@@ -61,9 +61,8 @@ where
                     continue;
                 };
                 let conn = open(peer);
-                let idle = limits.idle;
                 tokio::spawn(async move {
-                    serve_connection(stream, conn.clone(), idle).await;
+                    serve_connection(stream, conn.clone(), limits).await;
                     conn.closed();
                     drop(slot);
                 });
@@ -89,12 +88,10 @@ async fn refuse(mut stream: UnixStream, why: String) {
 
 /// Serves one connection: a JSON request per line, a JSON response line
 /// each, until the peer closes, sends a line over `MAX_REQUEST`, or is
-/// idle (no full line read, or a reply not taken) for `idle`.
-pub async fn serve_connection<C: Connection>(
-    stream: UnixStream,
-    conn: Arc<C>,
-    idle: std::time::Duration,
-) {
+/// idle for `limits.idle` (a reply not taken; no full line read, unless
+/// `limits.quiet_allowed`).
+pub async fn serve_connection<C: Connection>(stream: UnixStream, conn: Arc<C>, limits: Limits) {
+    let idle = limits.idle;
     let (rd, mut wr) = stream.into_split();
     let mut rd = BufReader::new(rd);
     let mut buf = Vec::new();
@@ -103,7 +100,13 @@ pub async fn serve_connection<C: Connection>(
         // At most MAX_REQUEST + 1 bytes per line: a longer one is refused
         // and the connection closed (memory stays bounded).
         let mut line = (&mut rd).take(MAX_REQUEST as u64 + 1);
-        let n = match timeout(idle, line.read_until(b'\n', &mut buf)).await {
+        let read = line.read_until(b'\n', &mut buf);
+        let got = if limits.quiet_allowed {
+            Ok(read.await)
+        } else {
+            timeout(idle, read).await
+        };
+        let n = match got {
             Ok(Ok(0)) | Ok(Err(_)) => break,
             Err(_) => {
                 tracing::debug!("connection idle for {idle:?}: closed");
@@ -150,4 +153,52 @@ pub fn error(kind: &str, message: impl Into<String>) -> Response {
         kind: kind.into(),
         message: message.into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::AsyncBufReadExt;
+
+    /// Answers every request with an error line, so a reply is visible.
+    struct Echo;
+    impl Connection for Echo {
+        fn handle(&self, _req: Request) -> Response {
+            error("test", "answered")
+        }
+    }
+
+    /// Stays quiet for three idle periods, then asks once: the answer, or
+    /// None when the server had closed the connection.
+    async fn ask_after_quiet(quiet_allowed: bool) -> Option<String> {
+        let idle = Duration::from_millis(100);
+        let limits = Limits {
+            idle,
+            quiet_allowed,
+            ..Limits::default()
+        };
+        let (client, server) = UnixStream::pair().unwrap();
+        tokio::spawn(serve_connection(server, Arc::new(Echo), limits));
+        tokio::time::sleep(idle * 3).await;
+        let (rd, mut wr) = client.into_split();
+        let req = serde_json::to_string(&Request::Version).unwrap() + "\n";
+        let _ = wr.write_all(req.as_bytes()).await;
+        let mut line = String::new();
+        let n = BufReader::new(rd).read_line(&mut line).await.unwrap_or(0);
+        (n > 0).then_some(line)
+    }
+
+    #[tokio::test]
+    async fn a_quiet_control_client_is_closed_and_a_quiet_marks_peer_is_not() {
+        assert_eq!(
+            ask_after_quiet(false).await,
+            None,
+            "quiet control client kept"
+        );
+        let answer = ask_after_quiet(true)
+            .await
+            .expect("quiet marks peer closed");
+        assert!(answer.contains("answered"), "{answer}");
+    }
 }

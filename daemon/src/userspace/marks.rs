@@ -460,7 +460,12 @@ impl Connection for MarksConnection {
 /// Serves `listener` (a socket that takes only marks) until the task is
 /// dropped.
 pub async fn serve(listener: tokio::net::UnixListener, target: Arc<Pidfd>, tx: Sender) {
-    socket::serve(listener, "marks socket", Limits::default(), move |peer| {
+    // A job's marks connection lives as long as the job: it may be quiet.
+    let limits = Limits {
+        quiet_allowed: true,
+        ..Limits::default()
+    };
+    socket::serve(listener, "marks socket", limits, move |peer| {
         Arc::new(MarksConnection::new(peer, target.clone(), tx.clone()))
     })
     .await
