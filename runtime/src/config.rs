@@ -9,6 +9,8 @@ pub const ENV_MODE: &str = "PRESCIENT_MODE";
 pub const ENV_ID_ARGS: &str = "PRESCIENT_ID_ARGS";
 pub const ENV_LOG: &str = "PRESCIENT_RUNTIME_LOG";
 pub const ENV_ID_LOG: &str = "PRESCIENT_ID_LOG";
+pub const ENV_PLACE_FRESH: &str = "PRESCIENT_PLACE_FRESH";
+pub const ENV_MARK_FLAGS: &str = "PRESCIENT_MARK_FLAGS";
 
 /// The runtime's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +28,17 @@ pub struct Config {
     /// Where to write every launch's id at exit (8 bytes each, little
     /// endian; measurements of id stability only).
     pub id_log: Option<String>,
+    /// Prefetch each fresh managed allocation to the GPU that allocated
+    /// it, as cuMemAlloc would have placed it: on by default without a
+    /// budget (nothing to page: the job then starts as it would on device
+    /// memory, without a first-touch fault per page), off under one (the
+    /// daemon places memory). PRESCIENT_PLACE_FRESH=0/1 overrides.
+    pub place_fresh: bool,
+    /// The flags of the marker's `cuStreamWriteValue64` (0: the default,
+    /// fenced write; 1: CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, which the
+    /// driver may refuse: the runtime then writes with 0). For measuring
+    /// what the fence costs; PRESCIENT_MARK_FLAGS.
+    pub mark_flags: u32,
 }
 
 impl Config {
@@ -33,15 +46,25 @@ impl Config {
     pub fn parse(get: impl Fn(&str) -> Option<String>) -> Config {
         let mode = get(ENV_MODE);
         let transparent = mode.as_deref() == Some("transparent");
+        let budget = get(ENV_BUDGET)
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&b| b > 0);
         Config {
-            budget: get(ENV_BUDGET)
-                .and_then(|v| v.parse::<u64>().ok())
-                .filter(|&b| b > 0),
+            budget,
             marks: !transparent,
             marks_on_request: mode.as_deref().is_none_or(|m| m == "auto"),
             id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
             log: get(ENV_LOG).is_some_and(|v| v == "1"),
             id_log: get(ENV_ID_LOG).filter(|p| !p.is_empty()),
+            place_fresh: match get(ENV_PLACE_FRESH).as_deref() {
+                Some("0") => false,
+                Some("1") => true,
+                _ => budget.is_none(),
+            },
+            mark_flags: get(ENV_MARK_FLAGS)
+                .and_then(|v| v.parse::<u32>().ok())
+                .filter(|&f| f <= 1)
+                .unwrap_or(0),
         }
     }
 }
@@ -101,5 +124,16 @@ mod tests {
         assert_eq!(parse(&[(ENV_BUDGET, "1048576")]).budget, Some(1 << 20));
         assert!(parse(&[]).id_args);
         assert!(!parse(&[(ENV_ID_ARGS, "0")]).id_args);
+    }
+
+    #[test]
+    fn fresh_memory_is_placed_only_without_a_budget_unless_told() {
+        assert!(parse(&[]).place_fresh);
+        assert!(!parse(&[(ENV_BUDGET, "1048576")]).place_fresh);
+        assert!(parse(&[(ENV_BUDGET, "1048576"), (ENV_PLACE_FRESH, "1")]).place_fresh);
+        assert!(!parse(&[(ENV_PLACE_FRESH, "0")]).place_fresh);
+        assert_eq!(parse(&[]).mark_flags, 0);
+        assert_eq!(parse(&[(ENV_MARK_FLAGS, "1")]).mark_flags, 1);
+        assert_eq!(parse(&[(ENV_MARK_FLAGS, "4")]).mark_flags, 0);
     }
 }

@@ -13,7 +13,7 @@ use crate::driver::{self, CuStream, CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, C
 use crate::stats;
 use prescient_uapi::execpage::{self, Page, PAGE_BYTES, PAGE_WORDS};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// The page's state: unmapped, ready, or failed for good.
@@ -27,6 +27,9 @@ static HOST: AtomicU64 = AtomicU64::new(0);
 /// Device address of the registered page.
 static DEVICE: AtomicU64 = AtomicU64::new(0);
 static SETUP: Mutex<()> = Mutex::new(());
+/// The write's flags: PRESCIENT_MARK_FLAGS until the driver refuses them,
+/// then 0 (u32::MAX: not read yet).
+static FLAGS: AtomicU32 = AtomicU32::new(u32::MAX);
 
 /// The page as atomic words, once mapped.
 fn page() -> Option<Page<'static>> {
@@ -106,6 +109,21 @@ fn setup(calls: &driver::Calls, capturing: bool) -> bool {
     state == READY
 }
 
+/// Makes the page at the process's first managed allocation (a context is
+/// current there), so that it exists before the job's first copy or
+/// kernel and a reader attached at CUDA's start finds it at once: faults
+/// before the page is found carry no id. Only when ids may be written.
+pub fn setup_early() {
+    if STATE.load(Ordering::Acquire) != UNSET || !crate::config::get().marks {
+        return;
+    }
+    if let Some(calls) = driver::calls() {
+        // Not capturing: no stream can be in capture before the process's
+        // first allocation has returned (capture needs work to capture).
+        setup(calls, false);
+    }
+}
+
 /// The slot key of a stream: the per-thread default stream is one stream
 /// per thread, the legacy default stream one per process.
 pub fn stream_key(stream: CuStream, per_thread: bool, tid: u64) -> u64 {
@@ -145,20 +163,25 @@ pub fn wanted() -> bool {
     page().is_some_and(|p| p.ids_wanted())
 }
 
-/// Enqueues the write of `id` into `stream`'s slot before a launch.
+/// Enqueues the write of `id` into `stream`'s slot before a launch (or a
+/// copy); true if it was enqueued.
 ///
 /// # Safety
 /// `stream` is the launch's stream (a handle the driver accepts).
-pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) {
-    let Some(calls) = driver::calls() else { return };
+pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) -> bool {
+    let Some(calls) = driver::calls() else {
+        return false;
+    };
     if STATE.load(Ordering::Acquire) != READY && !setup(calls, capturing(calls, stream, per_thread))
     {
         stats::bump(&stats::UNMARKED);
-        return;
+        return false;
     }
-    let Some(page) = page() else { return };
+    let Some(page) = page() else {
+        return false;
+    };
     if crate::config::get().marks_on_request && !page.ids_wanted() {
-        return; // the launch that made the page, in auto mode
+        return false; // the launch that made the page, in auto mode
     }
     let slot = page.claim(stream_key(stream, per_thread, tid())).slot();
     let addr = DEVICE.load(Ordering::Acquire) + execpage::value_offset(slot) as u64;
@@ -167,21 +190,35 @@ pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) {
     } else {
         calls.write_value64
     };
+    let mut flags = FLAGS.load(Ordering::Relaxed);
+    if flags == u32::MAX {
+        flags = crate::config::get().mark_flags;
+        FLAGS.store(flags, Ordering::Relaxed);
+    }
     // SAFETY: a 64-bit write into our registered page, on the launch's
-    // stream; flags 0 (the default, fenced write).
-    let rc = unsafe { f(stream, addr, execpage::encode(id), 0) };
+    // stream; flags 0 (the default, fenced write) or NO_MEMORY_BARRIER.
+    let mut rc = unsafe { f(stream, addr, execpage::encode(id), flags) };
+    if rc != CUDA_SUCCESS && flags != 0 {
+        // The driver refused the flags (the v2 memops have no
+        // NO_MEMORY_BARRIER): the default write from now on.
+        FLAGS.store(0, Ordering::Relaxed);
+        // SAFETY: as above, flags 0.
+        rc = unsafe { f(stream, addr, execpage::encode(id), 0) };
+    }
     if rc == CUDA_SUCCESS {
         page.count_launch();
         stats::bump(&stats::MARKED);
     } else {
         stats::bump(&stats::UNMARKED);
     }
+    rc == CUDA_SUCCESS
 }
 
 /// In a forked child: the parent's page and registration are not ours.
 extern "C" fn after_fork_in_child() {
     HOST.store(0, Ordering::Release);
     DEVICE.store(0, Ordering::Release);
+    FLAGS.store(u32::MAX, Ordering::Release);
     STATE.store(UNSET, Ordering::Release);
     crate::marks::after_fork_in_child();
 }
