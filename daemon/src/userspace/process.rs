@@ -37,6 +37,12 @@ const PACE: Pace = Pace {
 };
 /// How often `--exec-ids on` looks for a page not found yet.
 const FEED_LOOK_EVERY: Duration = Duration::from_millis(100);
+/// ... and how often once faults come without it: the job is running GPU
+/// work, and every fault until the page is found carries no id (the
+/// runtime makes the page at its first allocation, before its first copy).
+const FEED_LOOK_FAULTING: Duration = Duration::from_millis(1);
+/// `UvmEventFaultClientTypeHub`: a non-replayable fault (copy engines).
+const CLIENT_TYPE_HUB: u8 = 2;
 /// Marks applied per turn; the rest wait for the next one.
 const MARKS_PER_TURN: usize = 16;
 
@@ -121,6 +127,12 @@ impl Process {
         match ev {
             Event::Fault(f) => {
                 self.snap.fault_events += 1;
+                if f.client_type == CLIENT_TYPE_HUB {
+                    self.snap.hub_fault_events += 1;
+                    if self.feed.as_ref().is_some_and(|f| f.current().is_some()) {
+                        self.snap.hub_fault_events_with_id += 1;
+                    }
+                }
                 if let Some(g) = self.gate.as_mut() {
                     g.gate.gpu_fault();
                 }
@@ -217,11 +229,17 @@ impl Process {
     /// [`FEED_LOOK_EVERY`] until found, with `--exec-ids on`): each new id
     /// starts a kernel in the engine.
     fn read_exec_ids(&mut self) {
+        let every = if self.feed_missed {
+            FEED_LOOK_FAULTING
+        } else {
+            FEED_LOOK_EVERY
+        };
         if self.feed.is_none()
             && self.cfg.exec_ids == ExecIds::On
-            && self.feed_looked.elapsed() >= FEED_LOOK_EVERY
+            && self.feed_looked.elapsed() >= every
         {
             self.feed_looked = Instant::now();
+            self.feed_missed = false;
             self.feed = Feed::find(self.snap.pid);
         }
         let Some(feed) = self.feed.as_mut() else {
@@ -249,6 +267,11 @@ impl Process {
         self.snap.fault_blocks += 1;
         if with_id {
             self.snap.faults_with_exec_id += 1;
+        } else if self.feed.is_none() {
+            self.snap.faults_no_page += 1;
+            self.feed_missed = true;
+        } else {
+            self.snap.faults_before_first_id += 1;
         }
         if let Some(bo) = self.backoff.as_mut() {
             bo.fault(b);

@@ -131,6 +131,8 @@ pub(super) struct Process {
     pub(super) exec_mode: bool,
     /// When the page was last looked for.
     pub(super) feed_looked: Instant,
+    /// A fault came while the page was not found: look again soon.
+    pub(super) feed_missed: bool,
     /// The mechanism's counters (mechanism.rs).
     pub(super) mech: mechanism::Tracker,
     /// This turn's fault blocks, for the oracle's cursor (oracle mode only).
@@ -213,6 +215,7 @@ impl Process {
             feed,
             exec_mode,
             feed_looked: Instant::now(),
+            feed_missed: false,
             mech: mechanism::Tracker::default(),
             turn_faults: Vec::new(),
             turn_cpu_taken: Vec::new(),
