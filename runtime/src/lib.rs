@@ -13,8 +13,6 @@
 //! - Every kernel launch gets an execution id (exec_id.rs), written in
 //!   stream order into the stream's slot of a shared page the daemon reads
 //!   (marker.rs; the format is prescient_uapi::execpage).
-//! - Copies and memsets get an id too, written the same way (copy.rs):
-//!   the copy engines fault on managed memory as kernels do.
 //! - PyTorch's caching allocator reports its frees and allocations through
 //!   a small helper the launcher loads; they become dead and alive marks
 //!   for prescientd, fenced so that no discard hits live memory (marks/).
@@ -25,7 +23,6 @@
 
 pub mod alloc;
 pub mod config;
-pub mod copy;
 pub mod driver;
 pub mod entry;
 pub mod exec_id;

@@ -11,8 +11,6 @@ pub static MARKED: AtomicU64 = AtomicU64::new(0);
 /// Launches not marked: the stream was capturing before the page was
 /// registered, or the driver refused the write.
 pub static UNMARKED: AtomicU64 = AtomicU64::new(0);
-/// Copies and memsets marked (copy.rs).
-pub static COPIES_MARKED: AtomicU64 = AtomicU64::new(0);
 /// Fresh managed allocations prefetched to the GPU, and their bytes
 /// (alloc.rs, without a budget).
 pub static PLACED: AtomicU64 = AtomicU64::new(0);
@@ -37,14 +35,13 @@ pub fn line() -> String {
     let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
     format!(
         "lookups_wrapped={} managed_allocs={} managed_bytes_live={} launches={} marked={} unmarked={} \
-copies_marked={} placed={} placed_bytes={} hash_ns={} mark_ns={}",
+placed={} placed_bytes={} hash_ns={} mark_ns={}",
         g(&WRAPPED_LOOKUPS),
         g(&MANAGED_ALLOCS),
         g(&MANAGED_BYTES),
         g(&LAUNCHES),
         g(&MARKED),
         g(&UNMARKED),
-        g(&COPIES_MARKED),
         g(&PLACED),
         g(&PLACED_BYTES),
         g(&HASH_NS),

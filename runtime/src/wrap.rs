@@ -15,7 +15,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 use crate::driver::{self, CuResult, GetProcAddressV1, GetProcAddressV2, PER_THREAD_FLAG};
-use crate::{alloc, copy, launch};
+use crate::{alloc, launch};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Once;
@@ -55,34 +55,6 @@ entries! {
     c"cuLaunchKernelEx", PER_THREAD_FLAG => launch::REAL_LAUNCH_EX_PTSZ, launch::launch_kernel_ex_ptsz;
     c"cuLaunchCooperativeKernel", 0 => launch::REAL_COOP, launch::launch_cooperative;
     c"cuLaunchCooperativeKernel", PER_THREAD_FLAG => launch::REAL_COOP_PTSZ, launch::launch_cooperative_ptsz;
-    c"cuMemcpyHtoD", 0 => copy::REAL_HTOD, copy::htod;
-    c"cuMemcpyHtoD", PER_THREAD_FLAG => copy::REAL_HTOD_PT, copy::htod_pt;
-    c"cuMemcpyDtoH", 0 => copy::REAL_DTOH, copy::dtoh;
-    c"cuMemcpyDtoH", PER_THREAD_FLAG => copy::REAL_DTOH_PT, copy::dtoh_pt;
-    c"cuMemcpyDtoD", 0 => copy::REAL_DTOD, copy::dtod;
-    c"cuMemcpyDtoD", PER_THREAD_FLAG => copy::REAL_DTOD_PT, copy::dtod_pt;
-    c"cuMemcpy", 0 => copy::REAL_ANY, copy::any;
-    c"cuMemcpy", PER_THREAD_FLAG => copy::REAL_ANY_PT, copy::any_pt;
-    c"cuMemcpyHtoDAsync", 0 => copy::REAL_HTOD_ASYNC, copy::htod_async;
-    c"cuMemcpyHtoDAsync", PER_THREAD_FLAG => copy::REAL_HTOD_ASYNC_PT, copy::htod_async_pt;
-    c"cuMemcpyDtoHAsync", 0 => copy::REAL_DTOH_ASYNC, copy::dtoh_async;
-    c"cuMemcpyDtoHAsync", PER_THREAD_FLAG => copy::REAL_DTOH_ASYNC_PT, copy::dtoh_async_pt;
-    c"cuMemcpyDtoDAsync", 0 => copy::REAL_DTOD_ASYNC, copy::dtod_async;
-    c"cuMemcpyDtoDAsync", PER_THREAD_FLAG => copy::REAL_DTOD_ASYNC_PT, copy::dtod_async_pt;
-    c"cuMemcpyAsync", 0 => copy::REAL_ANY_ASYNC, copy::any_async;
-    c"cuMemcpyAsync", PER_THREAD_FLAG => copy::REAL_ANY_ASYNC_PT, copy::any_async_pt;
-    c"cuMemsetD8", 0 => copy::REAL_SET8, copy::set8;
-    c"cuMemsetD8", PER_THREAD_FLAG => copy::REAL_SET8_PT, copy::set8_pt;
-    c"cuMemsetD16", 0 => copy::REAL_SET16, copy::set16;
-    c"cuMemsetD16", PER_THREAD_FLAG => copy::REAL_SET16_PT, copy::set16_pt;
-    c"cuMemsetD32", 0 => copy::REAL_SET32, copy::set32;
-    c"cuMemsetD32", PER_THREAD_FLAG => copy::REAL_SET32_PT, copy::set32_pt;
-    c"cuMemsetD8Async", 0 => copy::REAL_SET8_ASYNC, copy::set8_async;
-    c"cuMemsetD8Async", PER_THREAD_FLAG => copy::REAL_SET8_ASYNC_PT, copy::set8_async_pt;
-    c"cuMemsetD16Async", 0 => copy::REAL_SET16_ASYNC, copy::set16_async;
-    c"cuMemsetD16Async", PER_THREAD_FLAG => copy::REAL_SET16_ASYNC_PT, copy::set16_async_pt;
-    c"cuMemsetD32Async", 0 => copy::REAL_SET32_ASYNC, copy::set32_async;
-    c"cuMemsetD32Async", PER_THREAD_FLAG => copy::REAL_SET32_ASYNC_PT, copy::set32_async_pt;
 }
 
 static INIT: Once = Once::new();

@@ -103,8 +103,6 @@ fn without_the_runtime_nothing_is_managed_or_marked() {
         &[
             ("alloc_managed", "0"),
             ("placed", "0"),
-            ("copies", "28"),
-            ("copies_after_own_write", "0"),
             ("dlsym_alloc_managed", "0"),
             ("gpa1_alloc_managed", "0"),
             ("id_written", "0"),
@@ -162,15 +160,6 @@ fn every_wrapper_symbol_version_and_per_thread_variant() {
             ("streams_have_slots", "1"),
             ("captured_write", "1"),
             ("many_streams_after_write", "300"),
-            // Copies and memsets: all 14 entry points, default and
-            // per-thread, each after a write on its own stream; the id is
-            // the operation, range and size; the memset's value untouched.
-            ("copies", "28"),
-            ("copies_after_own_write", "28"),
-            ("memset_value_kept", "1"),
-            ("copy_id_written", "1"),
-            ("copy_id_same", "1"),
-            ("copy_id_differs", "1"),
             ("refused_write_flags", "0"),
         ],
     );
@@ -179,7 +168,7 @@ fn every_wrapper_symbol_version_and_per_thread_variant() {
 #[test]
 fn a_write_flag_the_driver_refuses_falls_back_to_the_default_write() {
     // The v2 memops refuse NO_MEMORY_BARRIER: one refusal, then every
-    // launch and copy is still marked with the default write.
+    // launch is still marked with the default write.
     let m = run(
         true,
         &[("PRESCIENT_MODE", "exec-id"), ("PRESCIENT_MARK_FLAGS", "1")],
@@ -189,7 +178,6 @@ fn a_write_flag_the_driver_refuses_falls_back_to_the_default_write() {
         &[
             ("refused_write_flags", "1"),
             ("launches_after_own_write", "10"),
-            ("copies_after_own_write", "28"),
         ],
     );
 }
@@ -267,8 +255,6 @@ fn transparent_mode_keeps_managed_memory_and_writes_no_ids() {
             ("launches_after_own_write", "0"),
             ("page_before_launch", "0"),
             ("captured_first_unmarked", "1"),
-            ("copies", "28"),
-            ("copies_after_own_write", "0"),
         ],
     );
 }

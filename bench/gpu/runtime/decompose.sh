@@ -6,7 +6,7 @@
 #                   allocations left where the driver puts them (first touch)
 #   managed         the same with fresh allocations prefetched to the GPU
 #                   (the runtime's default without a budget)
-#   execid          `--mode exec-id`: ids on every launch and copy
+#   execid          `--mode exec-id`: ids on every launch
 #   execidnoplace   exec-id without the prefetch of fresh allocations
 #   execidshape     exec-id, ids from function and shape only
 #   execidnofence   exec-id, the marker's write without its memory barrier

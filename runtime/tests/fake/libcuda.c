@@ -12,9 +12,8 @@
  * - stream memops accept only registered host memory mapped for the
  *   device, never managed memory ("None of the operations accepts pointers
  *   to managed memory").
- * - copies and memsets run at once on the fake's "device" addresses
- *   (host memory here); cuMemPrefetchAsync (the _v2 ABI from 12.2, a
- *   CUmemLocation by value, flags 0) accepts only managed ranges.
+ * - cuMemPrefetchAsync (the _v2 ABI from 12.2, a CUmemLocation by value,
+ *   flags 0) accepts only managed ranges.
  * The fake_* functions let the tests look inside. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -151,56 +150,6 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *c, void *f, void **p, void **e) 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, void *f, void **p, void **e) { (void)f;(void)p;(void)e; return launch(c->stream, 1); }
 CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, void *s) { (void)s; return record_alloc(d, n, 0); }
 
-/* Copies and memsets: counted like launches (was the last write just
- * before, on the same stream and flavour?). The synchronous ones run on
- * the default stream: NULL, per-thread for the _ptds variants. */
-static long copies, copies_after_write;
-long fake_copies(void) { return copies; }
-long fake_copies_after_write(void) { return copies_after_write; }
-static CUresult copy_done(void *stream, int ptsz) {
-    if (capturing) return OK;
-    copies++;
-    if (last_write.seq == seq && last_write.stream == stream && last_write.ptsz == ptsz) copies_after_write++;
-    seq++;
-    return OK;
-}
-#define CP(dst, src, n) memmove((void *)(uintptr_t)(dst), (const void *)(uintptr_t)(src), (n))
-CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { CP(d, s, n); return copy_done(NULL, 0); }
-CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { CP(d, s, n); return copy_done(NULL, 1); }
-CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { CP(d, s, n); return copy_done(NULL, 0); }
-CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { CP(d, s, n); return copy_done(NULL, 1); }
-CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { CP(d, s, n); return copy_done(NULL, 0); }
-CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { CP(d, s, n); return copy_done(NULL, 1); }
-CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) { CP(d, s, n); return copy_done(NULL, 0); }
-CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n) { CP(d, s, n); return copy_done(NULL, 1); }
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st) { CP(d, s, n); return copy_done(st, 0); }
-CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, void *st) { CP(d, s, n); return copy_done(st, 1); }
-CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) { CP(d, s, n); return copy_done(st, 0); }
-CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, void *st) { CP(d, s, n); return copy_done(st, 1); }
-CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { CP(d, s, n); return copy_done(st, 0); }
-CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { CP(d, s, n); return copy_done(st, 1); }
-CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { CP(d, s, n); return copy_done(st, 0); }
-CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) { CP(d, s, n); return copy_done(st, 1); }
-static void set_n(CUdeviceptr d, unsigned v, size_t n, int w) {
-    for (size_t i = 0; i < n; i++) {
-        if (w == 1) ((unsigned char *)(uintptr_t)d)[i] = (unsigned char)v;
-        else if (w == 2) ((unsigned short *)(uintptr_t)d)[i] = (unsigned short)v;
-        else ((unsigned *)(uintptr_t)d)[i] = v;
-    }
-}
-CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { set_n(d, v, n, 1); return copy_done(NULL, 0); }
-CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) { set_n(d, v, n, 1); return copy_done(NULL, 1); }
-CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { set_n(d, v, n, 2); return copy_done(NULL, 0); }
-CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) { set_n(d, v, n, 2); return copy_done(NULL, 1); }
-CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n) { set_n(d, v, n, 4); return copy_done(NULL, 0); }
-CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned v, size_t n) { set_n(d, v, n, 4); return copy_done(NULL, 1); }
-CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *st) { set_n(d, v, n, 1); return copy_done(st, 0); }
-CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, void *st) { set_n(d, v, n, 1); return copy_done(st, 1); }
-CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, void *st) { set_n(d, v, n, 2); return copy_done(st, 0); }
-CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, void *st) { set_n(d, v, n, 2); return copy_done(st, 1); }
-CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, void *st) { set_n(d, v, n, 4); return copy_done(st, 0); }
-CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned v, size_t n, void *st) { set_n(d, v, n, 4); return copy_done(st, 1); }
-
 /* Prefetches: only of managed ranges; the _v2 ABI takes a CUmemLocation
  * ({type, id}, CU_MEM_LOCATION_TYPE_DEVICE = 1) by value and flags 0. */
 typedef struct { int type; int id; } CUmemLocation;
@@ -273,34 +222,6 @@ static const struct { const char *name; int version; int ptsz; void *fn; } table
     {"cuCtxGetDevice", 13000, 0, cuCtxGetDevice_v2},
     {"cuMemAllocAsync", 11020, 0, cuMemAllocAsync},
     {"cuMemAllocAsync", 11020, 1, cuMemAllocAsync_ptsz},
-    {"cuMemcpyHtoD", 3020, 0, cuMemcpyHtoD_v2},
-    {"cuMemcpyHtoD", 7000, 1, cuMemcpyHtoD_v2_ptds},
-    {"cuMemcpyDtoH", 3020, 0, cuMemcpyDtoH_v2},
-    {"cuMemcpyDtoH", 7000, 1, cuMemcpyDtoH_v2_ptds},
-    {"cuMemcpyDtoD", 3020, 0, cuMemcpyDtoD_v2},
-    {"cuMemcpyDtoD", 7000, 1, cuMemcpyDtoD_v2_ptds},
-    {"cuMemcpy", 4000, 0, cuMemcpy},
-    {"cuMemcpy", 7000, 1, cuMemcpy_ptds},
-    {"cuMemcpyHtoDAsync", 3020, 0, cuMemcpyHtoDAsync_v2},
-    {"cuMemcpyHtoDAsync", 7000, 1, cuMemcpyHtoDAsync_v2_ptsz},
-    {"cuMemcpyDtoHAsync", 3020, 0, cuMemcpyDtoHAsync_v2},
-    {"cuMemcpyDtoHAsync", 7000, 1, cuMemcpyDtoHAsync_v2_ptsz},
-    {"cuMemcpyDtoDAsync", 3020, 0, cuMemcpyDtoDAsync_v2},
-    {"cuMemcpyDtoDAsync", 7000, 1, cuMemcpyDtoDAsync_v2_ptsz},
-    {"cuMemcpyAsync", 4000, 0, cuMemcpyAsync},
-    {"cuMemcpyAsync", 7000, 1, cuMemcpyAsync_ptsz},
-    {"cuMemsetD8", 3020, 0, cuMemsetD8_v2},
-    {"cuMemsetD8", 7000, 1, cuMemsetD8_v2_ptds},
-    {"cuMemsetD16", 3020, 0, cuMemsetD16_v2},
-    {"cuMemsetD16", 7000, 1, cuMemsetD16_v2_ptds},
-    {"cuMemsetD32", 3020, 0, cuMemsetD32_v2},
-    {"cuMemsetD32", 7000, 1, cuMemsetD32_v2_ptds},
-    {"cuMemsetD8Async", 3020, 0, cuMemsetD8Async},
-    {"cuMemsetD8Async", 7000, 1, cuMemsetD8Async_ptsz},
-    {"cuMemsetD16Async", 3020, 0, cuMemsetD16Async},
-    {"cuMemsetD16Async", 7000, 1, cuMemsetD16Async_ptsz},
-    {"cuMemsetD32Async", 3020, 0, cuMemsetD32Async},
-    {"cuMemsetD32Async", 7000, 1, cuMemsetD32Async_ptsz},
     {"cuMemPrefetchAsync", 8000, 0, cuMemPrefetchAsync},
     {"cuMemPrefetchAsync", 12020, 0, cuMemPrefetchAsync_v2},
 };
