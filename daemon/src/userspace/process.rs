@@ -10,7 +10,7 @@
 use super::blocklog;
 use super::config::Config;
 use super::discard::discard_blocks;
-use super::execfeed::{engine_id, Feed};
+use super::execfeed::{engine_id, ids_wanted, Feed};
 use super::gate;
 use super::lanes::{apply_mark, Lane};
 use super::mode::{ExecIds, FaultSource, PolicyMode};
@@ -245,6 +245,8 @@ impl Process {
         let Some(feed) = self.feed.as_mut() else {
             return;
         };
+        let since_fault = self.last_fault.map(|t| t.elapsed());
+        feed.want(ids_wanted(since_fault, self.start.elapsed()));
         let learns = self.exec_mode && self.cfg.mode.learns();
         let lanes = &mut self.lanes;
         // The ids are the process's, not one GPU's: every lane's engine
@@ -265,6 +267,7 @@ impl Process {
     /// an execution id was known.
     fn count_fault(&mut self, b: u64, with_id: bool) {
         self.snap.fault_blocks += 1;
+        self.last_fault = Some(Instant::now());
         if with_id {
             self.snap.faults_with_exec_id += 1;
         } else if self.feed.is_none() {

@@ -133,6 +133,8 @@ pub(super) struct Process {
     pub(super) feed_looked: Instant,
     /// A fault came while the page was not found: look again soon.
     pub(super) feed_missed: bool,
+    /// The process's last GPU fault (the feed asks for ids while they come).
+    pub(super) last_fault: Option<Instant>,
     /// The mechanism's counters (mechanism.rs).
     pub(super) mech: mechanism::Tracker,
     /// This turn's fault blocks, for the oracle's cursor (oracle mode only).
@@ -216,6 +218,7 @@ impl Process {
             exec_mode,
             feed_looked: Instant::now(),
             feed_missed: false,
+            last_fault: None,
             mech: mechanism::Tracker::default(),
             turn_faults: Vec::new(),
             turn_cpu_taken: Vec::new(),
