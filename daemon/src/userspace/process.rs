@@ -200,6 +200,7 @@ impl Process {
         self.lanes.moved_to(gpu.index, b);
         let learns = self.cfg.mode.learns();
         let log_on = learns && self.log.on();
+        self.look_on_fault();
         let with_id = self.feed.as_ref().is_some_and(|f| f.current().is_some());
         let Some(lane) = self.lane(gpu) else {
             return false;
@@ -223,6 +224,20 @@ impl Process {
             self.turn_faults.push(b);
         }
         learns
+    }
+
+    /// A fault while the page is not found: look for it at once (at most
+    /// every [`FEED_LOOK_FAULTING`]) and read it, so that this fault gets
+    /// the id the page holds already (the faulting kernel's id was written
+    /// before it ran). Run 51 looked only at the next turn, and 1-431
+    /// faults per run came before the page was found: most likely those
+    /// drained in the first turn that had any (the encoder's were 148 in
+    /// each of its four runs).
+    fn look_on_fault(&mut self) {
+        if self.feed.is_none() && self.cfg.exec_ids == ExecIds::On {
+            self.feed_missed = true;
+            self.read_exec_ids();
+        }
     }
 
     /// Reads the execution-id page (looking for it every
@@ -344,6 +359,7 @@ impl Process {
     /// the migration itself makes the block resident.
     fn migration_fault(&mut self, gpu: Gpu, b: u64) -> bool {
         let learns = self.cfg.mode.learns();
+        self.look_on_fault();
         let with_id = self.feed.as_ref().is_some_and(|f| f.current().is_some());
         let Some(lane) = self.lane(gpu) else {
             return false;
