@@ -10,7 +10,6 @@ pub const ENV_ID_ARGS: &str = "PRESCIENT_ID_ARGS";
 pub const ENV_LOG: &str = "PRESCIENT_RUNTIME_LOG";
 pub const ENV_ID_LOG: &str = "PRESCIENT_ID_LOG";
 pub const ENV_PLACE_FRESH: &str = "PRESCIENT_PLACE_FRESH";
-pub const ENV_MARK_FLAGS: &str = "PRESCIENT_MARK_FLAGS";
 
 /// The runtime's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,11 +33,6 @@ pub struct Config {
     /// memory, without a first-touch fault per page), off under one (the
     /// daemon places memory). PRESCIENT_PLACE_FRESH=0/1 overrides.
     pub place_fresh: bool,
-    /// The flags of the marker's `cuStreamWriteValue64` (0: the default,
-    /// fenced write; 1: CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, which the
-    /// driver may refuse: the runtime then writes with 0). For measuring
-    /// what the fence costs; PRESCIENT_MARK_FLAGS.
-    pub mark_flags: u32,
 }
 
 impl Config {
@@ -61,10 +55,6 @@ impl Config {
                 Some("1") => true,
                 _ => budget.is_none(),
             },
-            mark_flags: get(ENV_MARK_FLAGS)
-                .and_then(|v| v.parse::<u32>().ok())
-                .filter(|&f| f <= 1)
-                .unwrap_or(0),
         }
     }
 }
@@ -132,8 +122,5 @@ mod tests {
         assert!(!parse(&[(ENV_BUDGET, "1048576")]).place_fresh);
         assert!(parse(&[(ENV_BUDGET, "1048576"), (ENV_PLACE_FRESH, "1")]).place_fresh);
         assert!(!parse(&[(ENV_PLACE_FRESH, "0")]).place_fresh);
-        assert_eq!(parse(&[]).mark_flags, 0);
-        assert_eq!(parse(&[(ENV_MARK_FLAGS, "1")]).mark_flags, 1);
-        assert_eq!(parse(&[(ENV_MARK_FLAGS, "4")]).mark_flags, 0);
     }
 }

@@ -13,7 +13,7 @@ use crate::driver::{self, CuStream, CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, C
 use crate::stats;
 use prescient_uapi::execpage::{self, Page, PAGE_BYTES, PAGE_WORDS};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// The page's state: unmapped, ready, or failed for good.
@@ -27,9 +27,6 @@ static HOST: AtomicU64 = AtomicU64::new(0);
 /// Device address of the registered page.
 static DEVICE: AtomicU64 = AtomicU64::new(0);
 static SETUP: Mutex<()> = Mutex::new(());
-/// The write's flags: PRESCIENT_MARK_FLAGS until the driver refuses them,
-/// then 0 (u32::MAX: not read yet).
-static FLAGS: AtomicU32 = AtomicU32::new(u32::MAX);
 
 /// The page as atomic words, once mapped.
 fn page() -> Option<Page<'static>> {
@@ -193,21 +190,11 @@ pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) -> bool {
     } else {
         calls.write_value64
     };
-    let mut flags = FLAGS.load(Ordering::Relaxed);
-    if flags == u32::MAX {
-        flags = crate::config::get().mark_flags;
-        FLAGS.store(flags, Ordering::Relaxed);
-    }
     // SAFETY: a 64-bit write into our registered page, on the launch's
-    // stream; flags 0 (the default, fenced write) or NO_MEMORY_BARRIER.
-    let mut rc = unsafe { f(stream, addr, execpage::encode(id), flags) };
-    if rc != CUDA_SUCCESS && flags != 0 {
-        // The driver refused the flags (the v2 memops have no
-        // NO_MEMORY_BARRIER): the default write from now on.
-        FLAGS.store(0, Ordering::Relaxed);
-        // SAFETY: as above, flags 0.
-        rc = unsafe { f(stream, addr, execpage::encode(id), 0) };
-    }
+    // stream; flags 0, the default write. It costs about 2.1 us of GPU
+    // time between two kernels, whatever its width or target, and the v2
+    // memops refuse NO_MEMORY_BARRIER (BENCHMARKS-gpu.md run 50).
+    let rc = unsafe { f(stream, addr, execpage::encode(id), 0) };
     if rc == CUDA_SUCCESS {
         page.count_launch();
         stats::bump(&stats::MARKED);
@@ -221,7 +208,6 @@ pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) -> bool {
 extern "C" fn after_fork_in_child() {
     HOST.store(0, Ordering::Release);
     DEVICE.store(0, Ordering::Release);
-    FLAGS.store(u32::MAX, Ordering::Release);
     STATE.store(UNSET, Ordering::Release);
     crate::marks::after_fork_in_child();
 }

@@ -67,7 +67,6 @@ fn run(preload: bool, env: &[(&str, &str)]) -> HashMap<String, String> {
         "PRESCIENT_ID_ARGS",
         "PRESCIENT_RUNTIME_LOG",
         "PRESCIENT_PLACE_FRESH",
-        "PRESCIENT_MARK_FLAGS",
         "LD_PRELOAD",
     ] {
         cmd.env_remove(k);
@@ -160,24 +159,8 @@ fn every_wrapper_symbol_version_and_per_thread_variant() {
             ("streams_have_slots", "1"),
             ("captured_write", "1"),
             ("many_streams_after_write", "300"),
+            // Never a flag the v2 memops refuse.
             ("refused_write_flags", "0"),
-        ],
-    );
-}
-
-#[test]
-fn a_write_flag_the_driver_refuses_falls_back_to_the_default_write() {
-    // The v2 memops refuse NO_MEMORY_BARRIER: one refusal, then every
-    // launch is still marked with the default write.
-    let m = run(
-        true,
-        &[("PRESCIENT_MODE", "exec-id"), ("PRESCIENT_MARK_FLAGS", "1")],
-    );
-    check(
-        &m,
-        &[
-            ("refused_write_flags", "1"),
-            ("launches_after_own_write", "10"),
         ],
     );
 }

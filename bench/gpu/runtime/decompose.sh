@@ -9,9 +9,6 @@
 #   execid          `--mode exec-id`: ids on every launch
 #   execidnoplace   exec-id without the prefetch of fresh allocations
 #   execidshape     exec-id, ids from function and shape only
-#   execidnofence   exec-id, the marker's write without its memory barrier
-#                   (PRESCIENT_MARK_FLAGS=1; the runtime falls back to the
-#                   fenced write if the driver refuses it)
 # The runtime's counters (PRESCIENT_RUNTIME_LOG=1) go to each run's .err,
 # among them the wrapper's CPU time (hash_ns, mark_ns).
 # Usage: decompose.sh OUTDIR STEPS REPS MODEL CONFIGS...
@@ -32,7 +29,6 @@ one() {
     execid) ;;
     execidnoplace) env=(PRESCIENT_PLACE_FRESH=0) ;;
     execidshape) env=(PRESCIENT_ID_ARGS=0) ;;
-    execidnofence) env=(PRESCIENT_MARK_FLAGS=1) ;;
     *) echo "unknown configuration $c" >&2; return ;;
   esac
   env PRESCIENT_RUNTIME_LOG=1 "${env[@]}" timeout 300 "$ctl" run --no-marks --mode "$mode" -- \
