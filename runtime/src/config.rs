@@ -31,7 +31,9 @@ pub struct Config {
     /// it, as cuMemAlloc would have placed it: on by default without a
     /// budget (nothing to page: the job then starts as it would on device
     /// memory, without a first-touch fault per page), off under one (the
-    /// daemon places memory). PRESCIENT_PLACE_FRESH=0/1 overrides.
+    /// daemon places memory). PRESCIENT_PLACE_FRESH=0/1 overrides;
+    /// `prescientctl run` sets 0 when prescientd answers (it attaches the
+    /// job and places its memory).
     pub place_fresh: bool,
 }
 

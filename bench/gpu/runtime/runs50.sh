@@ -1,8 +1,9 @@
 #!/bin/bash
 # BENCHMARKS-gpu.md runs 50 and 51 (issue 15's last must-shows), one
 # device call each, everything under OUT and packed into one tgz.
-# (Run 50 also ran exec-id without the write's memory barrier, had the
-# driver accepted it: it refused it, and that setting is gone.)
+# (Run 50 would also have run exec-id without the write's memory barrier,
+# had the driver accepted that flag: it refused it, and that setting is
+# gone.)
 #   runs50.sh a OUT   run 50: no pressure, no daemon: what one id write
 #                     costs between kernels (memop_probe.py), then the
 #                     overhead's parts per model (decompose.sh, 20 steps,
