@@ -9,6 +9,7 @@ pub const ENV_MODE: &str = "PRESCIENT_MODE";
 pub const ENV_ID_ARGS: &str = "PRESCIENT_ID_ARGS";
 pub const ENV_LOG: &str = "PRESCIENT_RUNTIME_LOG";
 pub const ENV_ID_LOG: &str = "PRESCIENT_ID_LOG";
+pub const ENV_PLACE_FRESH: &str = "PRESCIENT_PLACE_FRESH";
 
 /// The runtime's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +27,14 @@ pub struct Config {
     /// Where to write every launch's id at exit (8 bytes each, little
     /// endian; measurements of id stability only).
     pub id_log: Option<String>,
+    /// Prefetch each fresh managed allocation to the GPU that allocated
+    /// it, as cuMemAlloc would have placed it: on by default without a
+    /// budget (nothing to page: the job then starts as it would on device
+    /// memory, without a first-touch fault per page), off under one (the
+    /// daemon places memory). PRESCIENT_PLACE_FRESH=0/1 overrides;
+    /// `prescientctl run` sets 0 when prescientd answers (it attaches the
+    /// job and places its memory).
+    pub place_fresh: bool,
 }
 
 impl Config {
@@ -33,15 +42,21 @@ impl Config {
     pub fn parse(get: impl Fn(&str) -> Option<String>) -> Config {
         let mode = get(ENV_MODE);
         let transparent = mode.as_deref() == Some("transparent");
+        let budget = get(ENV_BUDGET)
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&b| b > 0);
         Config {
-            budget: get(ENV_BUDGET)
-                .and_then(|v| v.parse::<u64>().ok())
-                .filter(|&b| b > 0),
+            budget,
             marks: !transparent,
             marks_on_request: mode.as_deref().is_none_or(|m| m == "auto"),
             id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
             log: get(ENV_LOG).is_some_and(|v| v == "1"),
             id_log: get(ENV_ID_LOG).filter(|p| !p.is_empty()),
+            place_fresh: match get(ENV_PLACE_FRESH).as_deref() {
+                Some("0") => false,
+                Some("1") => true,
+                _ => budget.is_none(),
+            },
         }
     }
 }
@@ -77,5 +92,13 @@ mod tests {
         assert_eq!(parse(&[(ENV_BUDGET, "1048576")]).budget, Some(1 << 20));
         assert!(parse(&[]).id_args);
         assert!(!parse(&[(ENV_ID_ARGS, "0")]).id_args);
+    }
+
+    #[test]
+    fn fresh_memory_is_placed_only_without_a_budget_unless_told() {
+        assert!(parse(&[]).place_fresh);
+        assert!(!parse(&[(ENV_BUDGET, "1048576")]).place_fresh);
+        assert!(parse(&[(ENV_BUDGET, "1048576"), (ENV_PLACE_FRESH, "1")]).place_fresh);
+        assert!(!parse(&[(ENV_PLACE_FRESH, "0")]).place_fresh);
     }
 }

@@ -44,6 +44,23 @@ pub struct LaunchConfig {
     pub num_attrs: c_uint,
 }
 
+/// `CUmemLocation` (cuda.h): where memory is or goes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemLocation {
+    pub kind: c_int,
+    pub id: c_int,
+}
+/// `CU_MEM_LOCATION_TYPE_DEVICE`.
+pub const MEM_LOCATION_TYPE_DEVICE: c_int = 1;
+/// `cuMemPrefetchAsync` at CUDA 13.0 (cuMemPrefetchAsync_v2, CUDA 12.2 on):
+/// the destination is a location, passed by value, and flags must be 0.
+pub type PrefetchV2 =
+    unsafe extern "C" fn(CuDevicePtr, usize, MemLocation, c_uint, CuStream) -> CuResult;
+/// The CUDA version whose `cuCtxGetDevice` ABI is `(CUdevice *)` (13.0
+/// made it `cuCtxGetDevice_v2(CUdevice *, CUcontext)`).
+pub const CTX_GET_DEVICE_VERSION: c_int = 2000;
+
 /// `cuGetProcAddress` (CUDA 11.3 to 11.8 ABI).
 pub type GetProcAddressV1 =
     unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CuResult;
@@ -65,6 +82,9 @@ pub struct Calls {
     /// `cuFuncGetParamInfo` (CUDA 12.4 on): absent from older drivers.
     pub func_param_info:
         Option<unsafe extern "C" fn(CuFunction, usize, *mut usize, *mut usize) -> CuResult>,
+    /// For placing fresh allocations (alloc.rs); absent: not placed.
+    pub mem_prefetch: Option<PrefetchV2>,
+    pub ctx_get_device: Option<unsafe extern "C" fn(*mut c_int) -> CuResult>,
 }
 
 /// The real `cuGetProcAddress_v2`, when the driver has one.
@@ -135,6 +155,8 @@ impl Calls {
     /// Resolves every call; None if the driver lacks a required one.
     pub fn resolve() -> Option<Calls> {
         let param_info = resolve(c"cuFuncGetParamInfo", 0);
+        let prefetch = resolve(c"cuMemPrefetchAsync", 0);
+        let get_device = resolve_at(c"cuCtxGetDevice", CTX_GET_DEVICE_VERSION, 0);
         Some(Calls {
             mem_alloc_managed: required!(c"cuMemAllocManaged", 0),
             mem_get_info: required!(c"cuMemGetInfo", 0),
@@ -147,6 +169,15 @@ impl Calls {
             func_param_info: (!param_info.is_null()).then(|| {
                 // SAFETY: cuFuncGetParamInfo's ABI at API_VERSION.
                 unsafe { cast(param_info) }
+            }),
+            mem_prefetch: (!prefetch.is_null()).then(|| {
+                // SAFETY: at API_VERSION (13.0) the driver returns
+                // cuMemPrefetchAsync_v2, whose ABI PrefetchV2 is.
+                unsafe { cast(prefetch) }
+            }),
+            ctx_get_device: (!get_device.is_null()).then(|| {
+                // SAFETY: cuCtxGetDevice asked for at 2.0: `(CUdevice *)`.
+                unsafe { cast(get_device) }
             }),
         })
     }

@@ -9,10 +9,11 @@
 use crate::driver::{self, CuFunction, CuResult, CuStream, LaunchConfig, CUDA_SUCCESS};
 use crate::exec_id::{Hasher, Shape};
 use crate::{marker, stats};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Mutex;
+use std::time::Instant;
 
 pub static REAL_LAUNCH: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 pub static REAL_LAUNCH_PTSZ: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
@@ -59,32 +60,39 @@ type Coop = unsafe extern "C" fn(
     *mut *mut c_void,
 ) -> CuResult;
 
-/// Parameter sizes per function, from `cuFuncGetParamInfo` (None: unknown).
-static PARAM_SIZES: Mutex<Option<HashMap<usize, Option<Vec<u32>>>>> = Mutex::new(None);
+thread_local! {
+    /// Parameter sizes per function, from `cuFuncGetParamInfo` (None:
+    /// unknown). Per thread, so that a launch takes no lock and copies
+    /// nothing to find them (the lookup is on every launch's path).
+    static PARAM_SIZES: RefCell<HashMap<usize, Option<Box<[u32]>>>> = RefCell::new(HashMap::new());
+}
 
-/// The sizes of `f`'s parameters, asked of the driver once per function.
-fn param_sizes(f: CuFunction) -> Option<Vec<u32>> {
-    let mut cache = PARAM_SIZES.lock().unwrap_or_else(|e| e.into_inner());
-    let cache = cache.get_or_insert_with(HashMap::new);
-    if let Some(s) = cache.get(&(f as usize)) {
-        return s.clone();
-    }
-    let info = driver::calls().and_then(|c| c.func_param_info);
-    let sizes = info.map(|q| {
-        let mut v = Vec::new();
-        for i in 0..MAX_PARAMS {
-            let (mut off, mut size) = (0usize, 0usize);
-            // SAFETY: cuFuncGetParamInfo on the caller's function; it fails
-            // (INVALID_VALUE) past the last parameter.
-            if unsafe { q(f, i, &mut off, &mut size) } != CUDA_SUCCESS {
-                break;
-            }
-            v.push(size as u32);
+/// The sizes of `f`'s parameters, asked of the driver once per function
+/// and thread.
+fn ask_param_sizes(f: CuFunction) -> Option<Box<[u32]>> {
+    let info = driver::calls().and_then(|c| c.func_param_info)?;
+    let mut v = Vec::new();
+    for i in 0..MAX_PARAMS {
+        let (mut off, mut size) = (0usize, 0usize);
+        // SAFETY: cuFuncGetParamInfo on the caller's function; it fails
+        // (INVALID_VALUE) past the last parameter.
+        if unsafe { info(f, i, &mut off, &mut size) } != CUDA_SUCCESS {
+            break;
         }
-        v
-    });
-    cache.insert(f as usize, sizes.clone());
-    sizes
+        v.push(size as u32);
+    }
+    Some(v.into_boxed_slice())
+}
+
+/// Calls `g` with `f`'s parameter sizes (None: unknown).
+fn with_param_sizes<R>(f: CuFunction, g: impl FnOnce(Option<&[u32]>) -> R) -> R {
+    PARAM_SIZES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let sizes = cache
+            .entry(f as usize)
+            .or_insert_with(|| ask_param_sizes(f));
+        g(sizes.as_deref())
+    })
 }
 
 /// Hashes the argument bytes of a launch (up to [`MAX_ARG_BYTES`]).
@@ -99,17 +107,18 @@ unsafe fn hash_args(
 ) {
     let mut budget = MAX_ARG_BYTES;
     if !params.is_null() {
-        let Some(sizes) = param_sizes(f) else { return };
-        for (i, &size) in sizes.iter().enumerate() {
-            let n = (size as usize).min(budget);
-            // SAFETY: the driver reads params[i] as `size` bytes: so can we.
-            let bytes = unsafe { std::slice::from_raw_parts(*params.add(i) as *const u8, n) };
-            h.bytes(bytes);
-            budget -= n;
-            if budget == 0 {
-                break;
+        with_param_sizes(f, |sizes| {
+            for (i, &size) in sizes.unwrap_or_default().iter().enumerate() {
+                let n = (size as usize).min(budget);
+                // SAFETY: the driver reads params[i] as `size` bytes: so can we.
+                let bytes = unsafe { std::slice::from_raw_parts(*params.add(i) as *const u8, n) };
+                h.bytes(bytes);
+                budget -= n;
+                if budget == 0 {
+                    break;
+                }
             }
-        }
+        });
     } else if !extra.is_null() {
         // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, ended by _END.
         let (mut buf, mut len) = (std::ptr::null::<u8>(), 0usize);
@@ -147,6 +156,8 @@ unsafe fn before(
     if !config.marks || !marker::wanted() {
         return;
     }
+    // The wrapper's own CPU time, measured only when it is printed.
+    let t0 = config.log.then(Instant::now);
     let mut h = Hasher::default();
     h.shape(&shape);
     if config.id_args {
@@ -157,8 +168,13 @@ unsafe fn before(
     if config.id_log.is_some() {
         stats::log_id(id);
     }
+    let t1 = t0.map(|_| Instant::now());
     // SAFETY: the launch's own stream.
     unsafe { marker::mark(stream, per_thread, id) };
+    if let (Some(t0), Some(t1)) = (t0, t1) {
+        stats::add_ns(&stats::HASH_NS, t1 - t0);
+        stats::add_ns(&stats::MARK_NS, t1.elapsed());
+    }
 }
 
 fn load<F: Copy>(slot: &AtomicPtr<c_void>) -> F {

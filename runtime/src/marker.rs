@@ -106,6 +106,24 @@ fn setup(calls: &driver::Calls, capturing: bool) -> bool {
     state == READY
 }
 
+/// Makes the page at the process's first managed allocation (a context is
+/// current there), so that it exists well before the job's first kernel
+/// and a reader attached at CUDA's start finds it before the first fault:
+/// faults before the page is found carry no id (made at the first launch,
+/// it was found up to 100 ms later: 2.0-2.6% of the LM's faults carried no
+/// id in BENCHMARKS-gpu.md run 46, 0.16% in run 51 with the page made
+/// here). Only when ids may be written.
+pub fn setup_early() {
+    if STATE.load(Ordering::Acquire) != UNSET || !crate::config::get().marks {
+        return;
+    }
+    if let Some(calls) = driver::calls() {
+        // Not capturing: no stream can be in capture before the process's
+        // first allocation has returned (capture needs work to capture).
+        setup(calls, false);
+    }
+}
+
 /// The slot key of a stream: the per-thread default stream is one stream
 /// per thread, the legacy default stream one per process.
 pub fn stream_key(stream: CuStream, per_thread: bool, tid: u64) -> u64 {
@@ -145,20 +163,25 @@ pub fn wanted() -> bool {
     page().is_some_and(|p| p.ids_wanted())
 }
 
-/// Enqueues the write of `id` into `stream`'s slot before a launch.
+/// Enqueues the write of `id` into `stream`'s slot before a launch; true
+/// if it was enqueued.
 ///
 /// # Safety
 /// `stream` is the launch's stream (a handle the driver accepts).
-pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) {
-    let Some(calls) = driver::calls() else { return };
+pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) -> bool {
+    let Some(calls) = driver::calls() else {
+        return false;
+    };
     if STATE.load(Ordering::Acquire) != READY && !setup(calls, capturing(calls, stream, per_thread))
     {
         stats::bump(&stats::UNMARKED);
-        return;
+        return false;
     }
-    let Some(page) = page() else { return };
+    let Some(page) = page() else {
+        return false;
+    };
     if crate::config::get().marks_on_request && !page.ids_wanted() {
-        return; // the launch that made the page, in auto mode
+        return false; // the launch that made the page, in auto mode
     }
     let slot = page.claim(stream_key(stream, per_thread, tid())).slot();
     let addr = DEVICE.load(Ordering::Acquire) + execpage::value_offset(slot) as u64;
@@ -168,7 +191,9 @@ pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) {
         calls.write_value64
     };
     // SAFETY: a 64-bit write into our registered page, on the launch's
-    // stream; flags 0 (the default, fenced write).
+    // stream; flags 0, the default write. It costs about 2.1 us of GPU
+    // time between two kernels, whatever its width or target, and the v2
+    // memops refuse NO_MEMORY_BARRIER (BENCHMARKS-gpu.md run 50).
     let rc = unsafe { f(stream, addr, execpage::encode(id), 0) };
     if rc == CUDA_SUCCESS {
         page.count_launch();
@@ -176,6 +201,7 @@ pub unsafe fn mark(stream: CuStream, per_thread: bool, id: u64) {
     } else {
         stats::bump(&stats::UNMARKED);
     }
+    rc == CUDA_SUCCESS
 }
 
 /// In a forked child: the parent's page and registration are not ours.

@@ -11,23 +11,41 @@ pub static MARKED: AtomicU64 = AtomicU64::new(0);
 /// Launches not marked: the stream was capturing before the page was
 /// registered, or the driver refused the write.
 pub static UNMARKED: AtomicU64 = AtomicU64::new(0);
+/// Fresh managed allocations prefetched to the GPU, and their bytes
+/// (alloc.rs, without a budget).
+pub static PLACED: AtomicU64 = AtomicU64::new(0);
+pub static PLACED_BYTES: AtomicU64 = AtomicU64::new(0);
+/// CPU time the launch wrapper spent hashing an id, and enqueueing its
+/// write, in ns (counted with PRESCIENT_RUNTIME_LOG=1 only).
+pub static HASH_NS: AtomicU64 = AtomicU64::new(0);
+pub static MARK_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Adds one.
 pub fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Adds a duration in ns.
+pub fn add_ns(c: &AtomicU64, d: std::time::Duration) {
+    c.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+}
+
 /// The counters as one line.
 pub fn line() -> String {
     let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
     format!(
-        "lookups_wrapped={} managed_allocs={} managed_bytes_live={} launches={} marked={} unmarked={}",
+        "lookups_wrapped={} managed_allocs={} managed_bytes_live={} launches={} marked={} unmarked={} \
+placed={} placed_bytes={} hash_ns={} mark_ns={}",
         g(&WRAPPED_LOOKUPS),
         g(&MANAGED_ALLOCS),
         g(&MANAGED_BYTES),
         g(&LAUNCHES),
         g(&MARKED),
-        g(&UNMARKED)
+        g(&UNMARKED),
+        g(&PLACED),
+        g(&PLACED_BYTES),
+        g(&HASH_NS),
+        g(&MARK_NS)
     )
 }
 

@@ -66,6 +66,7 @@ fn run(preload: bool, env: &[(&str, &str)]) -> HashMap<String, String> {
         "PRESCIENT_MODE",
         "PRESCIENT_ID_ARGS",
         "PRESCIENT_RUNTIME_LOG",
+        "PRESCIENT_PLACE_FRESH",
         "LD_PRELOAD",
     ] {
         cmd.env_remove(k);
@@ -100,6 +101,7 @@ fn without_the_runtime_nothing_is_managed_or_marked() {
         &m,
         &[
             ("alloc_managed", "0"),
+            ("placed", "0"),
             ("dlsym_alloc_managed", "0"),
             ("gpa1_alloc_managed", "0"),
             ("id_written", "0"),
@@ -134,10 +136,20 @@ fn every_wrapper_symbol_version_and_per_thread_variant() {
             // No budget: the device's own numbers.
             ("free", &(70u64 << 30).to_string()),
             ("total", &(80u64 << 30).to_string()),
+            // A fresh allocation goes to the device (no budget), except
+            // while a stream captures.
+            ("placed", "1"),
+            ("placed_range", "1"),
+            ("placed_device", "0"),
+            ("placed_under_capture", "0"),
+            // The page is made at the first allocation, so even a launch
+            // captured before any uncaptured one is marked (its write is
+            // captured with it).
+            ("page_before_launch", "1"),
+            ("captured_first_marked", "1"),
             // Launches: each of the six entry points writes its id on its own
             // stream (per-thread variants with the per-thread writer) just
             // before the kernel.
-            ("captured_first_unmarked", "1"),
             ("id_written", "1"),
             ("id_same_launch_same", "1"),
             ("id_args_differ", "1"),
@@ -147,8 +159,27 @@ fn every_wrapper_symbol_version_and_per_thread_variant() {
             ("streams_have_slots", "1"),
             ("captured_write", "1"),
             ("many_streams_after_write", "300"),
+            // Never a flag the v2 memops refuse.
+            ("refused_write_flags", "0"),
         ],
     );
+}
+
+#[test]
+fn placing_fresh_memory_follows_the_budget_and_the_setting() {
+    let budget = (40u64 << 30).to_string();
+    let under_budget = run(true, &[("PRESCIENT_BUDGET_BYTES", &budget)]);
+    check(&under_budget, &[("alloc_managed", "1"), ("placed", "0")]);
+    let told = run(
+        true,
+        &[
+            ("PRESCIENT_BUDGET_BYTES", &budget),
+            ("PRESCIENT_PLACE_FRESH", "1"),
+        ],
+    );
+    check(&told, &[("placed", "1"), ("placed_range", "1")]);
+    let off = run(true, &[("PRESCIENT_PLACE_FRESH", "0")]);
+    check(&off, &[("alloc_managed", "1"), ("placed", "0")]);
 }
 
 #[test]
@@ -205,6 +236,8 @@ fn transparent_mode_keeps_managed_memory_and_writes_no_ids() {
             ("alloc_managed", "1"),
             ("id_written", "0"),
             ("launches_after_own_write", "0"),
+            ("page_before_launch", "0"),
+            ("captured_first_unmarked", "1"),
         ],
     );
 }

@@ -9,6 +9,8 @@
 # losses every run must equal.
 # Usage: bench/gpu/runtime/marks.sh OUTDIR MODEL STEPS REPS [BUDGET]
 # (BUDGET: default half of the managed bytes a probe run counts).
+# CASES (environment): the configurations to run, default all four
+# ("driverlike transparent execid marks"); PLAIN=0 skips the plain run.
 set -u
 out=$1; model=$2; steps=$3; reps=$4; budget=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,8 +21,10 @@ log() { echo "[marks $(date +%T)] $*" | tee -a "$out/run.log"; }
 job() { python3 "$here/jobs.py" "$model" "$steps"; }
 
 t0=$(date +%s)
-timeout 200 python3 "$here/jobs.py" "$model" "$steps" > "$out/$model.plain.jsonl" 2> "$out/$model.plain.err"
-log "plain rc=$? $(( $(date +%s) - t0 )) s"
+if [ "${PLAIN:-1}" != 0 ]; then
+  timeout 200 python3 "$here/jobs.py" "$model" "$steps" > "$out/$model.plain.jsonl" 2> "$out/$model.plain.err"
+  log "plain rc=$? $(( $(date +%s) - t0 )) s"
+fi
 if [ -z "$budget" ]; then
   # The managed bytes the runtime counted (live at exit: the allocator's cache).
   PRESCIENT_RUNTIME_LOG=1 timeout 200 "$ctl" run --mode transparent --no-marks -- \
@@ -54,11 +58,16 @@ case_() {
   unset PRESCIENT_MARKS_SOCKET
   log "$name $(( $(date +%s) - t )) s"
 }
+cases=${CASES:-driverlike transparent execid marks}
 for r in $(seq 1 "$reps"); do
-  case_ "$model.driverlike.$r" transparent driver-like off 0
-  case_ "$model.transparent.$r" transparent prescient off 0
-  case_ "$model.execid.$r" exec-id prescient on 0
-  case_ "$model.marks.$r" exec-id prescient on 1
+  for c in $cases; do
+    case $c in
+      driverlike) case_ "$model.driverlike.$r" transparent driver-like off 0 ;;
+      transparent) case_ "$model.transparent.$r" transparent prescient off 0 ;;
+      execid) case_ "$model.execid.$r" exec-id prescient on 0 ;;
+      marks) case_ "$model.marks.$r" exec-id prescient on 1 ;;
+    esac
+  done
 done
 python3 "$here/marks_summary.py" "$out" "$model" | tee "$out/summary.txt"
 # One file for the device tool to bring back (it returns a limited number).

@@ -41,9 +41,21 @@ def marks_line(err):
     return "-"
 
 
+def runtime_line(err):
+    """The runtime's counters line (launches, marked, copies_marked...)."""
+    try:
+        for line in open(err):
+            if "lookups_wrapped=" in line:
+                return line.strip().split(": ", 2)[-1]
+    except Exception:
+        pass
+    return "-"
+
+
 def main():
     d, model = sys.argv[1], sys.argv[2]
-    plain = steps_of(os.path.join(d, model + ".plain.jsonl"))
+    plain_path = os.path.join(d, model + ".plain.jsonl")
+    plain = steps_of(plain_path) if os.path.exists(plain_path) else []
     print(f"plain: {len(plain)} steps, losses {[round(s['loss'], 4) for s in plain]}")
     med = {}
     for p in sorted(glob.glob(os.path.join(d, model + ".*.*.jsonl"))):
@@ -60,10 +72,14 @@ def main():
         fb, fx = j.get("fault_blocks", 0), j.get("faults_with_exec_id", 0)
         print(f"{name:22s} steps={len(s)} median_ms={ms:.1f} max_loss_diff={dl:.3g} exec_mode={j.get('exec_mode')} "
               f"fault_blocks={fb} with_id={fx} attributed={fx / fb if fb else float('nan'):.4f} "
+              f"no_page={j.get('faults_no_page')} before_first_id={j.get('faults_before_first_id')} "
+              f"hub_events={j.get('hub_fault_events')} hub_with_id={j.get('hub_fault_events_with_id')} "
+              f"ids_seen={j.get('exec_ids_seen')} "
               f"dead={j.get('marked_dead_blocks')} alive={j.get('marked_alive_blocks')} "
               f"discarded={j.get('discarded_blocks')} refetched={j.get('refetched_blocks')} "
               f"to_gpu_GB={j.get('migrated_to_gpu_bytes', 0) / 1e9:.1f} to_cpu_GB={j.get('migrated_to_cpu_bytes', 0) / 1e9:.1f} "
-              f"| runtime {marks_line(os.path.join(d, name + '.err'))}")
+              f"| runtime {marks_line(os.path.join(d, name + '.err'))} "
+              f"| {runtime_line(os.path.join(d, name + '.err'))}")
     m = {c: statistics.median(v) for c, v in med.items()}
     print("median over reps (ms): " + ", ".join(f"{c}={m[c]:.1f}" for c in CONFIGS if c in m))
     for a, b in [("execid", "transparent"), ("execid", "driverlike"), ("marks", "transparent"),

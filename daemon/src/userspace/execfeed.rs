@@ -6,7 +6,8 @@
 //! every turn of the process's loop.
 //!
 //! While the feed is mapped it asks the runtime for ids (the page's control
-//! word); dropping it stops asking, so a detached job pays nothing for ids.
+//! word) as long as the process faults (see [`ids_wanted`]); dropping it
+//! stops asking, so a detached job pays nothing for ids.
 //!
 //! Attribution: a fault is charged to the id the page shows when the loop
 //! drains the fault. A faulting kernel is stalled until its fault is
@@ -52,11 +53,32 @@ fn candidates(pid: i32) -> impl Iterator<Item = std::fs::File> {
     })
 }
 
+/// How long the process may go without a GPU fault before the feed stops
+/// asking for ids: each id costs the job a ~2.1 us bubble on its stream
+/// between two kernels (BENCHMARKS-gpu.md run 50: +5.7% on ResNet-50's
+/// step with no fault to attribute), and a process that does not fault
+/// needs no prediction. Long against a training step under pressure (the
+/// jobs of run 51 faulted every turn), short against a job's life.
+pub const IDS_QUIET: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Should the feed ask for ids, `since_fault` after the process's last
+/// GPU fault (None: none yet) and `since_attach` after the attach? Yes at
+/// first (the job's first faults come with its first kernels), then while
+/// faults have come within [`IDS_QUIET`].
+pub fn ids_wanted(
+    since_fault: Option<std::time::Duration>,
+    since_attach: std::time::Duration,
+) -> bool {
+    since_attach < IDS_QUIET || since_fault.is_some_and(|d| d < IDS_QUIET)
+}
+
 /// A mapped page and what the loop has read from it.
 pub struct Feed {
     addr: usize,
     reader: Reader,
     current: Option<u64>,
+    /// The page's control word asks for ids.
+    wanted: bool,
     /// Ids read (changes of a slot).
     pub ids_seen: u64,
 }
@@ -91,6 +113,7 @@ impl Feed {
             addr: p as usize,
             reader: Reader::default(),
             current: None,
+            wanted: true,
             ids_seen: 0,
         };
         let page = feed.page();
@@ -127,6 +150,22 @@ impl Feed {
         }
         self.ids_seen += n as u64;
         n
+    }
+
+    /// Asks for ids, or stops asking (the control word is written only on
+    /// a change). Stopping forgets the current id: once asked again, the
+    /// slots show stale ids until the runtime's next writes run, and a
+    /// fault then is counted as one without an id, not charged to a
+    /// kernel that ran before the pause.
+    pub fn want(&mut self, on: bool) {
+        if on == self.wanted {
+            return;
+        }
+        self.wanted = on;
+        self.page().want_ids(on);
+        if !on {
+            self.current = None;
+        }
     }
 
     /// The id last seen changing: the kernel a fault drained now is charged to.
@@ -218,7 +257,28 @@ mod tests {
         assert_eq!(feed.poll(|_| panic!("torn")), 0);
         assert_eq!(feed.current(), Some(77));
         assert_eq!(feed.torn(), 1);
+        // No faults for a while: the feed stops asking and forgets the
+        // id; asked again, it waits for a new one.
+        feed.want(false);
+        assert!(!page.ids_wanted());
+        assert_eq!(feed.current(), None);
+        feed.want(true);
+        assert!(page.ids_wanted());
+        assert_eq!(feed.poll(|_| panic!("no change")), 0);
+        page.write_slot(s, 79);
+        assert_eq!(feed.poll(|_| {}), 1);
+        assert_eq!(feed.current(), Some(79));
         drop(feed);
         assert!(!page.ids_wanted(), "a dropped feed stops asking");
+    }
+
+    #[test]
+    fn ids_are_wanted_at_first_then_while_faults_come() {
+        let s = std::time::Duration::from_secs;
+        assert!(ids_wanted(None, s(0)));
+        assert!(ids_wanted(None, IDS_QUIET - s(1)));
+        assert!(!ids_wanted(None, IDS_QUIET));
+        assert!(ids_wanted(Some(s(1)), s(100)));
+        assert!(!ids_wanted(Some(IDS_QUIET), s(100)));
     }
 }

@@ -10,7 +10,7 @@
 use super::blocklog;
 use super::config::Config;
 use super::discard::discard_blocks;
-use super::execfeed::{engine_id, Feed};
+use super::execfeed::{engine_id, ids_wanted, Feed};
 use super::gate;
 use super::lanes::{apply_mark, Lane};
 use super::mode::{ExecIds, FaultSource, PolicyMode};
@@ -37,6 +37,12 @@ const PACE: Pace = Pace {
 };
 /// How often `--exec-ids on` looks for a page not found yet.
 const FEED_LOOK_EVERY: Duration = Duration::from_millis(100);
+/// ... and how often once faults come without it: the job is running GPU
+/// work, and every fault until the page is found carries no id (the
+/// runtime makes the page at its first allocation, before its first copy).
+const FEED_LOOK_FAULTING: Duration = Duration::from_millis(1);
+/// `UvmEventFaultClientTypeHub`: a non-replayable fault (copy engines).
+const CLIENT_TYPE_HUB: u8 = 2;
 /// Marks applied per turn; the rest wait for the next one.
 const MARKS_PER_TURN: usize = 16;
 
@@ -121,6 +127,12 @@ impl Process {
         match ev {
             Event::Fault(f) => {
                 self.snap.fault_events += 1;
+                if f.client_type == CLIENT_TYPE_HUB {
+                    self.snap.hub_fault_events += 1;
+                    if self.feed.as_ref().is_some_and(|f| f.current().is_some()) {
+                        self.snap.hub_fault_events_with_id += 1;
+                    }
+                }
                 if let Some(g) = self.gate.as_mut() {
                     g.gate.gpu_fault();
                 }
@@ -188,6 +200,7 @@ impl Process {
         self.lanes.moved_to(gpu.index, b);
         let learns = self.cfg.mode.learns();
         let log_on = learns && self.log.on();
+        self.look_on_fault();
         let with_id = self.feed.as_ref().is_some_and(|f| f.current().is_some());
         let Some(lane) = self.lane(gpu) else {
             return false;
@@ -213,20 +226,42 @@ impl Process {
         learns
     }
 
+    /// A fault while the page is not found: look for it at once (at most
+    /// every [`FEED_LOOK_FAULTING`]) and read it, so that this fault gets
+    /// the id the page holds already (the faulting kernel's id was written
+    /// before it ran). Run 51 looked only at the next turn, and 1-431
+    /// faults per run came before the page was found: most likely those
+    /// drained in the first turn that had any (the encoder's were 148 in
+    /// each of its four runs).
+    fn look_on_fault(&mut self) {
+        if self.feed.is_none() && self.cfg.exec_ids == ExecIds::On {
+            self.feed_missed = true;
+            self.read_exec_ids();
+        }
+    }
+
     /// Reads the execution-id page (looking for it every
     /// [`FEED_LOOK_EVERY`] until found, with `--exec-ids on`): each new id
     /// starts a kernel in the engine.
     fn read_exec_ids(&mut self) {
+        let every = if self.feed_missed {
+            FEED_LOOK_FAULTING
+        } else {
+            FEED_LOOK_EVERY
+        };
         if self.feed.is_none()
             && self.cfg.exec_ids == ExecIds::On
-            && self.feed_looked.elapsed() >= FEED_LOOK_EVERY
+            && self.feed_looked.elapsed() >= every
         {
             self.feed_looked = Instant::now();
+            self.feed_missed = false;
             self.feed = Feed::find(self.snap.pid);
         }
         let Some(feed) = self.feed.as_mut() else {
             return;
         };
+        let since_fault = self.last_fault.map(|t| t.elapsed());
+        feed.want(ids_wanted(since_fault, self.start.elapsed()));
         let learns = self.exec_mode && self.cfg.mode.learns();
         let lanes = &mut self.lanes;
         // The ids are the process's, not one GPU's: every lane's engine
@@ -247,8 +282,14 @@ impl Process {
     /// an execution id was known.
     fn count_fault(&mut self, b: u64, with_id: bool) {
         self.snap.fault_blocks += 1;
+        self.last_fault = Some(Instant::now());
         if with_id {
             self.snap.faults_with_exec_id += 1;
+        } else if self.feed.is_none() {
+            self.snap.faults_no_page += 1;
+            self.feed_missed = true;
+        } else {
+            self.snap.faults_before_first_id += 1;
         }
         if let Some(bo) = self.backoff.as_mut() {
             bo.fault(b);
@@ -318,6 +359,7 @@ impl Process {
     /// the migration itself makes the block resident.
     fn migration_fault(&mut self, gpu: Gpu, b: u64) -> bool {
         let learns = self.cfg.mode.learns();
+        self.look_on_fault();
         let with_id = self.feed.as_ref().is_some_and(|f| f.current().is_some());
         let Some(lane) = self.lane(gpu) else {
             return false;

@@ -39,6 +39,15 @@ pub struct Snapshot {
     /// Faults handed to the engine while an id was known: with
     /// `fault_blocks`, how many faults carry an execution id.
     pub faults_with_exec_id: u64,
+    /// Of the faults without an id: those before the page was found (with
+    /// `--exec-ids off`: all), and those after it was found but before any
+    /// id had been read from it.
+    pub faults_no_page: u64,
+    pub faults_before_first_id: u64,
+    /// Fault events of HUB clients (non-replayable faults: the copy
+    /// engines), and how many came while an id was known.
+    pub hub_fault_events: u64,
+    pub hub_fault_events_with_id: u64,
     /// Page values refused as torn.
     pub exec_ids_torn: u64,
     pub migration_events: u64,

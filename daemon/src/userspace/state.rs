@@ -131,6 +131,10 @@ pub(super) struct Process {
     pub(super) exec_mode: bool,
     /// When the page was last looked for.
     pub(super) feed_looked: Instant,
+    /// A fault came while the page was not found: look again soon.
+    pub(super) feed_missed: bool,
+    /// The process's last GPU fault (the feed asks for ids while they come).
+    pub(super) last_fault: Option<Instant>,
     /// The mechanism's counters (mechanism.rs).
     pub(super) mech: mechanism::Tracker,
     /// This turn's fault blocks, for the oracle's cursor (oracle mode only).
@@ -213,6 +217,8 @@ impl Process {
             feed,
             exec_mode,
             feed_looked: Instant::now(),
+            feed_missed: false,
+            last_fault: None,
             mech: mechanism::Tracker::default(),
             turn_faults: Vec::new(),
             turn_cpu_taken: Vec::new(),

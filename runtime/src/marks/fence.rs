@@ -15,7 +15,7 @@ const EVENT_DISABLE_TIMING: c_uint = 0x2;
 /// `CU_STREAM_CAPTURE_MODE_RELAXED`.
 const CAPTURE_MODE_RELAXED: c_int = 2;
 /// The CUDA version whose `cuCtxGetDevice` ABI is `(CUdevice *)`.
-pub const CTX_GET_DEVICE_VERSION: c_int = 2000;
+pub use driver::CTX_GET_DEVICE_VERSION;
 /// Events kept for reuse at most (the rest are destroyed).
 const POOL: usize = 1024;
 

@@ -70,6 +70,12 @@ static uint64_t slot_value(uint64_t key) {
     return 0;
 }
 
+/* The write flags the v2 memops refused. */
+static void flags_check(void) {
+    long (*refused)(void) = FAKE("fake_refused_write_flags", long (*)(void));
+    printf("refused_write_flags=%ld\n", refused());
+}
+
 int main(int argc, char **argv) {
     h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!h) { fprintf(stderr, "%s\n", dlerror()); return 2; }
@@ -95,6 +101,22 @@ int main(int argc, char **argv) {
     alloc_t a1 = (alloc_t)get("cuMemAlloc", 12000, 0);
     CUresult arc = a1(&d, 1 << 20);
     printf("alloc_rc=%d alloc_managed=%d\n", arc, is_managed(d));
+    /* A fresh allocation is prefetched to the device (without a budget). */
+    long (*prefetches)(void) = FAKE("fake_prefetches", long (*)(void));
+    CUdeviceptr (*pf_addr)(void) = FAKE("fake_prefetch_addr", CUdeviceptr (*)(void));
+    size_t (*pf_bytes)(void) = FAKE("fake_prefetch_bytes", size_t (*)(void));
+    int (*pf_dev)(void) = FAKE("fake_prefetch_device", int (*)(void));
+    printf("placed=%ld placed_range=%d placed_device=%d\n", prefetches(), pf_addr() == d && pf_bytes() == 1 << 20, pf_dev());
+    /* ... but not while a stream captures (it would join the capture). */
+    CUdeviceptr dc = 0;
+    long p0 = prefetches();
+    capture(1);
+    a1(&dc, 4096);
+    capture(0);
+    printf("placed_under_capture=%ld\n", prefetches() - p0);
+    ((free_t)get("cuMemFree", 12000, 0))(dc);
+    /* The execution-id page exists from the first allocation on. */
+    printf("page_before_launch=%d\n", page() != NULL);
     alloc_t a2 = (alloc_t)dlsym(h, "cuMemAlloc_v2");
     CUdeviceptr d2 = 0;
     printf("dlsym_alloc_managed=%d\n", a2(&d2, 4096) == 0 && is_managed(d2) == 1);
@@ -138,6 +160,7 @@ int main(int argc, char **argv) {
     lk(fn(0), 1, 1, 1, 32, 1, 1, 0, stream, params, NULL);
     capture(0);
     printf("captured_first_unmarked=%d\n", captured() == 0 && page() == NULL);
+    printf("captured_first_marked=%d\n", captured() == 1);
     long l0 = launches(), w0 = after_write();
     lk(fn(0), 4, 1, 1, 128, 1, 1, 0, stream, params, NULL);
     uint64_t v1 = slot_value(0x7000);
@@ -178,5 +201,6 @@ int main(int argc, char **argv) {
     for (uintptr_t s = 1; s <= 300; s++)
         lk(fn(0), 1, 1, 1, 1, 1, 1, 0, (void *)(0x100000 + s * 16), params, NULL);
     printf("many_streams_after_write=%ld\n", after_write() - m0);
+    flags_check();
     return 0;
 }

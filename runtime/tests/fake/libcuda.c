@@ -12,6 +12,8 @@
  * - stream memops accept only registered host memory mapped for the
  *   device, never managed memory ("None of the operations accepts pointers
  *   to managed memory").
+ * - cuMemPrefetchAsync (the _v2 ABI from 12.2, a CUmemLocation by value,
+ *   flags 0) accepts only managed ranges.
  * The fake_* functions let the tests look inside. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -98,8 +100,13 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags) {
         }
     return INVALID_VALUE;
 }
-static CUresult write64(void *stream, CUdeviceptr addr, uint64_t v, unsigned flags, int ptsz) {
+/* CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER (1): "This flag is not
+ * supported in the v2 API" (cuda.h), so the _v2 entry points refuse it. */
+static long refused_flags;
+long fake_refused_write_flags(void) { return refused_flags; }
+static CUresult write64(void *stream, CUdeviceptr addr, uint64_t v, unsigned flags, int ptsz, int v2) {
     if (flags != 0 && flags != 1) return INVALID_VALUE;
+    if (v2 && flags != 0) { refused_flags++; return INVALID_VALUE; }
     if (addr % 8) return INVALID_VALUE;
     if (fake_is_managed(addr) == 1) return INVALID_VALUE;
     int ok = 0;
@@ -111,10 +118,10 @@ static CUresult write64(void *stream, CUdeviceptr addr, uint64_t v, unsigned fla
     last_write.stream = stream; last_write.ptsz = ptsz; last_write.seq = ++seq; last_write.value = v;
     return OK;
 }
-CUresult cuStreamWriteValue64_v2(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 0); }
-CUresult cuStreamWriteValue64_v2_ptsz(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 1); }
-CUresult cuStreamWriteValue64(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 0); }
-CUresult cuStreamWriteValue64_ptsz(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 1); }
+CUresult cuStreamWriteValue64_v2(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 0, 1); }
+CUresult cuStreamWriteValue64_v2_ptsz(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 1, 1); }
+CUresult cuStreamWriteValue64(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 0, 0); }
+CUresult cuStreamWriteValue64_ptsz(void *s, CUdeviceptr a, uint64_t v, unsigned f) { return write64(s, a, v, f, 1, 0); }
 CUresult cuStreamIsCapturing(void *s, int *st) { (void)s; *st = capturing; return OK; }
 CUresult cuStreamIsCapturing_ptsz(void *s, int *st) { (void)s; *st = capturing; return OK; }
 CUresult cuFuncGetParamInfo(void *f, size_t i, size_t *off, size_t *size) {
@@ -142,6 +149,26 @@ typedef struct { unsigned g[3], b[3], sm; void *stream; void *attrs; unsigned na
 CUresult cuLaunchKernelEx(const CUlaunchConfig *c, void *f, void **p, void **e) { (void)f;(void)p;(void)e; return launch(c->stream, 0); }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, void *f, void **p, void **e) { (void)f;(void)p;(void)e; return launch(c->stream, 1); }
 CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, void *s) { (void)s; return record_alloc(d, n, 0); }
+
+/* Prefetches: only of managed ranges; the _v2 ABI takes a CUmemLocation
+ * ({type, id}, CU_MEM_LOCATION_TYPE_DEVICE = 1) by value and flags 0. */
+typedef struct { int type; int id; } CUmemLocation;
+static struct { long n; CUdeviceptr p; size_t bytes; int type, id; void *stream; } prefetched;
+long fake_prefetches(void) { return prefetched.n; }
+CUdeviceptr fake_prefetch_addr(void) { return prefetched.p; }
+size_t fake_prefetch_bytes(void) { return prefetched.bytes; }
+int fake_prefetch_device(void) { return prefetched.type == 1 ? prefetched.id : -1; }
+CUresult cuMemPrefetchAsync(CUdeviceptr p, size_t n, int device, void *st) {
+    (void)p; (void)n; (void)device; (void)st; return INVALID_VALUE; /* the 8.0 ABI: never used here */
+}
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned flags, void *st) {
+    if (flags != 0 || fake_is_managed(p) != 1) return INVALID_VALUE;
+    if (loc.type == 1 && loc.id != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE: one device */
+    if (capturing) return 901; /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT */
+    prefetched.n++; prefetched.p = p; prefetched.bytes = n; prefetched.type = loc.type; prefetched.id = loc.id;
+    prefetched.stream = st;
+    return OK;
+}
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, void *s) { (void)s; return record_alloc(d, n, 0); }
 
 /* name, ABI start version, per-thread variant?, entry point */
@@ -195,6 +222,8 @@ static const struct { const char *name; int version; int ptsz; void *fn; } table
     {"cuCtxGetDevice", 13000, 0, cuCtxGetDevice_v2},
     {"cuMemAllocAsync", 11020, 0, cuMemAllocAsync},
     {"cuMemAllocAsync", 11020, 1, cuMemAllocAsync_ptsz},
+    {"cuMemPrefetchAsync", 8000, 0, cuMemPrefetchAsync},
+    {"cuMemPrefetchAsync", 12020, 0, cuMemPrefetchAsync_v2},
 };
 
 static CUresult lookup(const char *sym, void **pfn, int version, unsigned long long flags, int *status) {

@@ -11,6 +11,9 @@ pub const ENV_NESTED: &str = "PRESCIENT_RUN_PID";
 /// PyTorch's allocator settings, current and older name.
 pub const ALLOC_CONF: &str = "PYTORCH_ALLOC_CONF";
 pub const ALLOC_CONF_OLD: &str = "PYTORCH_CUDA_ALLOC_CONF";
+/// The runtime's switch for prefetching fresh allocations to the GPU
+/// (runtime/src/config.rs).
+pub const ENV_PLACE_FRESH: &str = "PRESCIENT_PLACE_FRESH";
 
 /// What the launcher sets, and what it says it overrode.
 #[derive(Debug, PartialEq, Eq)]
@@ -132,6 +135,12 @@ pub fn child_env(
     get: impl Fn(&str) -> Option<String>,
 ) -> ChildEnv {
     let mut set = BTreeMap::new();
+    // prescientd answered, so it attaches the job and places its memory:
+    // the runtime leaves fresh allocations to it (they are prefetched to
+    // the GPU only when no daemon will place them; the user's setting wins).
+    if marks.socket.is_some() && get(ENV_PLACE_FRESH).is_none() {
+        set.insert(ENV_PLACE_FRESH.to_string(), "0".to_string());
+    }
     marks_env(&mut set, args, marks, &get);
     let user_conf = get(ALLOC_CONF).or_else(|| get(ALLOC_CONF_OLD));
     let (conf, mut notes) = alloc_conf(user_conf.as_deref());
@@ -308,5 +317,30 @@ mod tests {
         let e = child_env(&parse(&[]), "/r.so", 1, MarksSetup::default(), user);
         assert!(!e.set.contains_key(ENV_MARKS_SOCKET));
         assert!(!e.set.contains_key("PYTHONPATH"));
+    }
+
+    #[test]
+    fn fresh_memory_is_left_to_prescientd_when_it_answers() {
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: RunArgs,
+        }
+        let a = T::try_parse_from(["t", "--", "x"]).unwrap().a;
+        let daemon = MarksSetup {
+            python_dir: None,
+            socket: Some("/run/s.sock"),
+        };
+        let none = |_: &str| None;
+        let e = child_env(&a, "/r.so", 1, daemon, none);
+        assert_eq!(e.set[ENV_PLACE_FRESH], "0");
+        // No daemon: the runtime's default (placed, without a budget).
+        let e = child_env(&a, "/r.so", 1, MarksSetup::default(), none);
+        assert!(!e.set.contains_key(ENV_PLACE_FRESH));
+        // The user's setting is the user's.
+        let e = child_env(&a, "/r.so", 1, daemon, |k| {
+            (k == ENV_PLACE_FRESH).then(|| "1".to_string())
+        });
+        assert!(!e.set.contains_key(ENV_PLACE_FRESH));
     }
 }
