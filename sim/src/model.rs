@@ -23,9 +23,15 @@
 //! - Eviction on demand (the GPU is full when a fault needs room) sits on the
 //!   fault path: its write-back delays the kernel.
 
+mod partial;
+
 use crate::plan::{KernelPlan, Plan};
+pub use partial::{density_fill, FULL};
 use prescient_core::{Block, BLOCK_BYTES};
 use serde::Serialize;
+
+/// The driver's migration granule (its big page): 64 KiB.
+pub const GRANULE_BYTES: u64 = 64 << 10;
 
 /// The machine being simulated.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -46,6 +52,22 @@ pub struct CostModel {
     /// Delay from a GPU fault to the moment the prefetcher learns of it
     /// (the tools event's delivery; 0 for a prefetcher inside the driver).
     pub event_latency_s: f64,
+    /// The GPU model (`check-gpu`): blocks are resident granule by granule
+    /// as the driver migrates them, `fault_batch` counts granule faults,
+    /// and evicting copies every resident granule back (the driver keeps no
+    /// dirty bit). Off in G10's model, where a faulted block comes whole.
+    pub partial: bool,
+    /// In the GPU model, how many of the next kernels' steps a kernel's
+    /// thread blocks run ahead into while its faults are served: their
+    /// faults share its batches (0: the warps move in lock-step).
+    pub wave_skew: u32,
+    /// GPU memory is a residency budget the prefetcher keeps (the GPU
+    /// itself has room): an eviction made for a migration runs beside it on
+    /// another worker and the other link, and nothing waits for it.
+    pub soft_budget: bool,
+    /// In the GPU model, the largest region (in 64 KiB granules, 32 = the
+    /// whole block) the driver's in-block prefetch fills.
+    pub fill_max: u32,
 }
 
 impl CostModel {
@@ -60,6 +82,10 @@ impl CostModel {
             fault_granule: 64 << 10,
             max_faults_per_block: 16,
             event_latency_s: 0.0,
+            partial: false,
+            wave_skew: 0,
+            soft_budget: false,
+            fill_max: 32,
         }
     }
 
@@ -101,6 +127,8 @@ pub struct IterStats {
     /// fault blocks); a late prefetch counts once.
     pub fault_blocks: u64,
     pub fault_batches: u64,
+    /// Blocks with demand faults, once per kernel that faulted on them.
+    pub demand_blocks: u64,
     pub stall_s: f64,
     pub late_prefetches: u64,
     pub prefetches: u64,
@@ -126,6 +154,12 @@ pub struct State {
     pub arrival: Vec<f64>,
     pub dirty: Vec<bool>,
     pub dead: Vec<bool>,
+    /// The granules of a GPU block that are on the GPU ([`FULL`] for every
+    /// GPU block unless the model is `partial`).
+    pub present: Vec<u32>,
+    /// The granules of a GPU block that are not present hold data on the
+    /// host (they were not just never written).
+    pub copy_rest: Vec<bool>,
     pub prefetched: Vec<bool>,
     /// The global kernel position that last touched each block: blocks of
     /// the running kernel are never evicted.
@@ -152,6 +186,8 @@ impl State {
             arrival: vec![0.0; n],
             dirty: vec![false; n],
             dead: vec![false; n],
+            present: vec![0; n],
+            copy_rest: vec![false; n],
             prefetched: vec![false; n],
             pinned_by: vec![usize::MAX; n],
             kernel_pos: usize::MAX,
@@ -171,6 +207,11 @@ impl State {
         self.loc[b as usize] == Loc::Gpu
     }
 
+    /// True when every granule of `b` is on the GPU (or on its way).
+    pub fn is_full(&self, b: Block) -> bool {
+        self.is_on_gpu(b) && self.present[b as usize] == FULL
+    }
+
     /// True while the running kernel uses `b`: not a victim.
     pub fn pinned(&self, b: Block) -> bool {
         self.pinned_by[b as usize] == self.kernel_pos
@@ -183,9 +224,32 @@ impl State {
     /// Takes `b` off the GPU at time `at`: discarded if `discard`, else
     /// written back when dirty. Returns when its GPU memory is free again.
     pub fn evict(&mut self, b: Block, discard: bool, at: f64) -> f64 {
+        // The driver copies back whatever is resident; G10's model only
+        // what was written.
+        let copy = self.dirty[b as usize] || self.m.partial;
+        self.leave(b, discard, copy, at)
+    }
+
+    /// When room made by evicting at `at` (done at `freed`) can be used.
+    pub fn room_at(&self, at: f64, freed: f64) -> f64 {
+        if self.m.soft_budget {
+            at
+        } else {
+            freed
+        }
+    }
+
+    /// Takes `b` off the GPU with no copy: the CPU rewrites it.
+    pub fn drop_stale(&mut self, b: Block, at: f64) -> f64 {
+        self.leave(b, false, false, at)
+    }
+
+    fn leave(&mut self, b: Block, discard: bool, copy: bool, at: f64) -> f64 {
         let i = b as usize;
         debug_assert_eq!(self.loc[i], Loc::Gpu);
         self.used -= 1;
+        let bytes = self.present[i].count_ones() as u64 * GRANULE_BYTES;
+        self.present[i] = 0;
         if self.prefetched[i] {
             self.prefetched[i] = false;
             self.it.prefetches_wasted += 1;
@@ -199,13 +263,13 @@ impl State {
             return at;
         }
         self.loc[i] = Loc::Host;
-        if !self.dirty[i] {
+        self.dirty[i] = false;
+        if !copy {
             return at;
         }
-        self.dirty[i] = false;
-        self.it.bytes_d2h += BLOCK_BYTES;
+        self.it.bytes_d2h += bytes;
         let start = at.max(self.d2h_free);
-        self.d2h_free = start + self.m.d2h_s(BLOCK_BYTES);
+        self.d2h_free = start + self.m.d2h_s(bytes);
         self.d2h_free
     }
 
@@ -214,17 +278,32 @@ impl State {
     pub fn prefetch(&mut self, b: Block, not_before: f64) -> f64 {
         let i = b as usize;
         let start = not_before.max(self.now);
-        let arrival = match self.loc[i] {
-            Loc::Unpopulated => start,
-            Loc::Host => {
-                let s = start.max(self.h2d_free);
-                self.h2d_free = s + self.m.h2d_s(BLOCK_BYTES);
-                self.it.bytes_h2d += BLOCK_BYTES;
-                self.h2d_free
+        let copy = match self.loc[i] {
+            Loc::Unpopulated => 0,
+            Loc::Host => BLOCK_BYTES,
+            Loc::Gpu if self.present[i] == FULL => return self.arrival[i],
+            // The rest of a partly resident block: already counted in `used`.
+            Loc::Gpu => {
+                let missing = (!self.present[i]).count_ones() as u64 * GRANULE_BYTES;
+                self.used -= 1;
+                if self.copy_rest[i] {
+                    missing
+                } else {
+                    0
+                }
             }
-            Loc::Gpu => return self.arrival[i],
+        };
+        let arrival = if copy == 0 {
+            start
+        } else {
+            let s = start.max(self.h2d_free);
+            self.h2d_free = s + self.m.h2d_s(copy);
+            self.it.bytes_h2d += copy;
+            self.h2d_free
         };
         self.loc[i] = Loc::Gpu;
+        self.present[i] = FULL;
+        self.copy_rest[i] = false;
         self.arrival[i] = arrival;
         self.dirty[i] = false;
         self.prefetched[i] = true;
@@ -300,8 +379,7 @@ fn reload_host_inputs(st: &mut State, plan: &Plan, policy: &mut dyn Policy) {
     for &b in &plan.host_inputs {
         if st.is_on_gpu(b) {
             // The GPU copy is stale once the CPU rewrites it: no write-back.
-            st.dirty[b as usize] = false;
-            st.evict(b, false, st.now);
+            st.drop_stale(b, st.now);
             policy.evicted(st, b);
         }
         st.loc[b as usize] = Loc::Host;
@@ -331,7 +409,12 @@ fn run_kernel(
     policy.advance(st, plan, t);
     demand.clear();
     let (ready, faults) = classify_touches(st, kp, t, policy, demand);
-    let tc = serve_demand(st, t, demand, policy);
+    let tc = if st.m.partial && !demand.is_empty() {
+        let ahead = partial::ahead(st, plan, k, demand);
+        partial::serve(st, t, demand, &ahead, policy)
+    } else {
+        serve_demand(st, t, demand, policy)
+    };
     for bt in &kp.touches {
         if bt.write {
             st.dirty[bt.block as usize] = true;
@@ -367,7 +450,8 @@ fn classify_touches(
         let b = bt.block;
         let i = b as usize;
         policy.touched(st, b);
-        if st.loc[i] == Loc::Gpu {
+        let missing = bt.granules & !st.present[i];
+        if st.loc[i] == Loc::Gpu && (missing == 0 || st.arrival[i] > t) {
             if st.prefetched[i] {
                 st.prefetched[i] = false;
                 st.it.prefetches_used += 1;
@@ -379,6 +463,15 @@ fn classify_touches(
                 st.it.late_prefetches += 1;
                 policy.fault(st, b);
             }
+        } else if st.m.partial {
+            // Faults are counted as their batches are served.
+            let need = if st.loc[i] == Loc::Gpu {
+                missing
+            } else {
+                bt.granules
+            };
+            demand.push((b, need));
+            policy.fault(st, b);
         } else {
             let f = st.m.faults_for(bt.bytes);
             faults += f as u64;
@@ -397,6 +490,7 @@ fn serve_demand(st: &mut State, t: f64, demand: &[(Block, u32)], policy: &mut dy
     if demand.is_empty() {
         return tc;
     }
+    st.it.demand_blocks += demand.len() as u64;
     let m = st.m;
     let demand_faults: u64 = demand
         .iter()
@@ -412,7 +506,8 @@ fn serve_demand(st: &mut State, t: f64, demand: &[(Block, u32)], policy: &mut dy
         if st.free_blocks() == 0 {
             if let Some((v, discard)) = policy.demand_victim(st) {
                 st.it.evictions_on_demand += 1;
-                tc = tc.max(st.evict(v, discard, tc));
+                let freed = st.evict(v, discard, tc);
+                tc = tc.max(st.room_at(tc, freed));
                 policy.evicted(st, v);
             }
         }
@@ -441,6 +536,7 @@ fn demand_arrive(st: &mut State, b: Block, bytes: u32, mut tc: f64) -> f64 {
         st.it.demand_populates += 1;
     }
     st.loc[i] = Loc::Gpu;
+    st.present[i] = FULL;
     st.arrival[i] = tc;
     st.dirty[i] = false;
     st.used += 1;

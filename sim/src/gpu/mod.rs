@@ -4,7 +4,10 @@
 //! blocks per iteration with what the cost model predicts for the same
 //! workload, budget and link speeds.
 
+mod fit;
 pub mod umbench;
+
+pub use fit::fit;
 
 use crate::model::{replay, CostModel};
 use crate::plan::Plan;
@@ -59,17 +62,29 @@ pub fn parse_runs(text: &str) -> Result<Vec<RecordedRun>> {
 pub struct GpuParams {
     /// Time the driver takes per fault batch (fault, service, replay).
     pub fault_latency_s: f64,
-    /// Faults one batch services.
+    /// 64 KiB granule faults one batch services.
     pub fault_batch: u32,
-    /// Delay from a fault to prescientd learning of it.
+    /// Delay from a fault to prescientd learning of it (measured).
     pub event_latency_s: f64,
+    /// The rate UVM migrates at while a migration is in flight, as a
+    /// fraction of the cudaMemcpy speed measured in the same run.
+    pub migrate_frac: f64,
+    /// Grid-stride steps a launch's thread blocks run ahead while its
+    /// faults are served (their faults share the batches).
+    pub wave_skew: u32,
+    /// Largest region (64 KiB granules) the in-block prefetch fills.
+    pub fill_max: u32,
 }
 
-/// The fitted values (`prescient-sim check-gpu --fit` finds them again).
+/// The fitted values (`prescient-sim check-gpu --fit` finds them again;
+/// docs/cost-model.md gives each one's source).
 pub const FITTED: GpuParams = GpuParams {
-    fault_latency_s: 360e-6,
+    fault_latency_s: 200e-6,
     fault_batch: 16,
-    event_latency_s: 0.0,
+    event_latency_s: 64e-6,
+    migrate_frac: 0.5,
+    wave_skew: 1,
+    fill_max: 16,
 };
 
 /// One line of `check-gpu`'s report; the field names are its interface.
@@ -120,11 +135,16 @@ pub fn workload_plan(run: &RecordedRun) -> Result<Plan> {
 pub fn run_model(run: &RecordedRun, p: GpuParams) -> CostModel {
     CostModel {
         gpu_bytes: run.budget_bytes,
-        h2d_bps: run.h2d_gbps * 1e9,
-        d2h_bps: run.d2h_gbps * 1e9,
+        // UVM's migrations, not cudaMemcpy, move the data.
+        h2d_bps: run.h2d_gbps * 1e9 * p.migrate_frac,
+        d2h_bps: run.d2h_gbps * 1e9 * p.migrate_frac,
         fault_latency_s: p.fault_latency_s,
         fault_batch: p.fault_batch,
         event_latency_s: p.event_latency_s,
+        partial: true,
+        soft_budget: true,
+        wave_skew: p.wave_skew,
+        fill_max: p.fill_max,
         ..CostModel::g10()
     }
 }
@@ -180,33 +200,3 @@ pub fn check(runs: &[RecordedRun], p: GpuParams) -> Result<Vec<CheckRow>> {
     Ok(rows)
 }
 
-/// The grid `--fit` searches.
-const FIT_LATENCY_US: [f64; 6] = [45.0, 90.0, 180.0, 360.0, 720.0, 1440.0];
-const FIT_BATCH: [u32; 4] = [16, 50, 128, 256];
-const FIT_EVENT_US: [f64; 4] = [0.0, 20.0, 100.0, 500.0];
-
-/// The grid point whose worst relative error (time ratio, and faults at
-/// half weight) over the runs not held out is smallest.
-pub fn fit(runs: &[RecordedRun]) -> Result<(GpuParams, f64)> {
-    let fitting: Vec<RecordedRun> = runs.iter().filter(|r| !r.held_out).cloned().collect();
-    let mut best: Option<(GpuParams, f64)> = None;
-    for &l in &FIT_LATENCY_US {
-        for &b in &FIT_BATCH {
-            for &e in &FIT_EVENT_US {
-                let p = GpuParams {
-                    fault_latency_s: l * 1e-6,
-                    fault_batch: b,
-                    event_latency_s: e * 1e-6,
-                };
-                let worst = check(&fitting, p)?
-                    .iter()
-                    .map(|r| r.ratio_error().max(0.5 * r.fault_error()))
-                    .fold(0.0, f64::max);
-                if best.is_none_or(|(_, w)| worst < w) {
-                    best = Some((p, worst));
-                }
-            }
-        }
-    }
-    best.context("empty fitting grid")
-}
