@@ -61,13 +61,20 @@ pub struct CostModel {
     /// thread blocks run ahead into while its faults are served: their
     /// faults share its batches (0: the warps move in lock-step).
     pub wave_skew: u32,
-    /// GPU memory is a residency budget the prefetcher keeps (the GPU
-    /// itself has room): an eviction made for a migration runs beside it on
-    /// another worker and the other link, and nothing waits for it.
+    /// GPU memory is a residency budget prescientd keeps (the GPU itself
+    /// has room): an eviction made for a migration runs beside it on
+    /// another worker and the other link, and nothing waits for it; and
+    /// prescientd queues every prefetch its loop yields, not only what the
+    /// link can start before the next event.
     pub soft_budget: bool,
     /// In the GPU model, the largest region (in 64 KiB granules, 32 = the
     /// whole block) the driver's in-block prefetch fills.
     pub fill_max: u32,
+    /// prescientd's migration workers (0: prefetches and write-backs move
+    /// over the links, one at a time each way). Each moves one job at
+    /// `worker_bps`; prefetches and evictions share them.
+    pub workers: u32,
+    pub worker_bps: f64,
 }
 
 impl CostModel {
@@ -86,6 +93,8 @@ impl CostModel {
             wave_skew: 0,
             soft_budget: false,
             fill_max: 32,
+            workers: 0,
+            worker_bps: 0.0,
         }
     }
 
@@ -169,6 +178,8 @@ pub struct State {
     pub h2d_free: f64,
     /// Time the D2H link finishes its last scheduled write-back.
     pub d2h_free: f64,
+    /// When each of prescientd's workers is free (empty: no workers).
+    pub workers: Vec<f64>,
     pub now: f64,
     pub it: IterStats,
     /// (time, faults in the kernel) per kernel, for plots.
@@ -193,6 +204,7 @@ impl State {
             kernel_pos: usize::MAX,
             h2d_free: 0.0,
             d2h_free: 0.0,
+            workers: vec![0.0; m.workers as usize],
             now: 0.0,
             it: IterStats::default(),
             fault_timeline: Vec::new(),
@@ -228,6 +240,23 @@ impl State {
         // what was written.
         let copy = self.dirty[b as usize] || self.m.partial;
         self.leave(b, discard, copy, at)
+    }
+
+    /// Gives `bytes` to the worker free first, no earlier than `at`;
+    /// returns when the job is done. `h2d_free` then says when the next
+    /// job can start, as the link's clock does without workers.
+    fn on_worker(&mut self, at: f64, bytes: u64) -> f64 {
+        let (w, free) = self
+            .workers
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("workers");
+        let end = at.max(free) + bytes as f64 / self.m.worker_bps;
+        self.workers[w] = end;
+        self.h2d_free = self.workers.iter().copied().fold(f64::MAX, f64::min);
+        end
     }
 
     /// When room made by evicting at `at` (done at `freed`) can be used.
@@ -268,6 +297,9 @@ impl State {
             return at;
         }
         self.it.bytes_d2h += bytes;
+        if !self.workers.is_empty() {
+            return self.on_worker(at, bytes);
+        }
         let start = at.max(self.d2h_free);
         self.d2h_free = start + self.m.d2h_s(bytes);
         self.d2h_free
@@ -295,6 +327,9 @@ impl State {
         };
         let arrival = if copy == 0 {
             start
+        } else if !self.workers.is_empty() {
+            self.it.bytes_h2d += copy;
+            self.on_worker(start, copy)
         } else {
             let s = start.max(self.h2d_free);
             self.h2d_free = s + self.m.h2d_s(copy);

@@ -7,12 +7,14 @@ use anyhow::{Context, Result};
 
 /// The grid: fault latency (us) per batch, granule faults per batch,
 /// UVM's migration rate as a fraction of cudaMemcpy, steps thread blocks
-/// run ahead, the largest region the in-block prefetch fills (granules).
-const LATENCY_US: [f64; 5] = [100.0, 150.0, 200.0, 250.0, 300.0];
-const BATCH: [u32; 3] = [8, 16, 24];
-const MIGRATE_FRAC: [f64; 4] = [0.4, 0.5, 0.7, 1.0];
-const SKEW: [u32; 3] = [0, 1, 2];
+/// run ahead, the largest region the in-block prefetch fills (granules),
+/// one worker's rate as a fraction of cudaMemcpy.
+const LATENCY_US: [f64; 3] = [150.0, 200.0, 250.0];
+const BATCH: [u32; 2] = [8, 16];
+const MIGRATE_FRAC: [f64; 2] = [0.5, 1.0];
+const SKEW: [u32; 2] = [0, 1];
 const FILL_MAX: [u32; 2] = [16, 32];
+const WORKER_FRAC: [f64; 4] = [0.1, 0.12, 0.15, 0.2];
 /// Measured, not fitted: a fault's event reaches prescientd 64 us (p50)
 /// after the driver takes it (BENCHMARKS-gpu.md, run 41).
 const EVENT_LATENCY_S: f64 = 64e-6;
@@ -34,7 +36,10 @@ pub fn fit(runs: &[RecordedRun]) -> Result<(GpuParams, f64)> {
         for &fault_batch in &BATCH {
             for &migrate_frac in &MIGRATE_FRAC {
                 for &wave_skew in &SKEW {
-                    for &fill_max in &FILL_MAX {
+                    for (&fill_max, &worker_frac) in FILL_MAX
+                        .iter()
+                        .flat_map(|f| WORKER_FRAC.iter().map(move |w| (f, w)))
+                    {
                         let p = GpuParams {
                             fault_latency_s: l * 1e-6,
                             fault_batch,
@@ -42,6 +47,7 @@ pub fn fit(runs: &[RecordedRun]) -> Result<(GpuParams, f64)> {
                             migrate_frac,
                             wave_skew,
                             fill_max,
+                            worker_frac,
                         };
                         let w = worst(&fitting, p)?;
                         if best.is_none_or(|(_, b)| w < b) {

@@ -74,6 +74,9 @@ pub struct GpuParams {
     pub wave_skew: u32,
     /// Largest region (64 KiB granules) the in-block prefetch fills.
     pub fill_max: u32,
+    /// One migration worker's UVM_MIGRATE rate, as a fraction of the
+    /// cudaMemcpy speed measured in the same run.
+    pub worker_frac: f64,
 }
 
 /// The fitted values (`prescient-sim check-gpu --fit` finds them again;
@@ -85,6 +88,7 @@ pub const FITTED: GpuParams = GpuParams {
     migrate_frac: 0.5,
     wave_skew: 1,
     fill_max: 16,
+    worker_frac: 0.15,
 };
 
 /// One line of `check-gpu`'s report; the field names are its interface.
@@ -145,6 +149,9 @@ pub fn run_model(run: &RecordedRun, p: GpuParams) -> CostModel {
         soft_budget: true,
         wave_skew: p.wave_skew,
         fill_max: p.fill_max,
+        // prescientd's default (daemon/src/config.rs).
+        workers: 4,
+        worker_bps: run.h2d_gbps * 1e9 * p.worker_frac,
         ..CostModel::g10()
     }
 }

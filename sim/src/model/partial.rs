@@ -171,11 +171,8 @@ pub(super) fn serve(
         st.it.fault_blocks += blocks;
         tc += m.fault_latency_s;
         if bytes > 0 {
-            // Demand goes ahead of queued prefetches, behind the one block
-            // transfer already on the wire.
-            let start = tc.max(st.h2d_free.min(tc + m.h2d_s(prescient_core::BLOCK_BYTES)));
-            tc = start + m.h2d_s(bytes);
-            st.h2d_free = st.h2d_free.max(tc);
+            // The driver's own copies, beside the workers' jobs.
+            tc += m.h2d_s(bytes);
             st.it.bytes_h2d += bytes;
         }
     }
