@@ -180,6 +180,8 @@ pub struct State {
     pub d2h_free: f64,
     /// When each of prescientd's workers is free (empty: no workers).
     pub workers: Vec<f64>,
+    /// When a worker starts the job that prefetches each block.
+    pub job_start: Vec<f64>,
     pub now: f64,
     pub it: IterStats,
     /// (time, faults in the kernel) per kernel, for plots.
@@ -205,6 +207,7 @@ impl State {
             h2d_free: 0.0,
             d2h_free: 0.0,
             workers: vec![0.0; m.workers as usize],
+            job_start: vec![0.0; n],
             now: 0.0,
             it: IterStats::default(),
             fault_timeline: Vec::new(),
@@ -245,7 +248,7 @@ impl State {
     /// Gives `bytes` to the worker free first, no earlier than `at`;
     /// returns when the job is done. `h2d_free` then says when the next
     /// job can start, as the link's clock does without workers.
-    fn on_worker(&mut self, at: f64, bytes: u64) -> f64 {
+    fn on_worker(&mut self, at: f64, bytes: u64) -> (f64, f64) {
         let (w, free) = self
             .workers
             .iter()
@@ -253,10 +256,11 @@ impl State {
             .enumerate()
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .expect("workers");
-        let end = at.max(free) + bytes as f64 / self.m.worker_bps;
+        let start = at.max(free);
+        let end = start + bytes as f64 / self.m.worker_bps;
         self.workers[w] = end;
         self.h2d_free = self.workers.iter().copied().fold(f64::MAX, f64::min);
-        end
+        (start, end)
     }
 
     /// When room made by evicting at `at` (done at `freed`) can be used.
@@ -298,7 +302,7 @@ impl State {
         }
         self.it.bytes_d2h += bytes;
         if !self.workers.is_empty() {
-            return self.on_worker(at, bytes);
+            return self.on_worker(at, bytes).1;
         }
         let start = at.max(self.d2h_free);
         self.d2h_free = start + self.m.d2h_s(bytes);
@@ -329,7 +333,9 @@ impl State {
             start
         } else if !self.workers.is_empty() {
             self.it.bytes_h2d += copy;
-            self.on_worker(start, copy)
+            let (began, end) = self.on_worker(start, copy);
+            self.job_start[i] = began;
+            end
         } else {
             let s = start.max(self.h2d_free);
             self.h2d_free = s + self.m.h2d_s(copy);
@@ -486,7 +492,13 @@ fn classify_touches(
         let i = b as usize;
         policy.touched(st, b);
         let missing = bt.granules & !st.present[i];
-        if st.loc[i] == Loc::Gpu && (missing == 0 || st.arrival[i] > t) {
+        if st.m.partial && st.loc[i] == Loc::Gpu && st.arrival[i] > t && st.job_start[i] > t {
+            // Its job still waits for a worker: the driver serves the fault
+            // (in one batch: the job's copy is counted on its worker).
+            st.it.late_prefetches += 1;
+            demand.push((b, bt.granules));
+            policy.fault(st, b);
+        } else if st.loc[i] == Loc::Gpu && (missing == 0 || st.arrival[i] > t) {
             if st.prefetched[i] {
                 st.prefetched[i] = false;
                 st.it.prefetches_used += 1;

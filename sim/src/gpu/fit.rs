@@ -9,12 +9,12 @@ use anyhow::{Context, Result};
 /// UVM's migration rate as a fraction of cudaMemcpy, steps thread blocks
 /// run ahead, the largest region the in-block prefetch fills (granules),
 /// one worker's rate as a fraction of cudaMemcpy.
-const LATENCY_US: [f64; 3] = [150.0, 200.0, 250.0];
-const BATCH: [u32; 2] = [8, 16];
-const MIGRATE_FRAC: [f64; 2] = [0.5, 1.0];
-const SKEW: [u32; 2] = [0, 1];
+const LATENCY_US: [f64; 3] = [125.0, 150.0, 200.0];
+const BATCH: [u32; 3] = [8, 10, 12];
+const MIGRATE_FRAC: [f64; 1] = [1.0];
+const SKEW: [u32; 3] = [0, 1, 2];
 const FILL_MAX: [u32; 2] = [16, 32];
-const WORKER_FRAC: [f64; 4] = [0.1, 0.12, 0.15, 0.2];
+const WORKER_FRAC: [f64; 3] = [0.12, 0.15, 0.18];
 /// Measured, not fitted: a fault's event reaches prescientd 64 us (p50)
 /// after the driver takes it (BENCHMARKS-gpu.md, run 41).
 const EVENT_LATENCY_S: f64 = 64e-6;
