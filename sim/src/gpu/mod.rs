@@ -66,9 +66,6 @@ pub struct GpuParams {
     pub fault_batch: u32,
     /// Delay from a fault to prescientd learning of it (measured).
     pub event_latency_s: f64,
-    /// The rate UVM migrates at while a migration is in flight, as a
-    /// fraction of the cudaMemcpy speed measured in the same run.
-    pub migrate_frac: f64,
     /// Grid-stride steps a launch's thread blocks run ahead while its
     /// faults are served (their faults share the batches).
     pub wave_skew: u32,
@@ -82,13 +79,12 @@ pub struct GpuParams {
 /// The fitted values (`prescient-sim check-gpu --fit` finds them again;
 /// docs/cost-model.md gives each one's source).
 pub const FITTED: GpuParams = GpuParams {
-    fault_latency_s: 200e-6,
-    fault_batch: 16,
+    fault_latency_s: 225e-6,
+    fault_batch: 12,
     event_latency_s: 64e-6,
-    migrate_frac: 0.5,
     wave_skew: 1,
     fill_max: 16,
-    worker_frac: 0.15,
+    worker_frac: 0.13,
 };
 
 /// One line of `check-gpu`'s report; the field names are its interface.
@@ -139,9 +135,8 @@ pub fn workload_plan(run: &RecordedRun) -> Result<Plan> {
 pub fn run_model(run: &RecordedRun, p: GpuParams) -> CostModel {
     CostModel {
         gpu_bytes: run.budget_bytes,
-        // UVM's migrations, not cudaMemcpy, move the data.
-        h2d_bps: run.h2d_gbps * 1e9 * p.migrate_frac,
-        d2h_bps: run.d2h_gbps * 1e9 * p.migrate_frac,
+        h2d_bps: run.h2d_gbps * 1e9,
+        d2h_bps: run.d2h_gbps * 1e9,
         fault_latency_s: p.fault_latency_s,
         fault_batch: p.fault_batch,
         event_latency_s: p.event_latency_s,
