@@ -22,16 +22,19 @@
 //!   no copy. Inputs the CPU provides before each iteration start on the host.
 //! - Eviction on demand (the GPU is full when a fault needs room) sits on the
 //!   fault path: its write-back delays the kernel.
+//!
+//! `check-gpu` replays recorded H100 runs in a GPU model (`partial` and the
+//! fields after it; `model::partial`): 64 KiB granules with the driver's
+//! in-block prefetch, granule fault batches, thread blocks running ahead,
+//! prescientd's workers and its budget. docs/cost-model.md, "The GPU model".
 
 mod partial;
 
+pub use crate::plan::GRANULE_BYTES;
 use crate::plan::{KernelPlan, Plan};
 pub use partial::{density_fill, FULL};
 use prescient_core::{Block, BLOCK_BYTES};
 use serde::Serialize;
-
-/// The driver's migration granule (its big page): 64 KiB.
-pub const GRANULE_BYTES: u64 = 64 << 10;
 
 /// The machine being simulated.
 #[derive(Clone, Copy, Debug, Serialize)]

@@ -3,9 +3,11 @@
 //! trace; every policy replays the same plan.
 
 use crate::workload::{Range, Touch, Workload};
-use crate::model::GRANULE_BYTES;
 use prescient_core::{touched_blocks, Block, BLOCK_BYTES, BLOCK_SHIFT};
 use std::collections::{HashMap, HashSet};
+
+/// The driver's migration granule (its big page): 64 KiB.
+pub const GRANULE_BYTES: u64 = 64 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockTouch {

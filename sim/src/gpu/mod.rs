@@ -201,4 +201,3 @@ pub fn check(runs: &[RecordedRun], p: GpuParams) -> Result<Vec<CheckRow>> {
     }
     Ok(rows)
 }
-

@@ -131,13 +131,22 @@ fn one_batch(st: &mut State, need: &mut [(Block, u32)]) -> (u64, u64) {
 /// What the thread blocks that run ahead of kernel `k` fault on: the
 /// granules the next `wave_skew` kernels touch that are not on the GPU,
 /// for blocks not in `demand` already.
-pub(super) fn ahead(st: &State, plan: &Plan, k: usize, demand: &[(Block, u32)]) -> Vec<(Block, u32)> {
+pub(super) fn ahead(
+    st: &State,
+    plan: &Plan,
+    k: usize,
+    demand: &[(Block, u32)],
+) -> Vec<(Block, u32)> {
     let mut out: Vec<(Block, u32)> = Vec::new();
     let last = (k + st.m.wave_skew as usize).min(plan.kernels.len() - 1);
     for kp in &plan.kernels[k + 1..=last] {
         for bt in &kp.touches {
             let i = bt.block as usize;
-            let present = if st.loc[i] == Loc::Gpu { st.present[i] } else { 0 };
+            let present = if st.loc[i] == Loc::Gpu {
+                st.present[i]
+            } else {
+                0
+            };
             let need = bt.granules & !present;
             let known = demand.iter().chain(out.iter()).any(|&(b, _)| b == bt.block);
             if need != 0 && !known {
