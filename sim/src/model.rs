@@ -183,6 +183,8 @@ pub struct State {
     pub d2h_free: f64,
     /// When each of prescientd's workers is free (empty: no workers).
     pub workers: Vec<f64>,
+    /// Whether each worker's last job moves data to the GPU.
+    pub worker_h2d: Vec<bool>,
     /// When a worker starts the job that prefetches each block.
     pub job_start: Vec<f64>,
     pub now: f64,
@@ -210,6 +212,7 @@ impl State {
             h2d_free: 0.0,
             d2h_free: 0.0,
             workers: vec![0.0; m.workers as usize],
+            worker_h2d: vec![false; m.workers as usize],
             job_start: vec![0.0; n],
             now: 0.0,
             it: IterStats::default(),
@@ -251,7 +254,7 @@ impl State {
     /// Gives `bytes` to the worker free first, no earlier than `at`;
     /// returns when the job is done. `h2d_free` then says when the next
     /// job can start, as the link's clock does without workers.
-    fn on_worker(&mut self, at: f64, bytes: u64) -> (f64, f64) {
+    fn on_worker(&mut self, at: f64, bytes: u64, h2d: bool) -> (f64, f64) {
         let (w, free) = self
             .workers
             .iter()
@@ -262,8 +265,18 @@ impl State {
         let start = at.max(free);
         let end = start + bytes as f64 / self.m.worker_bps;
         self.workers[w] = end;
+        self.worker_h2d[w] = h2d;
         self.h2d_free = self.workers.iter().copied().fold(f64::MAX, f64::min);
         (start, end)
+    }
+
+    /// The host-to-device rate left to the driver's own copies at `at`:
+    /// the link less what the workers moving data to the GPU then use.
+    pub fn demand_h2d_bps(&self, at: f64) -> f64 {
+        let busy = (self.workers.iter().zip(&self.worker_h2d))
+            .filter(|&(&free, &h2d)| h2d && free > at)
+            .count() as f64;
+        (self.m.h2d_bps - busy * self.m.worker_bps).max(self.m.worker_bps)
     }
 
     /// When room made by evicting at `at` (done at `freed`) can be used.
@@ -305,7 +318,7 @@ impl State {
         }
         self.it.bytes_d2h += bytes;
         if !self.workers.is_empty() {
-            return self.on_worker(at, bytes).1;
+            return self.on_worker(at, bytes, false).1;
         }
         let start = at.max(self.d2h_free);
         self.d2h_free = start + self.m.d2h_s(bytes);
@@ -336,7 +349,7 @@ impl State {
             start
         } else if !self.workers.is_empty() {
             self.it.bytes_h2d += copy;
-            let (began, end) = self.on_worker(start, copy);
+            let (began, end) = self.on_worker(start, copy, true);
             self.job_start[i] = began;
             end
         } else {

@@ -79,12 +79,12 @@ pub struct GpuParams {
 /// The fitted values (`prescient-sim check-gpu --fit` finds them again;
 /// docs/cost-model.md gives each one's source).
 pub const FITTED: GpuParams = GpuParams {
-    fault_latency_s: 225e-6,
+    fault_latency_s: 175e-6,
     fault_batch: 12,
     event_latency_s: 64e-6,
     wave_skew: 1,
     fill_max: 16,
-    worker_frac: 0.13,
+    worker_frac: 0.16,
 };
 
 /// One line of `check-gpu`'s report; the field names are its interface.
@@ -96,6 +96,10 @@ pub struct CheckRow {
     pub measured_faults: f64,
     pub predicted_faults: f64,
     pub held_out: bool,
+    /// Relative errors of the predicted steady iteration times (driver-like,
+    /// Prescient); not part of the JSON interface.
+    #[serde(skip)]
+    pub time_errors: [f64; 2],
 }
 
 impl CheckRow {
@@ -174,13 +178,21 @@ pub fn check_run(run: &RecordedRun, plan: &Plan, p: GpuParams) -> Result<CheckRo
     let mut pol = Prescient::new(params, plan, m.gpu_blocks())?.with_regret_window();
     let prescient = PolicyReport::new(replay(plan, m, ITERATIONS, &mut pol), ideal);
     let fb: Vec<f64> = prescient.fault_blocks.iter().map(|&f| f as f64).collect();
+    let (d_s, p_s) = (
+        after_warm_up(&driver.iteration_s),
+        after_warm_up(&prescient.iteration_s),
+    );
     Ok(CheckRow {
         name: run.name.clone(),
         measured_ratio: run.driverlike_gpu_ms / run.prescient_gpu_ms,
-        predicted_ratio: after_warm_up(&driver.iteration_s) / after_warm_up(&prescient.iteration_s),
+        predicted_ratio: d_s / p_s,
         measured_faults: run.prescient_fault_blocks,
         predicted_faults: after_warm_up(&fb),
         held_out: run.held_out,
+        time_errors: [
+            (d_s * 1e3 / run.driverlike_gpu_ms - 1.0).abs(),
+            (p_s * 1e3 / run.prescient_gpu_ms - 1.0).abs(),
+        ],
     })
 }
 

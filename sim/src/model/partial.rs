@@ -180,8 +180,8 @@ pub(super) fn serve(
         st.it.fault_blocks += blocks;
         tc += m.fault_latency_s;
         if bytes > 0 {
-            // The driver's own copies, beside the workers' jobs.
-            tc += m.h2d_s(bytes);
+            // The driver's own copies share the link with the workers'.
+            tc += bytes as f64 / st.demand_h2d_bps(tc);
             st.it.bytes_h2d += bytes;
         }
     }
