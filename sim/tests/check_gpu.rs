@@ -2,7 +2,7 @@
 //! run with exactly the fields the issue names), held-out runs present, and
 //! the prediction within the issue's bounds: faults within 25% on every
 //! run; the time ratio within 15% on every run but one (run 33 rep 1, the
-//! slowest Prescient of the dnn repetitions, at 18.8%: docs/cost-model.md),
+//! lowest measured ratio of the dnn repetitions, at 17.6%: docs/cost-model.md),
 //! and no run beyond 19%.
 
 use std::process::Command;

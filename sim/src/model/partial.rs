@@ -168,6 +168,7 @@ pub(super) fn serve(
     ahead: &[(Block, u32)],
     policy: &mut dyn Policy,
 ) -> f64 {
+    debug_assert!(!demand.is_empty(), "a kernel with no demand is not served");
     let mut need: Vec<(Block, u32)> = demand.iter().chain(ahead).copied().collect();
     let (mut tc, newly) = allocate(st, t, &need, policy);
     for &(b, _) in ahead {
@@ -207,6 +208,70 @@ mod tests {
         // 16 of 32 (50%) is not more than 51%: only what was faulted,
         // though each half-aligned region that is full stays full.
         assert_eq!(density_fill(0xff, 0xff00, 32), 0xffff);
+    }
+
+    /// Two 2 MB blocks on the host, in the GPU model with batches of 12
+    /// granule faults and regions up to half a block.
+    fn two_blocks_on_the_host() -> (State, crate::policy::Driver) {
+        use crate::workload::{Kernel, Range, Touch, Workload};
+        let w = Workload {
+            name: "w".into(),
+            kernels: vec![Kernel {
+                name: "k".into(),
+                exec_id: 0,
+                duration_ns: 1,
+                touches: vec![Touch {
+                    range: Range {
+                        addr: 0,
+                        len: 4 << 20,
+                    },
+                    write: false,
+                }],
+                dead_after: vec![],
+            }],
+        };
+        let plan = Plan::new(&w).unwrap();
+        let m = super::super::CostModel {
+            partial: true,
+            fault_batch: 12,
+            fill_max: 16,
+            ..super::super::CostModel::g10()
+        };
+        let mut st = State::new(m, &plan);
+        st.loc[0] = Loc::Host;
+        st.loc[1] = Loc::Host;
+        (st, crate::policy::Driver::new(plan.blocks))
+    }
+
+    #[test]
+    fn two_waves_over_a_block_fault_on_it_in_three_batches() {
+        let (mut st, mut driver) = two_blocks_on_the_host();
+        // Wave 1 touches granules 0..=16 (51.6% of the block): 12 faults,
+        // which fill granules 0..16 (12 of 16 resident), then granule 16.
+        let t1 = serve(&mut st, 0.0, &[(0, 0x1ffff)], &[], &mut driver);
+        assert_eq!(st.present[0], 0x1ffff);
+        assert_eq!(st.it.fault_batches, 2);
+        assert_eq!(st.it.fault_blocks, 2);
+        assert_eq!(st.it.bytes_h2d, 17 * GRANULE_BYTES);
+        assert!(t1 >= 2.0 * st.m.fault_latency_s);
+        // Wave 2 needs granules 17..32: one batch of 12 fills the half.
+        serve(&mut st, t1, &[(0, !0x1ffff)], &[], &mut driver);
+        assert_eq!(st.present[0], FULL);
+        assert_eq!(st.it.fault_batches, 3);
+        assert_eq!(st.it.bytes_h2d, 32 * GRANULE_BYTES);
+    }
+
+    #[test]
+    fn faults_of_thread_blocks_ahead_share_the_batches() {
+        let (mut st, mut driver) = two_blocks_on_the_host();
+        // The kernel needs one granule of block 0; thread blocks ahead
+        // fault on 8 of block 1: one batch serves both and counts both.
+        serve(&mut st, 0.0, &[(0, 1)], &[(1, 0xff)], &mut driver);
+        assert_eq!(st.it.fault_batches, 1);
+        assert_eq!(st.it.fault_blocks, 2);
+        assert_eq!(st.present[0], 1);
+        assert_eq!(st.present[1], 0xff);
+        assert_eq!(st.it.bytes_h2d, 9 * GRANULE_BYTES);
     }
 
     #[test]
