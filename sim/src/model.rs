@@ -22,8 +22,17 @@
 //!   no copy. Inputs the CPU provides before each iteration start on the host.
 //! - Eviction on demand (the GPU is full when a fault needs room) sits on the
 //!   fault path: its write-back delays the kernel.
+//!
+//! `check-gpu` replays recorded H100 runs in a GPU model (`partial` and the
+//! fields after it; `model::partial`): 64 KiB granules with the driver's
+//! in-block prefetch, granule fault batches, thread blocks running ahead,
+//! prescientd's workers and its budget. docs/cost-model.md, "The GPU model".
 
+mod partial;
+
+pub use crate::plan::GRANULE_BYTES;
 use crate::plan::{KernelPlan, Plan};
+pub use partial::{density_fill, FULL};
 use prescient_core::{Block, BLOCK_BYTES};
 use serde::Serialize;
 
@@ -46,6 +55,29 @@ pub struct CostModel {
     /// Delay from a GPU fault to the moment the prefetcher learns of it
     /// (the tools event's delivery; 0 for a prefetcher inside the driver).
     pub event_latency_s: f64,
+    /// The GPU model (`check-gpu`): blocks are resident granule by granule
+    /// as the driver migrates them, `fault_batch` counts granule faults,
+    /// and evicting copies every resident granule back (the driver keeps no
+    /// dirty bit). Off in G10's model, where a faulted block comes whole.
+    pub partial: bool,
+    /// In the GPU model, how many of the next kernels' steps a kernel's
+    /// thread blocks run ahead into while its faults are served: their
+    /// faults share its batches (0: the warps move in lock-step).
+    pub wave_skew: u32,
+    /// GPU memory is a residency budget prescientd keeps (the GPU itself
+    /// has room): an eviction made for a migration runs beside it on
+    /// another worker and the other link, and nothing waits for it; and
+    /// prescientd queues every prefetch its loop yields, not only what the
+    /// link can start before the next event.
+    pub soft_budget: bool,
+    /// In the GPU model, the largest region (in 64 KiB granules, 32 = the
+    /// whole block) the driver's in-block prefetch fills.
+    pub fill_max: u32,
+    /// prescientd's migration workers (0: prefetches and write-backs move
+    /// over the links, one at a time each way). Each moves one job at
+    /// `worker_bps`; prefetches and evictions share them.
+    pub workers: u32,
+    pub worker_bps: f64,
 }
 
 impl CostModel {
@@ -60,6 +92,12 @@ impl CostModel {
             fault_granule: 64 << 10,
             max_faults_per_block: 16,
             event_latency_s: 0.0,
+            partial: false,
+            wave_skew: 0,
+            soft_budget: false,
+            fill_max: 32,
+            workers: 0,
+            worker_bps: 0.0,
         }
     }
 
@@ -101,6 +139,8 @@ pub struct IterStats {
     /// fault blocks); a late prefetch counts once.
     pub fault_blocks: u64,
     pub fault_batches: u64,
+    /// Blocks with demand faults, once per kernel that faulted on them.
+    pub demand_blocks: u64,
     pub stall_s: f64,
     pub late_prefetches: u64,
     pub prefetches: u64,
@@ -126,6 +166,12 @@ pub struct State {
     pub arrival: Vec<f64>,
     pub dirty: Vec<bool>,
     pub dead: Vec<bool>,
+    /// The granules of a GPU block that are on the GPU ([`FULL`] for every
+    /// GPU block unless the model is `partial`).
+    pub present: Vec<u32>,
+    /// The granules of a GPU block that are not present hold data on the
+    /// host (they were not just never written).
+    pub copy_rest: Vec<bool>,
     pub prefetched: Vec<bool>,
     /// The global kernel position that last touched each block: blocks of
     /// the running kernel are never evicted.
@@ -135,6 +181,12 @@ pub struct State {
     pub h2d_free: f64,
     /// Time the D2H link finishes its last scheduled write-back.
     pub d2h_free: f64,
+    /// When each of prescientd's workers is free (empty: no workers).
+    pub workers: Vec<f64>,
+    /// Whether each worker's last job moves data to the GPU.
+    pub worker_h2d: Vec<bool>,
+    /// When a worker starts the job that prefetches each block.
+    pub job_start: Vec<f64>,
     pub now: f64,
     pub it: IterStats,
     /// (time, faults in the kernel) per kernel, for plots.
@@ -152,11 +204,16 @@ impl State {
             arrival: vec![0.0; n],
             dirty: vec![false; n],
             dead: vec![false; n],
+            present: vec![0; n],
+            copy_rest: vec![false; n],
             prefetched: vec![false; n],
             pinned_by: vec![usize::MAX; n],
             kernel_pos: usize::MAX,
             h2d_free: 0.0,
             d2h_free: 0.0,
+            workers: vec![0.0; m.workers as usize],
+            worker_h2d: vec![false; m.workers as usize],
+            job_start: vec![0.0; n],
             now: 0.0,
             it: IterStats::default(),
             fault_timeline: Vec::new(),
@@ -171,6 +228,11 @@ impl State {
         self.loc[b as usize] == Loc::Gpu
     }
 
+    /// True when every granule of `b` is on the GPU (or on its way).
+    pub fn is_full(&self, b: Block) -> bool {
+        self.is_on_gpu(b) && self.present[b as usize] == FULL
+    }
+
     /// True while the running kernel uses `b`: not a victim.
     pub fn pinned(&self, b: Block) -> bool {
         self.pinned_by[b as usize] == self.kernel_pos
@@ -183,9 +245,60 @@ impl State {
     /// Takes `b` off the GPU at time `at`: discarded if `discard`, else
     /// written back when dirty. Returns when its GPU memory is free again.
     pub fn evict(&mut self, b: Block, discard: bool, at: f64) -> f64 {
+        // The driver copies back whatever is resident; G10's model only
+        // what was written.
+        let copy = self.dirty[b as usize] || self.m.partial;
+        self.leave(b, discard, copy, at)
+    }
+
+    /// Gives `bytes` to the worker free first, no earlier than `at`;
+    /// returns when the job is done. `h2d_free` then says when the next
+    /// job can start, as the link's clock does without workers.
+    fn on_worker(&mut self, at: f64, bytes: u64, h2d: bool) -> (f64, f64) {
+        let (w, free) = self
+            .workers
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("workers");
+        let start = at.max(free);
+        let end = start + bytes as f64 / self.m.worker_bps;
+        self.workers[w] = end;
+        self.worker_h2d[w] = h2d;
+        self.h2d_free = self.workers.iter().copied().fold(f64::MAX, f64::min);
+        (start, end)
+    }
+
+    /// The host-to-device rate left to the driver's own copies at `at`:
+    /// the link less what the workers moving data to the GPU then use.
+    pub fn demand_h2d_bps(&self, at: f64) -> f64 {
+        let busy = (self.workers.iter().zip(&self.worker_h2d))
+            .filter(|&(&free, &h2d)| h2d && free > at)
+            .count() as f64;
+        (self.m.h2d_bps - busy * self.m.worker_bps).max(self.m.worker_bps)
+    }
+
+    /// When room made by evicting at `at` (done at `freed`) can be used.
+    pub fn room_at(&self, at: f64, freed: f64) -> f64 {
+        if self.m.soft_budget {
+            at
+        } else {
+            freed
+        }
+    }
+
+    /// Takes `b` off the GPU with no copy: the CPU rewrites it.
+    pub fn drop_stale(&mut self, b: Block, at: f64) -> f64 {
+        self.leave(b, false, false, at)
+    }
+
+    fn leave(&mut self, b: Block, discard: bool, copy: bool, at: f64) -> f64 {
         let i = b as usize;
         debug_assert_eq!(self.loc[i], Loc::Gpu);
         self.used -= 1;
+        let bytes = self.present[i].count_ones() as u64 * GRANULE_BYTES;
+        self.present[i] = 0;
         if self.prefetched[i] {
             self.prefetched[i] = false;
             self.it.prefetches_wasted += 1;
@@ -199,13 +312,16 @@ impl State {
             return at;
         }
         self.loc[i] = Loc::Host;
-        if !self.dirty[i] {
+        self.dirty[i] = false;
+        if !copy {
             return at;
         }
-        self.dirty[i] = false;
-        self.it.bytes_d2h += BLOCK_BYTES;
+        self.it.bytes_d2h += bytes;
+        if !self.workers.is_empty() {
+            return self.on_worker(at, bytes, false).1;
+        }
         let start = at.max(self.d2h_free);
-        self.d2h_free = start + self.m.d2h_s(BLOCK_BYTES);
+        self.d2h_free = start + self.m.d2h_s(bytes);
         self.d2h_free
     }
 
@@ -214,17 +330,37 @@ impl State {
     pub fn prefetch(&mut self, b: Block, not_before: f64) -> f64 {
         let i = b as usize;
         let start = not_before.max(self.now);
-        let arrival = match self.loc[i] {
-            Loc::Unpopulated => start,
-            Loc::Host => {
-                let s = start.max(self.h2d_free);
-                self.h2d_free = s + self.m.h2d_s(BLOCK_BYTES);
-                self.it.bytes_h2d += BLOCK_BYTES;
-                self.h2d_free
+        let copy = match self.loc[i] {
+            Loc::Unpopulated => 0,
+            Loc::Host => BLOCK_BYTES,
+            Loc::Gpu if self.present[i] == FULL => return self.arrival[i],
+            // The rest of a partly resident block: already counted in `used`.
+            Loc::Gpu => {
+                let missing = (!self.present[i]).count_ones() as u64 * GRANULE_BYTES;
+                self.used -= 1;
+                if self.copy_rest[i] {
+                    missing
+                } else {
+                    0
+                }
             }
-            Loc::Gpu => return self.arrival[i],
+        };
+        let arrival = if copy == 0 {
+            start
+        } else if !self.workers.is_empty() {
+            self.it.bytes_h2d += copy;
+            let (began, end) = self.on_worker(start, copy, true);
+            self.job_start[i] = began;
+            end
+        } else {
+            let s = start.max(self.h2d_free);
+            self.h2d_free = s + self.m.h2d_s(copy);
+            self.it.bytes_h2d += copy;
+            self.h2d_free
         };
         self.loc[i] = Loc::Gpu;
+        self.present[i] = FULL;
+        self.copy_rest[i] = false;
         self.arrival[i] = arrival;
         self.dirty[i] = false;
         self.prefetched[i] = true;
@@ -300,8 +436,7 @@ fn reload_host_inputs(st: &mut State, plan: &Plan, policy: &mut dyn Policy) {
     for &b in &plan.host_inputs {
         if st.is_on_gpu(b) {
             // The GPU copy is stale once the CPU rewrites it: no write-back.
-            st.dirty[b as usize] = false;
-            st.evict(b, false, st.now);
+            st.drop_stale(b, st.now);
             policy.evicted(st, b);
         }
         st.loc[b as usize] = Loc::Host;
@@ -331,7 +466,12 @@ fn run_kernel(
     policy.advance(st, plan, t);
     demand.clear();
     let (ready, faults) = classify_touches(st, kp, t, policy, demand);
-    let tc = serve_demand(st, t, demand, policy);
+    let tc = if st.m.partial && !demand.is_empty() {
+        let ahead = partial::ahead(st, plan, k, demand);
+        partial::serve(st, t, demand, &ahead, policy)
+    } else {
+        serve_demand(st, t, demand, policy)
+    };
     for bt in &kp.touches {
         if bt.write {
             st.dirty[bt.block as usize] = true;
@@ -367,7 +507,14 @@ fn classify_touches(
         let b = bt.block;
         let i = b as usize;
         policy.touched(st, b);
-        if st.loc[i] == Loc::Gpu {
+        let missing = bt.granules & !st.present[i];
+        if st.m.partial && st.loc[i] == Loc::Gpu && st.arrival[i] > t && st.job_start[i] > t {
+            // Its job still waits for a worker: the driver serves the fault
+            // (in one batch: the job's copy is counted on its worker).
+            st.it.late_prefetches += 1;
+            demand.push((b, bt.granules));
+            policy.fault(st, b);
+        } else if st.loc[i] == Loc::Gpu && (missing == 0 || st.arrival[i] > t) {
             if st.prefetched[i] {
                 st.prefetched[i] = false;
                 st.it.prefetches_used += 1;
@@ -379,6 +526,15 @@ fn classify_touches(
                 st.it.late_prefetches += 1;
                 policy.fault(st, b);
             }
+        } else if st.m.partial {
+            // Faults are counted as their batches are served.
+            let need = if st.loc[i] == Loc::Gpu {
+                missing
+            } else {
+                bt.granules
+            };
+            demand.push((b, need));
+            policy.fault(st, b);
         } else {
             let f = st.m.faults_for(bt.bytes);
             faults += f as u64;
@@ -397,6 +553,7 @@ fn serve_demand(st: &mut State, t: f64, demand: &[(Block, u32)], policy: &mut dy
     if demand.is_empty() {
         return tc;
     }
+    st.it.demand_blocks += demand.len() as u64;
     let m = st.m;
     let demand_faults: u64 = demand
         .iter()
@@ -412,7 +569,8 @@ fn serve_demand(st: &mut State, t: f64, demand: &[(Block, u32)], policy: &mut dy
         if st.free_blocks() == 0 {
             if let Some((v, discard)) = policy.demand_victim(st) {
                 st.it.evictions_on_demand += 1;
-                tc = tc.max(st.evict(v, discard, tc));
+                let freed = st.evict(v, discard, tc);
+                tc = tc.max(st.room_at(tc, freed));
                 policy.evicted(st, v);
             }
         }
@@ -441,6 +599,7 @@ fn demand_arrive(st: &mut State, b: Block, bytes: u32, mut tc: f64) -> f64 {
         st.it.demand_populates += 1;
     }
     st.loc[i] = Loc::Gpu;
+    st.present[i] = FULL;
     st.arrival[i] = tc;
     st.dirty[i] = false;
     st.used += 1;

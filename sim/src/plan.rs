@@ -6,11 +6,17 @@ use crate::workload::{Range, Touch, Workload};
 use prescient_core::{touched_blocks, Block, BLOCK_BYTES, BLOCK_SHIFT};
 use std::collections::{HashMap, HashSet};
 
+/// The driver's migration granule (its big page): 64 KiB.
+pub const GRANULE_BYTES: u64 = 64 << 10;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockTouch {
     pub block: Block,
     /// Bytes of the block the kernel touches (all its operands together).
     pub bytes: u32,
+    /// Which 64 KiB granules of the block it touches (bit i: bytes
+    /// [i * 64 KiB, (i + 1) * 64 KiB)); the driver migrates in these.
+    pub granules: u32,
     pub write: bool,
 }
 
@@ -146,6 +152,7 @@ impl BlockLife {
                     Some(&i) => {
                         let x = &mut touches[i];
                         x.bytes = (x.bytes as u64 + overlap).min(BLOCK_BYTES) as u32;
+                        x.granules |= granule_mask(r, b);
                         x.write |= t.write;
                     }
                     None => {
@@ -153,6 +160,7 @@ impl BlockLife {
                         touches.push(BlockTouch {
                             block: b,
                             bytes: overlap as u32,
+                            granules: granule_mask(r, b),
                             write: t.write,
                         });
                     }
@@ -186,6 +194,19 @@ fn overlap(r: Range, b: Block) -> u64 {
     let start = b << BLOCK_SHIFT;
     let end = start + BLOCK_BYTES;
     r.end().min(end).saturating_sub(r.addr.max(start))
+}
+
+/// The 64 KiB granules of block `b` that range `r` overlaps.
+fn granule_mask(r: Range, b: Block) -> u32 {
+    let start = b << BLOCK_SHIFT;
+    let lo = r.addr.max(start) - start;
+    let hi = r.end().min(start + BLOCK_BYTES).saturating_sub(start);
+    if hi <= lo {
+        return 0;
+    }
+    let (g0, g1) = (lo / GRANULE_BYTES, (hi - 1) / GRANULE_BYTES);
+    // Bits g0..=g1; g1 - g0 is at most 31.
+    (u32::MAX >> (31 - (g1 - g0))) << g0
 }
 
 #[cfg(test)]
@@ -232,6 +253,9 @@ mod tests {
         assert_eq!(p.kernels[0].touches.len(), 3);
         assert_eq!(p.kernels[0].touches[0].bytes as u64, 2 * MB);
         assert!(p.kernels[0].touches[0].write);
+        assert_eq!(p.kernels[0].touches[0].granules, u32::MAX);
+        // 1 MB of block 0 is its first 16 granules.
+        assert_eq!(p.kernels[1].touches[0].granules, 0xffff_0000);
         assert!(p.kernels[0].dead_after.is_empty());
         assert_eq!(p.kernels[1].dead_after, vec![0, 1, 2]);
         assert_eq!(p.kernels[2].born, vec![0]);

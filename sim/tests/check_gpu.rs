@@ -1,8 +1,9 @@
 //! `prescient-sim check-gpu --json`: its interface (one object per recorded
 //! run with exactly the fields the issue names), held-out runs present, and
-//! the prediction no worse than when the parameters were fitted
-//! (docs/cost-model.md; the issue's targets, 15% on the time ratio and 25%
-//! on faults, are not all met yet: the bounds below are today's worst).
+//! the prediction within the issue's bounds: faults within 25% on every
+//! run; the time ratio within 15% on every run but one (run 33 rep 1, the
+//! lowest measured ratio of the dnn repetitions, at 17.6%: docs/cost-model.md),
+//! and no run beyond 19%.
 
 use std::process::Command;
 
@@ -28,6 +29,7 @@ fn check_gpu_json_has_the_fixed_interface_and_today_s_accuracy() {
     let runs = v["runs"].as_array().unwrap();
     assert!(runs.len() >= 10, "{} runs", runs.len());
     let mut held_out = 0;
+    let mut ratio_misses = Vec::new();
     for r in runs {
         let mut keys: Vec<&str> = r.as_object().unwrap().keys().map(|k| k.as_str()).collect();
         keys.sort_unstable();
@@ -47,16 +49,23 @@ fn check_gpu_json_has_the_fixed_interface_and_today_s_accuracy() {
         let ratio_err = (f("predicted_ratio") / f("measured_ratio") - 1.0).abs();
         let fault_err = (f("predicted_faults") / f("measured_faults") - 1.0).abs();
         assert!(
-            ratio_err < 0.26,
+            ratio_err < 0.19,
             "{}: time ratio off by {ratio_err:.3}",
             r["name"]
         );
+        if ratio_err >= 0.15 {
+            ratio_misses.push(r["name"].as_str().unwrap().to_string());
+        }
         assert!(
-            fault_err < 0.47,
+            fault_err < 0.25,
             "{}: faults off by {fault_err:.3}",
             r["name"]
         );
     }
+    assert!(
+        ratio_misses.len() <= 1,
+        "time ratio beyond 15% on {ratio_misses:?}"
+    );
     assert!(held_out >= 2, "{held_out} held-out runs");
 }
 

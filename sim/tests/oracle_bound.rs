@@ -28,7 +28,11 @@ const SLACK: f64 = 1e-4;
 /// rest) in both modes; returns one line per policy that beat the oracle.
 fn beaten(path: &Path, m: CostModel, iterations: usize) -> Vec<String> {
     let w = load(path, Format::Auto, prescient_sim::g10::Layout::G10).unwrap();
-    let plan = Plan::new(&w).unwrap();
+    beaten_plan(&Plan::new(&w).unwrap(), m, iterations)
+}
+
+/// As [`beaten`], for a plan built already.
+fn beaten_plan(plan: &Plan, m: CostModel, iterations: usize) -> Vec<String> {
     let mut out = Vec::new();
     for mode in [Mode::ExecId, Mode::Transparent] {
         let params = Params {
@@ -38,7 +42,7 @@ fn beaten(path: &Path, m: CostModel, iterations: usize) -> Vec<String> {
         let mut policies = CONTENDERS.to_vec();
         policies.push(PolicyKind::Oracle);
         let r = run(
-            &plan,
+            plan,
             m,
             iterations,
             &policies,
@@ -104,5 +108,24 @@ fn no_policy_beats_the_oracle_on_the_h200_traces() {
             failures.extend(beaten(&path, m, 4));
         }
     }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn no_policy_beats_the_oracle_on_the_recorded_gpu_runs() {
+    use prescient_sim::gpu::{parse_runs, run_model, workload_plan, FITTED, RUNS_JSON};
+    // Each recorded workload once, in the GPU model check-gpu replays it in.
+    let runs = parse_runs(RUNS_JSON).unwrap();
+    let mut failures = Vec::new();
+    let mut seen = Vec::new();
+    for r in &runs {
+        if seen.contains(&r.command) {
+            continue;
+        }
+        seen.push(r.command.clone());
+        let plan = workload_plan(r).unwrap();
+        failures.extend(beaten_plan(&plan, run_model(r, FITTED), 4));
+    }
+    assert_eq!(seen.len(), 2, "dnn and stream");
     assert!(failures.is_empty(), "{failures:#?}");
 }

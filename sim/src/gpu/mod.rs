@@ -4,7 +4,10 @@
 //! blocks per iteration with what the cost model predicts for the same
 //! workload, budget and link speeds.
 
+mod fit;
 pub mod umbench;
+
+pub use fit::fit;
 
 use crate::model::{replay, CostModel};
 use crate::plan::Plan;
@@ -59,17 +62,29 @@ pub fn parse_runs(text: &str) -> Result<Vec<RecordedRun>> {
 pub struct GpuParams {
     /// Time the driver takes per fault batch (fault, service, replay).
     pub fault_latency_s: f64,
-    /// Faults one batch services.
+    /// 64 KiB granule faults one batch services.
     pub fault_batch: u32,
-    /// Delay from a fault to prescientd learning of it.
+    /// Delay from a fault to prescientd learning of it (measured).
     pub event_latency_s: f64,
+    /// Grid-stride steps a launch's thread blocks run ahead while its
+    /// faults are served (their faults share the batches).
+    pub wave_skew: u32,
+    /// Largest region (64 KiB granules) the in-block prefetch fills.
+    pub fill_max: u32,
+    /// One migration worker's UVM_MIGRATE rate, as a fraction of the
+    /// cudaMemcpy speed measured in the same run.
+    pub worker_frac: f64,
 }
 
-/// The fitted values (`prescient-sim check-gpu --fit` finds them again).
+/// The fitted values (`prescient-sim check-gpu --fit` finds them again;
+/// docs/cost-model.md gives each one's source).
 pub const FITTED: GpuParams = GpuParams {
-    fault_latency_s: 360e-6,
-    fault_batch: 16,
-    event_latency_s: 0.0,
+    fault_latency_s: 175e-6,
+    fault_batch: 12,
+    event_latency_s: 64e-6,
+    wave_skew: 1,
+    fill_max: 16,
+    worker_frac: 0.16,
 };
 
 /// One line of `check-gpu`'s report; the field names are its interface.
@@ -81,6 +96,10 @@ pub struct CheckRow {
     pub measured_faults: f64,
     pub predicted_faults: f64,
     pub held_out: bool,
+    /// Relative errors of the predicted steady iteration times (driver-like,
+    /// Prescient); not part of the JSON interface.
+    #[serde(skip)]
+    pub time_errors: [f64; 2],
 }
 
 impl CheckRow {
@@ -125,6 +144,13 @@ pub fn run_model(run: &RecordedRun, p: GpuParams) -> CostModel {
         fault_latency_s: p.fault_latency_s,
         fault_batch: p.fault_batch,
         event_latency_s: p.event_latency_s,
+        partial: true,
+        soft_budget: true,
+        wave_skew: p.wave_skew,
+        fill_max: p.fill_max,
+        // prescientd's default (daemon/src/config.rs).
+        workers: 4,
+        worker_bps: run.h2d_gbps * 1e9 * p.worker_frac,
         ..CostModel::g10()
     }
 }
@@ -152,13 +178,21 @@ pub fn check_run(run: &RecordedRun, plan: &Plan, p: GpuParams) -> Result<CheckRo
     let mut pol = Prescient::new(params, plan, m.gpu_blocks())?.with_regret_window();
     let prescient = PolicyReport::new(replay(plan, m, ITERATIONS, &mut pol), ideal);
     let fb: Vec<f64> = prescient.fault_blocks.iter().map(|&f| f as f64).collect();
+    let (d_s, p_s) = (
+        after_warm_up(&driver.iteration_s),
+        after_warm_up(&prescient.iteration_s),
+    );
     Ok(CheckRow {
         name: run.name.clone(),
         measured_ratio: run.driverlike_gpu_ms / run.prescient_gpu_ms,
-        predicted_ratio: after_warm_up(&driver.iteration_s) / after_warm_up(&prescient.iteration_s),
+        predicted_ratio: d_s / p_s,
         measured_faults: run.prescient_fault_blocks,
         predicted_faults: after_warm_up(&fb),
         held_out: run.held_out,
+        time_errors: [
+            (d_s * 1e3 / run.driverlike_gpu_ms - 1.0).abs(),
+            (p_s * 1e3 / run.prescient_gpu_ms - 1.0).abs(),
+        ],
     })
 }
 
@@ -178,35 +212,4 @@ pub fn check(runs: &[RecordedRun], p: GpuParams) -> Result<Vec<CheckRow>> {
         rows.push(check_run(run, plan, p)?);
     }
     Ok(rows)
-}
-
-/// The grid `--fit` searches.
-const FIT_LATENCY_US: [f64; 6] = [45.0, 90.0, 180.0, 360.0, 720.0, 1440.0];
-const FIT_BATCH: [u32; 4] = [16, 50, 128, 256];
-const FIT_EVENT_US: [f64; 4] = [0.0, 20.0, 100.0, 500.0];
-
-/// The grid point whose worst relative error (time ratio, and faults at
-/// half weight) over the runs not held out is smallest.
-pub fn fit(runs: &[RecordedRun]) -> Result<(GpuParams, f64)> {
-    let fitting: Vec<RecordedRun> = runs.iter().filter(|r| !r.held_out).cloned().collect();
-    let mut best: Option<(GpuParams, f64)> = None;
-    for &l in &FIT_LATENCY_US {
-        for &b in &FIT_BATCH {
-            for &e in &FIT_EVENT_US {
-                let p = GpuParams {
-                    fault_latency_s: l * 1e-6,
-                    fault_batch: b,
-                    event_latency_s: e * 1e-6,
-                };
-                let worst = check(&fitting, p)?
-                    .iter()
-                    .map(|r| r.ratio_error().max(0.5 * r.fault_error()))
-                    .fold(0.0, f64::max);
-                if best.is_none_or(|(_, w)| worst < w) {
-                    best = Some((p, worst));
-                }
-            }
-        }
-    }
-    best.context("empty fitting grid")
 }

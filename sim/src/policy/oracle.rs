@@ -210,7 +210,7 @@ impl Oracle {
     /// Consumes what it returns.
     fn next_target(&mut self, st: &State) -> Option<(u32, Block)> {
         while let Some(&Reverse((q, b))) = self.behind.peek() {
-            let stale = q < self.horizon || self.nu[b as usize] != q || st.is_on_gpu(b);
+            let stale = q < self.horizon || self.nu[b as usize] != q || st.is_full(b);
             if stale {
                 self.behind.pop();
                 continue;
@@ -232,7 +232,7 @@ impl Oracle {
             let q = self.prefetch_cursor as u32;
             let b = self.access[q as usize];
             self.prefetch_cursor += 1;
-            if st.is_on_gpu(b) {
+            if st.is_full(b) {
                 continue;
             }
             if self.held_back(q, b) {
@@ -293,11 +293,13 @@ impl Policy for Oracle {
                 return;
             };
             let mut ready = st.now;
-            if st.free_blocks() == 0 {
+            // A partly resident block has its chunk already.
+            if st.free_blocks() == 0 && !st.is_on_gpu(b) {
                 match self.furthest(st) {
                     Some((need, v)) if need > q => {
                         let discard = self.worthless(st, v);
-                        ready = st.evict(v, discard, st.now);
+                        let freed = st.evict(v, discard, st.now);
+                        ready = st.room_at(st.now, freed);
                         if !discard {
                             st.it.pre_evictions += 1;
                         }

@@ -82,7 +82,9 @@ impl Host for SimHost<'_> {
     }
 
     fn is_resident(&self, b: Block, _engine_says: bool) -> bool {
-        (b as usize) < self.blocks && self.st.is_on_gpu(b)
+        // As prescientd's ledger: resident only once every byte is (a partly
+        // resident block is prefetched; the driver moves the rest).
+        (b as usize) < self.blocks && self.st.is_full(b)
     }
 
     fn evict(&mut self, v: Victim, why: Why) -> bool {
@@ -93,7 +95,7 @@ impl Host for SimHost<'_> {
         let at = self.st.now;
         let freed_at = self.st.evict(v.block, v.discard, at);
         if why == Why::Room {
-            self.ready = self.ready.max(freed_at);
+            self.ready = self.ready.max(self.st.room_at(at, freed_at));
         }
         if !v.discard {
             self.st.it.pre_evictions += 1;
@@ -112,6 +114,10 @@ impl Host for SimHost<'_> {
     }
 
     fn has_capacity(&self) -> bool {
+        // prescientd queues whatever the loop yields for its workers.
+        if self.st.m.soft_budget {
+            return true;
+        }
         self.st.h2d_free < self.until
     }
 }
