@@ -38,7 +38,17 @@ fn run(cli: Cli) -> Res<()> {
     }
 }
 
+/// Lets a closed pipe end the program quietly, as it does for other CLI
+/// tools (`prescient-sim check-gpu | head`): Rust ignores SIGPIPE, so a
+/// write to a closed pipe would panic in `println!`.
+fn restore_sigpipe() {
+    // SAFETY: setting a signal's disposition to the default, before any
+    // thread is started; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() {
+    restore_sigpipe();
     let cli = Cli::parse();
     if let Err(f) = run(cli) {
         eprintln!("prescientctl: {}", f.message);

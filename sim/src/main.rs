@@ -288,7 +288,17 @@ const TABLE_7_7: [(u32, u32, u32); 13] = [
     (2, 4, 4096),
 ];
 
+/// Lets a closed pipe end the program quietly, as it does for other CLI
+/// tools (`prescient-sim check-gpu | head`): Rust ignores SIGPIPE, so a
+/// write to a closed pipe would panic in `println!`.
+fn restore_sigpipe() {
+    // SAFETY: setting a signal's disposition to the default, before any
+    // thread is started; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() {
+    restore_sigpipe();
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Run(a) => run(a),
