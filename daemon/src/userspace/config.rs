@@ -323,6 +323,63 @@ mod tests {
         assert_eq!(p.history_window(), 512);
     }
 
+    /// The finding behind the service path's slowness (H100 run 46) and
+    /// the pipeline that predicted almost nothing (H200 run 43, through the
+    /// service): the service's parameters carry transparent mode's table
+    /// pool, and execution-id mode on one block table clears it at every
+    /// kernel change (core's `table_for`), so a loop of kernels predicts
+    /// nothing ahead. With attach's pool, as now, it predicts the next
+    /// kernels' blocks.
+    #[test]
+    fn execution_id_mode_gets_a_table_per_kernel_in_the_service_too() {
+        use prescient_core::{Engine, Prefetch};
+        use prescient_uapi::control::EngineParams;
+        let abi: prescient_uapi::ParamsAbi = EngineParams::default().into();
+        let cfg = Config {
+            engine: Some(abi),
+            ..config(None)
+        };
+        let budget = Some(1024 * BLOCK_BYTES);
+        let now = engine_params(&cfg, budget, 4096, true).unwrap();
+        let before = Params {
+            mode: Mode::ExecId,
+            ..abi.to_engine(&base_params(budget, 4096)).unwrap()
+        };
+        assert_eq!(before.max_tables, 1);
+        assert_eq!(now.max_tables, Params::for_gpu(4096).max_tables);
+        // Eight kernels of four blocks each, ten times over: the prefetches
+        // of the last round, after the first faulting block of each kernel.
+        let predicted = |p: Params| {
+            let mut e = Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+            let mut out = [Prefetch { block: 0, ahead: 0 }; 64];
+            let mut n = 0;
+            for round in 0..10 {
+                for k in 0..8u64 {
+                    e.kernel_start(k as u32 + 1);
+                    for b in 0..4 {
+                        e.fault(1000 + 4 * k + b);
+                        let got = e.prefetches(&mut out);
+                        if round == 9 {
+                            n += got;
+                        }
+                        for x in &out[..got] {
+                            e.migrated_in(x.block);
+                        }
+                    }
+                    for b in 0..4 {
+                        e.evicted(1000 + 4 * k + b);
+                    }
+                }
+            }
+            n
+        };
+        let (old, new) = (predicted(before), predicted(now));
+        assert!(
+            new >= 8 * 3 && old < new / 4,
+            "one table {old}, attach's pool {new}"
+        );
+    }
+
     #[test]
     fn execution_ids_switch_the_engine_to_execution_id_mode() {
         let (c, b) = (config(None), Some(1024 * BLOCK_BYTES));
