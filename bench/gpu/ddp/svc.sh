@@ -110,13 +110,17 @@ SP=$!
 for i in $(seq 100); do [ -S "$S" ] && break; sleep 0.1; done
 "$ctl" --socket "$S" status --json > "$out/svc.status.start.json" 2>&1
 
+# LIMIT: seconds the batch may take (the device call's limit, less a margin).
+limit=${LIMIT:-450}; rep_s=0
 for r in $(seq "$reps"); do
-  # Stop starting cases that could not end within the batch's time.
-  [ $((SECONDS - T0)) -gt 420 ] && { log "rep $r skipped: out of time"; break; }
+  # Start a repetition only if one more as long as the last ends in time.
+  [ $((SECONDS - T0 + rep_s)) -gt "$limit" ] && { log "rep $r skipped: out of time"; break; }
+  r0=$SECONDS
   attach_case "one.driverlike.$r" 1 "${U[0]}" "$B1"
   svc_case "one.prescient.$r" 1 "${U[0]}" "$B1"
   attach_case "ddp.driverlike.$r" 2 "${U[0]},${U[1]}" "$B2"
   svc_case "ddp.prescient.$r" 2 "${U[0]},${U[1]}" "$B2"
+  rep_s=$((SECONDS - r0)); log "rep $r took ${rep_s}s"
 done
 kill -TERM $SP; wait $SP; log "service rc=$?"
 python3 "$here/svc_summary.py" "$out" | tee "$out/summary.txt"
