@@ -85,16 +85,26 @@ svc_case() {
   "$ctl" --socket "$S" status --json > "$out/$name.status.after.json" 2>&1
 }
 
-plain plain2 2 "${U[0]},${U[1]}"
-plain plain1 1 "${U[0]}"
-half() { python3 - "$out/$1.jsonl" <<'PY'
-import json, sys
-peak = max(json.loads(l).get("peak_reserved", 0) for l in open(sys.argv[1]) if l.startswith("{"))
+# The ranks share one stdout: their lines may interleave, so every JSON
+# object is read wherever it starts.
+half() { python3 - "$here" "$out/$1.jsonl" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from svc_summary import objects
+peak = max(o.get("peak_reserved", 0) for o in objects(sys.argv[2]))
 print(f"{peak // 2 >> 21 << 1}M")  # half, whole 2 MiB blocks, in MiB
 PY
 }
-B2=$(half plain2); B1=$(half plain1)
-log "budgets: DDP $B2 per GPU, one GPU $B1 (half of each run's peak reserved)"
+# B1 and B2 given (a batch after one that measured the footprint): no
+# plain runs.
+if [ -z "${B1:-}" ] || [ -z "${B2:-}" ]; then
+  plain plain2 2 "${U[0]},${U[1]}"
+  plain plain1 1 "${U[0]}"
+  B2=$(half plain2); B1=$(half plain1)
+  log "budgets: DDP $B2 per GPU, one GPU $B1 (half of each run's peak reserved)"
+else
+  log "budgets given: DDP $B2 per GPU, one GPU $B1"
+fi
 
 S=$out/svc.sock; PORT=19482
 cat > "$out/svc.toml" <<CFG
@@ -110,17 +120,24 @@ SP=$!
 for i in $(seq 100); do [ -S "$S" ] && break; sleep 0.1; done
 "$ctl" --socket "$S" status --json > "$out/svc.status.start.json" 2>&1
 
+# PAIRS: which (driver-like, Prescient) pairs to run, in order, as
+# WORLD:REP (one: one GPU, ddp: both); default: one and ddp, REPS times.
+pairs=${PAIRS:-$(for r in $(seq "$reps"); do echo "one:$r ddp:$r"; done)}
 # LIMIT: seconds the batch may take (the device call's limit, less a margin).
-limit=${LIMIT:-450}; rep_s=0
-for r in $(seq "$reps"); do
-  # Start a repetition only if one more as long as the last ends in time.
-  [ $((SECONDS - T0 + rep_s)) -gt "$limit" ] && { log "rep $r skipped: out of time"; break; }
-  r0=$SECONDS
-  attach_case "one.driverlike.$r" 1 "${U[0]}" "$B1"
-  svc_case "one.prescient.$r" 1 "${U[0]}" "$B1"
-  attach_case "ddp.driverlike.$r" 2 "${U[0]},${U[1]}" "$B2"
-  svc_case "ddp.prescient.$r" 2 "${U[0]},${U[1]}" "$B2"
-  rep_s=$((SECONDS - r0)); log "rep $r took ${rep_s}s"
+limit=${LIMIT:-450}; pair_s=0
+for p in $pairs; do
+  w=${p%:*}; r=${p#*:}
+  # Start a pair only if one as long as the longest so far ends in time.
+  [ $((SECONDS - T0 + pair_s)) -gt "$limit" ] && { log "$p skipped: out of time"; break; }
+  p0=$SECONDS
+  if [ "$w" = one ]; then
+    attach_case "one.driverlike.$r" 1 "${U[0]}" "$B1"
+    svc_case "one.prescient.$r" 1 "${U[0]}" "$B1"
+  else
+    attach_case "ddp.driverlike.$r" 2 "${U[0]},${U[1]}" "$B2"
+    svc_case "ddp.prescient.$r" 2 "${U[0]},${U[1]}" "$B2"
+  fi
+  d=$((SECONDS - p0)); [ $d -gt $pair_s ] && pair_s=$d; log "$p took ${d}s"
 done
 kill -TERM $SP; wait $SP; log "service rc=$?"
 python3 "$here/svc_summary.py" "$out" | tee "$out/summary.txt"

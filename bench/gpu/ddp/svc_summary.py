@@ -12,14 +12,27 @@ import re
 import statistics
 import sys
 
-out = sys.argv[1]
+out = sys.argv[1] if len(sys.argv) > 1 else "."
 
 
-def lines(path):
+def objects(path):
+    """Every JSON object in the file, wherever it starts: the ranks of a
+    torchrun job share one stdout, so two ranks' lines may interleave."""
     try:
-        return [json.loads(l) for l in open(path) if l.startswith("{")]
-    except (OSError, json.JSONDecodeError):
+        text = open(path).read()
+    except OSError:
         return []
+    dec, out, i = json.JSONDecoder(), [], 0
+    while (j := text.find("{", i)) >= 0:
+        try:
+            o, i = dec.raw_decode(text, j)
+            out.append(o)
+        except json.JSONDecodeError:
+            i = j + 1
+    return out
+
+
+lines = objects
 
 
 def median_ms(rows, rank):
@@ -33,7 +46,7 @@ def losses(rows, rank):
 
 
 def reps(pre, mode):
-    return sorted(glob.glob(os.path.join(out, f"{pre}.{mode}.*.jsonl")))
+    return sorted(p for p in glob.glob(os.path.join(out, f"{pre}.{mode}.*.jsonl")) if ".stats." not in p)
 
 
 def service_lanes(case, rows, rank):
@@ -42,7 +55,7 @@ def service_lanes(case, rows, rank):
     me = next((r for r in rows if r.get("rank") == rank and "uuid" in r), {})
     pid, own = me.get("pid"), me.get("uuid", "?").lower()
     last = None
-    for s in lines(os.path.join(out, case + ".stats.jsonl")):
+    for s in objects(os.path.join(out, case + ".stats.jsonl")):
         lanes = [g for g in s.get("gpus") or [] if g.get("pid") == pid]
         proc = [p for p in s.get("processes") or [] if p.get("pid") == pid]
         if lanes and proc:
@@ -125,4 +138,5 @@ def main():
         pass
 
 
-main()
+if __name__ == "__main__":
+    main()
