@@ -53,7 +53,7 @@ workers() {
 # attach_case NAME NPROC VISIBLE BUDGET: driver-like, each worker attached
 # by its own prescientd attach (no daemon socket for the launcher).
 attach_case() {
-  local name=$1 n=$2 vis=$3 b=$4 dps=() r
+  local name=$1 n=$2 vis=$3 b=$4 dps=() r p
   CUDA_VISIBLE_DEVICES=$vis timeout 150 "$ctl" --socket "$out/none.sock" run --budget "$b" --mode transparent -- \
     torchrun --standalone --nproc-per-node "$n" "$here/ddp.py" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
   local cp=$!
