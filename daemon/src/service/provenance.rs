@@ -169,4 +169,27 @@ mod tests {
         let s = settings(&cfg, &desired, &det);
         assert_eq!(source(&s, "userspace.gpu_memory").1, "detected (NVML)");
     }
+
+    /// The user-space backend's table keys: attach's where the file
+    /// leaves prescient.ko's, said so; the file's or prescientctl set's
+    /// otherwise.
+    #[test]
+    fn the_userspace_backend_names_its_own_table_defaults() {
+        let det = Detected::None("test".into());
+        let cfg = Config::parse("backend = \"userspace\"\n[engine]\nassoc = 4\n").unwrap();
+        let mut desired = engine_params(&cfg, &det);
+        let s = settings(&cfg, &desired, &det);
+        assert_eq!(
+            source(&s, "engine.rows"),
+            ("2048", "default (user-space backend)")
+        );
+        assert_eq!(
+            source(&s, "engine.lookahead"),
+            ("16", "default (user-space backend)")
+        );
+        assert_eq!(source(&s, "engine.assoc"), ("4", "config"));
+        desired.rows = 512;
+        let s = settings(&cfg, &desired, &det);
+        assert_eq!(source(&s, "engine.rows"), ("512", "prescientctl set"));
+    }
 }
