@@ -110,9 +110,12 @@ pub struct RunArgs {
     /// Residency budget of each GPU the job computes on: a size (bytes or
     /// K/M/G/T, e.g. 40G) for every GPU, GPU=SIZE for one GPU by UUID or
     /// nvidia-smi index (GPU-4f3c...=40G, 1=20G), or both (30G,1=20G).
-    /// The job sees it as its GPU's size (cuMemGetInfo; the smallest size
-    /// given, when GPUs differ), and prescientd keeps the job's resident
-    /// memory on each GPU under that GPU's budget (set as the daemon's).
+    /// The job sees it as its GPU's size (cuMemGetInfo: its own GPU's
+    /// where the budget names it by full UUID; for the others the
+    /// each-GPU size, or the smallest size given when GPUs are named by
+    /// index, which CUDA does not know), and prescientd keeps the job's
+    /// resident memory on each GPU under that GPU's budget (set as the
+    /// daemon's).
     #[arg(long, value_name = "BUDGET", value_parser = parse_run_budget)]
     pub budget: Option<prescient_units::GpuBudget>,
     /// How prescientd predicts: `auto` (execution-id mode while ids

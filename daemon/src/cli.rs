@@ -132,8 +132,8 @@ pub struct PolicyArgs {
     /// only (cheaper for the target: the driver records far fewer events).
     #[arg(long, value_enum, default_value_t = FaultSource::Faults)]
     pub fault_source: FaultSource,
-    /// GPU memory that sizes the engine when no budget is given. Default:
-    /// the attached GPU's size as NVML reports it, else 80G (the service's
+    /// GPU memory that sizes every GPU's engine. Default: each GPU's own
+    /// size as NVML reports it, else 80G (the service's
     /// `userspace.gpu_memory` default, the same rule).
     #[arg(long, value_name = "SIZE", allow_negative_numbers = true)]
     pub gpu_memory: Option<ByteSize>,

@@ -144,7 +144,10 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     if args.policy.fault_source == FaultSource::FaultsOnly && !budget.is_empty() {
         anyhow::bail!("--fault-source faults-only sees no migrations: it cannot keep a residency budget; drop --budget or use --fault-source faults");
     }
-    let nvml_gpus = prescientd::gpu::uuid_indices(prescientd::gpu::NVML_LIBRARY);
+    let devices = prescientd::gpu::devices(prescientd::gpu::NVML_LIBRARY);
+    let nvml_gpus = (devices.as_ref())
+        .map(|d| d.iter().map(|d| (d.uuid.clone(), d.index)).collect())
+        .map_err(Clone::clone);
     prescientd::gpu::check_budget(&budget, &nvml_gpus)
         .map_err(|e| anyhow::anyhow!("--budget: {e}"))?;
     let backoff = args.backoff.params()?;
@@ -159,8 +162,8 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
     let _claim = Claim::take(pid)?;
     let session = open_session(pid, &args).await?;
     let (target, gpu) = (&session.target, session.gpu);
-    // The table's first GPU only sizes the engine; each GPU the process
-    // faults from gets its own engine (the loop says which, as they come).
+    // Each GPU the process faults from gets its own engine, sized from
+    // its own memory (the loop says which, as they come).
     tracing::info!(pid, fd = target.target_fd_no, first_gpu_index = gpu.index, first_gpu = %gpu, "attached");
 
     let discard = !args.marks.no_discard && uvm::discard_supported(&version);
@@ -180,18 +183,23 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
             .write_all(b"attached\n")
             .with_context(|| format!("writing {}", f.display()))?;
     }
+    let configured = args.policy.gpu_memory.map_or(0, u64::from);
+    // A GPU NVML does not name (none should) takes the first GPU's size.
     let gpu_memory = prescientd::gpu::gpu_memory(
-        args.policy.gpu_memory.map_or(0, u64::from),
+        configured,
         &prescientd::gpu::Detected::probe_uuid(prescientd::gpu::NVML_LIBRARY, &gpu.to_string()),
     );
+    let by_uuid = prescientd::gpu::memory_by_uuid(configured, &devices);
     tracing::info!(
         gpu_memory = %prescient_units::ByteSize(gpu_memory.bytes),
         source = %gpu_memory.source,
-        "engine sized"
+        per_gpu = !by_uuid.is_empty(),
+        "engines sized (per_gpu: each from its own GPU's memory, NVML)"
     );
     let mut cfg = loop_config(args, backoff, gate, marks, discard, gpu_memory.bytes);
     cfg.oracle = oracle;
     cfg.gpu_indices = nvml_gpus.unwrap_or_default();
+    cfg.gpu_memory = by_uuid;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     tokio::spawn(async move {
@@ -271,6 +279,7 @@ fn loop_config(
         regret_window: !args.policy.no_regret_window,
         window_blocks: args.policy.window_blocks,
         gpu_blocks: gpu_blocks as u32,
+        gpu_memory: Vec::new(),
         backoff,
         gate,
         engine: None,
@@ -291,5 +300,102 @@ impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         self.1.abort();
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prescientd::gpu::{Detected, Device, NvmlError};
+    use prescientd::service::{engine_params, userspace_settings};
+    use prescientd::userspace::GpuBudgets;
+
+    /// `prescientd attach` with no flags but `--pid`, and the service's
+    /// user-space backend under `config` (its file's text), run one set of
+    /// defaults: the same engine for every budget and id mode, the same
+    /// loop knobs. (H100 run 46: the service path was slower than attach's;
+    /// it ran the module's table sizes, and execution-id mode on one table.)
+    fn agree(config: &str) {
+        let Command::Attach(a) = Cli::try_parse_from(["prescientd", "attach", "--pid", "1"])
+            .unwrap()
+            .command
+        else {
+            panic!("not attach")
+        };
+        let (backoff, gate) = (a.backoff.params().unwrap(), a.gate.params().unwrap());
+        let queue_entries = a.tuning.queue_entries;
+        let gpu = 80u64 << 30;
+        let attach = loop_config(*a, backoff, gate, None, true, gpu);
+        let cfg = prescientd::config::Config::parse(config).unwrap();
+        let det = Detected::Gpu(Device {
+            index: 0,
+            uuid: "GPU-0".into(),
+            name: "test".into(),
+            memory_bytes: gpu,
+        });
+        let settings = userspace_settings(&cfg, &det, &Err(NvmlError::NotInstalled("test".into())));
+        let (_tx, rx) = marks::channel();
+        let svc = Config::for_service(
+            &settings,
+            engine_params(&cfg, &det).into(),
+            &GpuBudgets::default(),
+            Arc::default(),
+            rx,
+            true,
+        );
+        for budget in [None, Some(4800u64 << 20)] {
+            for exec in [false, true] {
+                let (x, y) = (
+                    attach.engine_for(budget, attach.gpu_blocks, exec).unwrap(),
+                    svc.engine_for(budget, svc.gpu_blocks, exec).unwrap(),
+                );
+                assert_eq!(x, y, "{config:?}: budget {budget:?}, execution ids {exec}");
+            }
+        }
+        let knobs = |c: &Config| {
+            format!(
+                "{:?} {:?} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {}",
+                c.mode,
+                c.fault_source,
+                c.workers,
+                c.async_migrate,
+                c.max_coalesce_blocks,
+                c.regret_window,
+                c.window_blocks,
+                c.backoff,
+                c.gate,
+                c.stats_interval,
+                c.exec_ids,
+                c.gpu_blocks
+            )
+        };
+        assert_eq!(knobs(&attach), knobs(&svc), "{config:?}");
+        assert_eq!(queue_entries, settings.queue_entries, "{config:?}");
+    }
+
+    #[test]
+    fn attach_and_the_services_userspace_backend_run_one_set_of_defaults() {
+        agree("backend = \"userspace\"");
+        // The shipped file writes prescient.ko's defaults for every key.
+        let sample = prescientd::config_doc::SAMPLE
+            .replace("backend = \"module\"", "backend = \"userspace\"");
+        assert_ne!(sample, prescientd::config_doc::SAMPLE);
+        agree(&sample);
+    }
+
+    /// A table key the operator sets is the operator's, under either
+    /// backend.
+    #[test]
+    fn a_table_key_set_in_the_file_applies_as_given() {
+        let cfg = prescientd::config::Config::parse(
+            "backend = \"userspace\"\n[engine]\nrows = 1024\nlookahead = 8\n",
+        )
+        .unwrap();
+        let det = Detected::None("test".into());
+        let p = engine_params(&cfg, &det);
+        assert_eq!((p.rows, p.lookahead, p.assoc, p.succs), (1024, 8, 2, 4));
+        let module = prescientd::config::Config::parse("").unwrap();
+        let p = engine_params(&module, &det);
+        assert_eq!((p.rows, p.lookahead), (512, 4), "prescient.ko's own");
     }
 }

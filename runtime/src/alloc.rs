@@ -193,7 +193,8 @@ pub fn budget_info(budget: u64, live: u64, real_free: u64, real_total: u64) -> (
     (total.saturating_sub(live).min(real_free), total)
 }
 
-/// `cuMemGetInfo_v2`: the budget as the device's size, when one is set.
+/// `cuMemGetInfo_v2`: the budget of the current context's device as its
+/// size, when one is set.
 pub unsafe extern "C" fn mem_get_info(free: *mut usize, total: *mut usize) -> CuResult {
     // SAFETY: the slot holds cuMemGetInfo_v2.
     let f: unsafe extern "C" fn(*mut usize, *mut usize) -> CuResult =
@@ -204,7 +205,15 @@ pub unsafe extern "C" fn mem_get_info(free: *mut usize, total: *mut usize) -> Cu
     if rc != CUDA_SUCCESS {
         return rc;
     }
-    let (f_out, t_out) = match crate::config::get().budget {
+    let cfg = crate::config::get();
+    // Per-GPU budgets: the one of the device this answer is about (only
+    // then is the device asked: two driver calls).
+    let budget = if cfg.gpu_budgets.is_empty() {
+        cfg.budget
+    } else {
+        cfg.budget_of(crate::device::current_uuid())
+    };
+    let (f_out, t_out) = match budget {
         Some(b) => {
             let live = stats::MANAGED_BYTES.load(Ordering::Relaxed);
             let (f, t) = budget_info(b, live, rf as u64, rt as u64);

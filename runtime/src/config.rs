@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 /// The variables, as `prescientctl run` sets them.
 pub const ENV_BUDGET: &str = "PRESCIENT_BUDGET_BYTES";
+pub const ENV_GPU_BUDGETS: &str = "PRESCIENT_GPU_BUDGETS";
 pub const ENV_MODE: &str = "PRESCIENT_MODE";
 pub const ENV_ID_ARGS: &str = "PRESCIENT_ID_ARGS";
 pub const ENV_LOG: &str = "PRESCIENT_RUNTIME_LOG";
@@ -14,8 +15,13 @@ pub const ENV_PLACE_FRESH: &str = "PRESCIENT_PLACE_FRESH";
 /// The runtime's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Residency budget in bytes: `cuMemGetInfo` reports it as the total.
+    /// Residency budget in bytes: `cuMemGetInfo` reports it as the total
+    /// (for a GPU `gpu_budgets` does not name).
     pub budget: Option<u64>,
+    /// GPUs' own budgets by UUID (16 bytes, as `cuDeviceGetUuid` gives
+    /// them): `GPU-<uuid>=BYTES,...` (or `MIG-`), written by the launcher
+    /// from the budget's UUID keys.
+    pub gpu_budgets: Vec<([u8; 16], u64)>,
     /// Write execution ids into the page (false in transparent mode).
     pub marks: bool,
     /// Write them only while the page's reader asks for them (auto mode).
@@ -45,8 +51,15 @@ impl Config {
         let budget = get(ENV_BUDGET)
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|&b| b > 0);
+        let gpu_budgets = get(ENV_GPU_BUDGETS)
+            .map(|v| parse_gpu_budgets(&v))
+            .unwrap_or_default();
+        // Any budget, one for all GPUs or one per GPU, means pressure:
+        // the daemon places memory then, not the runtime.
+        let budgeted = budget.is_some() || !gpu_budgets.is_empty();
         Config {
             budget,
+            gpu_budgets,
             marks: !transparent,
             marks_on_request: mode.as_deref().is_none_or(|m| m == "auto"),
             id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
@@ -55,10 +68,49 @@ impl Config {
             place_fresh: match get(ENV_PLACE_FRESH).as_deref() {
                 Some("0") => false,
                 Some("1") => true,
-                _ => budget.is_none(),
+                _ => !budgeted,
             },
         }
     }
+}
+
+impl Config {
+    /// The budget `cuMemGetInfo` reports for the GPU whose UUID is `uuid`
+    /// (None: not known): its own, else the each-GPU one.
+    pub fn budget_of(&self, uuid: Option<[u8; 16]>) -> Option<u64> {
+        uuid.and_then(|u| self.gpu_budgets.iter().find(|(g, _)| *g == u))
+            .map(|(_, b)| *b)
+            .or(self.budget)
+    }
+}
+
+/// The 16 bytes of a UUID as nvidia-smi writes it (`GPU-` or `MIG-`, then
+/// 32 hex digits in groups joined by `-`); None if it is not one.
+pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let hex = s
+        .strip_prefix("GPU-")
+        .or_else(|| s.strip_prefix("MIG-"))?
+        .replace('-', "");
+    if hex.len() != 32 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// `GPU-<uuid>=BYTES,...`; an item that is not one is skipped (the
+/// launcher writes only valid ones; a hand-set variable may not).
+fn parse_gpu_budgets(v: &str) -> Vec<([u8; 16], u64)> {
+    v.split(',')
+        .filter_map(|item| {
+            let (k, b) = item.trim().split_once('=')?;
+            Some((parse_uuid(k.trim())?, b.trim().parse::<u64>().ok()?))
+        })
+        .filter(|&(_, b)| b > 0)
+        .collect()
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -98,7 +150,38 @@ mod tests {
     fn fresh_memory_is_placed_only_without_a_budget_unless_told() {
         assert!(parse(&[]).place_fresh);
         assert!(!parse(&[(ENV_BUDGET, "1048576")]).place_fresh);
+        let per_gpu = "GPU-7ce8175b-3288-efcd-14ce-8dc53dec1d6a=1048576";
+        assert!(!parse(&[(ENV_GPU_BUDGETS, per_gpu)]).place_fresh);
         assert!(parse(&[(ENV_BUDGET, "1048576"), (ENV_PLACE_FRESH, "1")]).place_fresh);
         assert!(!parse(&[(ENV_PLACE_FRESH, "0")]).place_fresh);
+    }
+
+    #[test]
+    fn each_gpu_named_by_uuid_has_its_own_budget() {
+        let u1 = "GPU-7ce8175b-3288-efcd-14ce-8dc53dec1d6a";
+        let c = parse(&[
+            (ENV_BUDGET, "100"),
+            (
+                ENV_GPU_BUDGETS,
+                &format!("{u1}=300, MIG-00000000-0000-0000-0000-000000000002=200,bad=1,GPU-12=5"),
+            ),
+        ]);
+        let b1 = parse_uuid(u1).unwrap();
+        assert_eq!(b1[..4], [0x7c, 0xe8, 0x17, 0x5b]);
+        assert_eq!(b1[15], 0x6a);
+        assert_eq!(c.gpu_budgets.len(), 2, "{:?}", c.gpu_budgets);
+        assert_eq!(c.budget_of(Some(b1)), Some(300));
+        let mut mig = [0u8; 16];
+        mig[15] = 2;
+        assert_eq!(c.budget_of(Some(mig)), Some(200));
+        // Another GPU, or one whose UUID is not known: the each-GPU size.
+        assert_eq!(c.budget_of(Some([9; 16])), Some(100));
+        assert_eq!(c.budget_of(None), Some(100));
+        assert_eq!(
+            parse(&[(ENV_GPU_BUDGETS, &format!("{u1}=3"))]).budget_of(Some([9; 16])),
+            None
+        );
+        assert_eq!(parse_uuid("GPU-7ce8175b-3288-efcd-14ce-8dc53dec1d6"), None);
+        assert_eq!(parse_uuid("7ce8175b-3288-efcd-14ce-8dc53dec1d6a"), None);
     }
 }

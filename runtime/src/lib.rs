@@ -9,7 +9,8 @@
 //!   so that every ABI version and per-thread-stream variant is told apart;
 //!   every other name passes through exactly as asked.
 //! - Device allocations become managed, and `cuMemGetInfo` reports the
-//!   residency budget (alloc.rs).
+//!   residency budget (alloc.rs): the current context's device's own when
+//!   the budget names GPUs by UUID (device.rs).
 //! - Every kernel launch gets an execution id (exec_id.rs), written in
 //!   stream order into the stream's slot of a shared page the daemon reads
 //!   (marker.rs; the format is prescient_uapi::execpage).
@@ -23,6 +24,7 @@
 
 pub mod alloc;
 pub mod config;
+pub mod device;
 pub mod driver;
 pub mod entry;
 pub mod exec_id;

@@ -63,6 +63,7 @@ fn run(preload: bool, env: &[(&str, &str)]) -> HashMap<String, String> {
     cmd.arg(lib);
     for k in [
         "PRESCIENT_BUDGET_BYTES",
+        "PRESCIENT_GPU_BUDGETS",
         "PRESCIENT_MODE",
         "PRESCIENT_ID_ARGS",
         "PRESCIENT_RUNTIME_LOG",
@@ -255,6 +256,51 @@ fn ids_without_arguments_ignore_argument_changes() {
             ("id_same_launch_same", "1"),
             ("id_args_differ", "0"),
             ("id_shape_differs", "1"),
+        ],
+    );
+}
+
+/// Per-GPU budgets by UUID (`PRESCIENT_GPU_BUDGETS`, the launcher's):
+/// `cuMemGetInfo` reports the budget of the current context's device, its
+/// own when named, else the each-GPU one; with no current context the
+/// driver's error, untouched.
+#[test]
+fn each_device_reports_its_own_budget() {
+    let (b0, b1) = ((20u64 << 30).to_string(), (12u64 << 30).to_string());
+    let gpus = format!(
+        "GPU-fa4e0000-0000-0000-0000-000000000002={b1},GPU-fa4e0000-0000-0000-0000-000000000009=1073741824"
+    );
+    let m = run(
+        true,
+        &[
+            ("PRESCIENT_BUDGET_BYTES", &b0),
+            ("PRESCIENT_GPU_BUDGETS", &gpus),
+        ],
+    );
+    check(
+        &m,
+        &[
+            ("info_dev0_rc", "0"),
+            ("info_dev0_free", &b0),
+            ("info_dev0_total", &b0),
+            ("info_dev1_rc", "0"),
+            ("info_dev1_free", &b1),
+            ("info_dev1_total", &b1),
+            ("info_nocontext_rc", "201"),
+        ],
+    );
+    // Without per-GPU budgets each device reports the one size; without
+    // any, its own memory.
+    let m = run(true, &[("PRESCIENT_BUDGET_BYTES", &b0)]);
+    check(&m, &[("info_dev0_total", &b0), ("info_dev1_total", &b0)]);
+    let m = run(true, &[]);
+    let gib = |n: u64| (n << 30).to_string();
+    check(
+        &m,
+        &[
+            ("info_dev0_total", &gib(80)),
+            ("info_dev1_free", &gib(30)),
+            ("info_dev1_total", &gib(40)),
         ],
     );
 }

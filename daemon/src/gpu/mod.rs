@@ -114,13 +114,44 @@ pub fn residency_budget(configured: u64, detected: &Detected) -> Sourced {
     }
 }
 
+/// Every GPU NVML sees, by nvidia-smi index; the error says why there
+/// are none.
+pub fn devices(library: &str) -> Result<Vec<Device>, NvmlError> {
+    let n = Nvml::open(library)?;
+    (0..n.count()?).map(|i| n.device(i)).collect()
+}
+
 /// Every GPU NVML sees, as (UUID, nvidia-smi index) pairs, for budgets
 /// that name a GPU by its index; the error says why there are none.
 pub fn uuid_indices(library: &str) -> Result<Vec<(String, u32)>, NvmlError> {
-    let n = Nvml::open(library)?;
-    (0..n.count()?)
-        .map(|i| n.device(i).map(|d| (d.uuid, i)))
-        .collect()
+    Ok(devices(library)?
+        .into_iter()
+        .map(|d| (d.uuid, d.index))
+        .collect())
+}
+
+/// The memory of each GPU (`devices`: NVML's answer), by UUID, rounded
+/// down to whole 2 MB blocks: each GPU's engine and ledger are sized from
+/// its own GPU, so that a node of mixed GPUs (an 80 GB and a 141 GB one)
+/// sizes neither from the other. Empty when the operator gave one size
+/// (`configured`, non-zero: `--gpu-memory`, `userspace.gpu_memory`), which
+/// then sizes every GPU, or when NVML did not answer (the fallback does).
+pub fn memory_by_uuid(
+    configured: u64,
+    devices: &Result<Vec<Device>, NvmlError>,
+) -> Vec<(String, u64)> {
+    match devices {
+        Ok(d) if configured == 0 => d
+            .iter()
+            .map(|d| {
+                (
+                    d.uuid.clone(),
+                    d.memory_bytes & !(prescient_core::BLOCK_BYTES - 1),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Checks a per-GPU budget against the GPUs NVML sees (`gpus`, or why it

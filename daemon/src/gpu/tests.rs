@@ -104,3 +104,23 @@ fn nvml_errors_carry_the_call_and_nvml_s_own_text() {
     let (_d, so) = fake("nogpu", &["-DFAKE_GPUS=0"]);
     assert!(matches!(probe(&so, 0), Detected::None(w) if w.contains("0 GPU")));
 }
+
+#[test]
+fn each_gpu_has_its_own_memory_unless_one_size_is_configured() {
+    // The fake's GPU i has 80 GiB + i MiB: three different sizes.
+    let (_d, so) = fake("sizes", &["-DFAKE_GPUS=3"]);
+    let devs = devices(so.to_str().unwrap());
+    let uuid = |i: u64| format!("GPU-fa4e0000-0000-0000-0000-00000000000{i}");
+    assert_eq!(
+        memory_by_uuid(0, &devs),
+        [
+            (uuid(0), 80 << 30),
+            (uuid(1), 80 << 30), // 80 GiB + 1 MiB: whole 2 MB blocks
+            (uuid(2), (80 << 30) + (2 << 20)),
+        ]
+    );
+    // One configured size sizes every GPU; no NVML, no per-GPU sizes.
+    assert!(memory_by_uuid(40 << 30, &devs).is_empty());
+    let (_n, none) = fake("sizes-noinit", &["-DFAKE_FAIL=\"nvmlInit_v2\""]);
+    assert!(memory_by_uuid(0, &devices(none.to_str().unwrap())).is_empty());
+}

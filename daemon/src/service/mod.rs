@@ -38,6 +38,7 @@ mod state;
 mod testing;
 
 pub use exit::{EXIT_CONFIG, EXIT_FAILURE, EXIT_NOPERM, EXIT_OK, EXIT_UNAVAILABLE};
+pub use provenance::engine_params;
 pub use state::Service;
 
 use crate::backend::{Backend, DevError};
@@ -145,14 +146,29 @@ async fn bind_listeners(cfg: &Config) -> Result<(Option<TcpListener>, UnixListen
 fn backend(cfg: &Config, gpu: &Detected) -> Arc<dyn Backend> {
     match cfg.backend {
         BackendKind::Module => Arc::new(Module::new(&cfg.device)),
-        BackendKind::Userspace => Arc::new(Userspace::new(userspace::Settings {
-            gpu_memory_bytes: crate::gpu::gpu_memory(cfg.userspace.gpu_memory.0, gpu).bytes,
-            workers: cfg.userspace.workers as usize,
-            queue_entries: cfg.userspace.queue_entries,
-            gate: cfg.userspace.gate,
-            regret_window: cfg.userspace.regret_window,
-            stats_interval: Duration::from_millis(cfg.poll_interval_ms.min(500)),
-        })),
+        BackendKind::Userspace => {
+            let devices = crate::gpu::devices(&cfg.gpu.nvml_library);
+            Arc::new(Userspace::new(userspace_settings(cfg, gpu, &devices)))
+        }
+    }
+}
+
+/// The user-space backend's settings under `cfg`: the configured GPU's
+/// memory (`gpu`) for a GPU NVML does not name, each GPU's own (`devices`)
+/// for the rest, unless `userspace.gpu_memory` gives one size for all.
+pub fn userspace_settings(
+    cfg: &Config,
+    gpu: &Detected,
+    devices: &Result<Vec<crate::gpu::Device>, crate::gpu::NvmlError>,
+) -> userspace::Settings {
+    userspace::Settings {
+        gpu_memory_bytes: crate::gpu::gpu_memory(cfg.userspace.gpu_memory.0, gpu).bytes,
+        gpu_memory: crate::gpu::memory_by_uuid(cfg.userspace.gpu_memory.0, devices),
+        workers: cfg.userspace.workers as usize,
+        queue_entries: cfg.userspace.queue_entries,
+        gate: cfg.userspace.gate,
+        regret_window: cfg.userspace.regret_window,
+        stats_interval: Duration::from_millis(cfg.poll_interval_ms.min(500)),
     }
 }
 

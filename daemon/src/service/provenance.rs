@@ -12,10 +12,16 @@ use prescient_uapi::control::{EngineParams, Setting};
 /// GPU when the config leaves it 0. The user-space backend keeps 0: there a
 /// budget means enforcing one below the GPU's size, and its engine is
 /// sized by [`gpu::gpu_memory`] instead.
-pub(super) fn engine_params(cfg: &Config, detected: &Detected) -> EngineParams {
+pub fn engine_params(cfg: &Config, detected: &Detected) -> EngineParams {
     let mut p = EngineParams::from(&cfg.engine);
-    if cfg.backend == BackendKind::Module {
-        p.residency_budget_bytes = gpu::residency_budget(p.residency_budget_bytes, detected).bytes;
+    match cfg.backend {
+        BackendKind::Module => {
+            p.residency_budget_bytes =
+                gpu::residency_budget(p.residency_budget_bytes, detected).bytes;
+        }
+        BackendKind::Userspace => {
+            crate::userspace::own_table_defaults(&mut p);
+        }
     }
     p
 }
@@ -57,12 +63,20 @@ fn from_file(cfg: &Config, key: &str) -> String {
 /// and its source.
 pub(super) fn settings(cfg: &Config, desired: &EngineParams, det: &Detected) -> Vec<Setting> {
     let from_config = engine_params(cfg, det);
+    let own = match cfg.backend {
+        BackendKind::Userspace => {
+            crate::userspace::own_table_defaults(&mut EngineParams::from(&cfg.engine))
+        }
+        BackendKind::Module => Vec::new(),
+    };
     let mut out: Vec<Setting> = ENGINE
         .iter()
         .map(|(key, read)| {
             let value = read(desired);
             let source = if value != read(&from_config) {
                 "prescientctl set".into()
+            } else if own.contains(key) {
+                "default (user-space backend)".into()
             } else if *key == "engine.residency_budget" && cfg.backend == BackendKind::Module {
                 gpu::residency_budget(cfg.engine.residency_budget.each_bytes(), det).source
             } else {
@@ -154,5 +168,28 @@ mod tests {
         assert_eq!(desired.residency_budget_bytes, 0);
         let s = settings(&cfg, &desired, &det);
         assert_eq!(source(&s, "userspace.gpu_memory").1, "detected (NVML)");
+    }
+
+    /// The user-space backend's table keys: attach's where the file
+    /// leaves prescient.ko's, said so; the file's or prescientctl set's
+    /// otherwise.
+    #[test]
+    fn the_userspace_backend_names_its_own_table_defaults() {
+        let det = Detected::None("test".into());
+        let cfg = Config::parse("backend = \"userspace\"\n[engine]\nassoc = 4\n").unwrap();
+        let mut desired = engine_params(&cfg, &det);
+        let s = settings(&cfg, &desired, &det);
+        assert_eq!(
+            source(&s, "engine.rows"),
+            ("2048", "default (user-space backend)")
+        );
+        assert_eq!(
+            source(&s, "engine.lookahead"),
+            ("16", "default (user-space backend)")
+        );
+        assert_eq!(source(&s, "engine.assoc"), ("4", "config"));
+        desired.rows = 512;
+        let s = settings(&cfg, &desired, &det);
+        assert_eq!(source(&s, "engine.rows"), ("512", "prescientctl set"));
     }
 }

@@ -35,7 +35,13 @@ pub struct Config {
     /// The engine's prediction window in blocks, instead of the one
     /// `base_params` derives (1/8 of the budget or the GPU).
     pub window_blocks: Option<u32>,
+    /// 2 MB blocks of a GPU that `gpu_memory` does not name: the operator's
+    /// one size (`--gpu-memory`, `userspace.gpu_memory`), else the first
+    /// GPU's (NVML), else `gpu::FALLBACK_GPU_MEMORY`.
     pub gpu_blocks: u32,
+    /// Each GPU's memory by UUID (NVML, `gpu::memory_by_uuid`): a GPU's
+    /// engine, ledger and capacity are sized from its own memory.
+    pub gpu_memory: Vec<(String, u64)>,
     /// Self back-off (None: always prefetch).
     pub backoff: Option<backoff::Params>,
     /// Tracker gate: events off during the process's CPU phases (None:
@@ -82,6 +88,7 @@ impl Default for Config {
             regret_window: true,
             window_blocks: None,
             gpu_blocks: blocks_of(crate::gpu::FALLBACK_GPU_MEMORY),
+            gpu_memory: Vec::new(),
             backoff: None,
             gate: None,
             engine: None,
@@ -105,6 +112,26 @@ impl Config {
             .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
             .map(|(_, i)| *i);
         self.budget.of(&uuid, index).filter(|&b| b > 0)
+    }
+
+    /// The engine parameters of a GPU of `gpu_blocks` under `budget`
+    /// (`engine_params`).
+    pub fn engine_for(
+        &self,
+        budget: Option<u64>,
+        gpu_blocks: u32,
+        exec_mode: bool,
+    ) -> anyhow::Result<Params> {
+        engine_params(self, budget, gpu_blocks, exec_mode)
+    }
+
+    /// The 2 MB blocks of `gpu`'s memory: its own (`gpu_memory`), else
+    /// `gpu_blocks`.
+    pub fn gpu_blocks_of(&self, gpu: &prescient_uvm::Gpu) -> u32 {
+        let uuid = gpu.to_string();
+        (self.gpu_memory.iter())
+            .find(|(u, _)| u.eq_ignore_ascii_case(&uuid))
+            .map_or(self.gpu_blocks, |(_, b)| blocks_of(*b))
     }
 
     /// The loop the service's user-space backend starts for one process:
@@ -134,6 +161,7 @@ impl Config {
             workers: settings.workers.max(1),
             regret_window: settings.regret_window,
             gpu_blocks: blocks_of(settings.gpu_memory_bytes),
+            gpu_memory: settings.gpu_memory.clone(),
             backoff: Some(backoff::Params::default()),
             gate: settings.gate.then(gate::Params::default),
             engine: Some(p),
@@ -156,10 +184,13 @@ pub struct GpuBudgets {
 }
 
 /// What the service's config says about the user-space backend.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Settings {
-    /// GPU memory that sizes the engine when no residency budget is set.
+    /// GPU memory that sizes the engine of a GPU `gpu_memory` does not name
+    /// (`Config::gpu_blocks`).
     pub gpu_memory_bytes: u64,
+    /// Each GPU's memory by UUID (`Config::gpu_memory`).
+    pub gpu_memory: Vec<(String, u64)>,
     /// Threads issuing UVM_MIGRATE per process.
     pub workers: usize,
     /// Tools event queue entries per process (power of two).
@@ -192,18 +223,52 @@ pub(crate) fn base_params(budget: Option<u64>, gpu_blocks: u32) -> Params {
     }
 }
 
-/// The engine's parameters for one GPU of an attached process under
-/// `budget`: `base_params`, the window override, then the service's table
-/// settings; all validated.
+/// The table keys (rows, assoc, succs, lookahead) of the user-space
+/// backend's engine when the service's config leaves them at prescient.ko's
+/// defaults (`EngineParams::default`: 512 rows, 4 kernels ahead, sized for
+/// kernel memory): `prescientd attach`'s, the ones `base_params` gives
+/// (DeepUM's 2048 x 2-way table with 4 successors, 16 kernels ahead; every
+/// user-space result of BENCHMARKS-gpu.md ran with them). So the service's
+/// user-space backend and `prescientd attach` run one set of defaults
+/// (H100 run 46: the service path, on the module's, took 837 ms a step
+/// where attach took 537-643). A value other than the module's default is
+/// the operator's and applies as given. Returns the keys replaced.
+pub fn own_table_defaults(p: &mut prescient_uapi::control::EngineParams) -> Vec<&'static str> {
+    let module = prescient_uapi::control::EngineParams::default();
+    let ours = base_params(None, blocks_of(crate::gpu::FALLBACK_GPU_MEMORY));
+    let mut replaced = Vec::new();
+    for (key, v, m, o) in [
+        ("engine.rows", &mut p.rows, module.rows, ours.rows),
+        ("engine.assoc", &mut p.assoc, module.assoc, ours.assoc),
+        ("engine.succs", &mut p.succs, module.succs, ours.succs),
+        (
+            "engine.lookahead",
+            &mut p.lookahead,
+            module.lookahead,
+            ours.lookahead,
+        ),
+    ] {
+        if *v == m && m != o {
+            *v = o;
+            replaced.push(key);
+        }
+    }
+    replaced
+}
+
+/// The engine's parameters for one GPU of `gpu_blocks` of an attached
+/// process under `budget`: `base_params`, the window override, then the
+/// service's table settings; all validated.
 ///
 /// `exec_mode`: execution-id mode (the process's runtime supplies ids),
 /// whatever the parameters say.
 pub(crate) fn engine_params(
     cfg: &Config,
     budget: Option<u64>,
+    gpu_blocks: u32,
     exec_mode: bool,
 ) -> anyhow::Result<Params> {
-    let mut base = base_params(budget, cfg.gpu_blocks);
+    let mut base = base_params(budget, gpu_blocks);
     if let Some(w) = cfg.window_blocks {
         base.window_blocks = w;
     }
@@ -213,8 +278,17 @@ pub(crate) fn engine_params(
             .map_err(|e| anyhow::anyhow!("engine parameters: {e}"))?,
         None => base,
     };
+    // The service's parameters carry transparent mode's table pool (one
+    // block table, 8 ids: the module's, for a mode without ids); a process
+    // whose runtime supplies execution ids needs a table per id. The pool
+    // is always `base`'s, the one `prescientd attach` runs with, whatever
+    // the mode (transparent mode allocates no block table: params.rs
+    // `tables`). Before this the service ran execution-id mode on one table.
     let params = Params {
         mode: if exec_mode { Mode::ExecId } else { params.mode },
+        max_tables: base.max_tables,
+        exec_ids: base.exec_ids,
+        exec_records: base.exec_records,
         ..params
     };
     params
@@ -238,22 +312,82 @@ mod tests {
 
     #[test]
     fn the_window_is_an_eighth_of_the_budget_unless_given() {
-        let p = engine_params(&config(None), Some(1024 * BLOCK_BYTES), false).unwrap();
+        let p = engine_params(&config(None), Some(1024 * BLOCK_BYTES), 4096, false).unwrap();
         assert_eq!((p.history_window(), p.max_resident_blocks), (128, 4096));
-        let p = engine_params(&config(Some(32)), Some(1024 * BLOCK_BYTES), false).unwrap();
+        let p = engine_params(&config(Some(32)), Some(1024 * BLOCK_BYTES), 4096, false).unwrap();
         assert_eq!(p.history_window(), 32);
         // Without a budget: an eighth of the GPU, which also caps a larger one.
-        let p = engine_params(&config(None), None, false).unwrap();
+        let p = engine_params(&config(None), None, 4096, false).unwrap();
         assert_eq!(p.history_window(), 512);
-        let p = engine_params(&config(Some(100_000)), None, false).unwrap();
+        let p = engine_params(&config(Some(100_000)), None, 4096, false).unwrap();
         assert_eq!(p.history_window(), 512);
+    }
+
+    /// The finding behind the service path's slowness (H100 run 46) and
+    /// the pipeline that predicted almost nothing (H200 run 43, through the
+    /// service): the service's parameters carry transparent mode's table
+    /// pool, and execution-id mode on one block table clears it at every
+    /// kernel change (core's `table_for`), so a loop of kernels predicts
+    /// nothing ahead. With attach's pool, as now, it predicts the next
+    /// kernels' blocks.
+    #[test]
+    fn execution_id_mode_gets_a_table_per_kernel_in_the_service_too() {
+        use prescient_core::{Engine, Prefetch};
+        use prescient_uapi::control::EngineParams;
+        let abi: prescient_uapi::ParamsAbi = EngineParams::default().into();
+        let cfg = Config {
+            engine: Some(abi),
+            ..config(None)
+        };
+        let budget = Some(1024 * BLOCK_BYTES);
+        let now = engine_params(&cfg, budget, 4096, true).unwrap();
+        let before = Params {
+            mode: Mode::ExecId,
+            ..abi.to_engine(&base_params(budget, 4096)).unwrap()
+        };
+        assert_eq!(before.max_tables, 1);
+        assert_eq!(now.max_tables, Params::for_gpu(4096).max_tables);
+        // Eight kernels of four blocks each, ten times over: the prefetches
+        // of the last round, after the first faulting block of each kernel.
+        let predicted = |p: Params| {
+            let mut e = Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+            let mut out = [Prefetch { block: 0, ahead: 0 }; 64];
+            let mut n = 0;
+            for round in 0..10 {
+                for k in 0..8u64 {
+                    e.kernel_start(k as u32 + 1);
+                    for b in 0..4 {
+                        e.fault(1000 + 4 * k + b);
+                        let got = e.prefetches(&mut out);
+                        if round == 9 {
+                            n += got;
+                        }
+                        for x in &out[..got] {
+                            e.migrated_in(x.block);
+                        }
+                    }
+                    for b in 0..4 {
+                        e.evicted(1000 + 4 * k + b);
+                    }
+                }
+            }
+            n
+        };
+        let (old, new) = (predicted(before), predicted(now));
+        assert!(
+            new >= 8 * 3 && old < new / 4,
+            "one table {old}, attach's pool {new}"
+        );
     }
 
     #[test]
     fn execution_ids_switch_the_engine_to_execution_id_mode() {
         let (c, b) = (config(None), Some(1024 * BLOCK_BYTES));
-        assert_eq!(engine_params(&c, b, false).unwrap().mode, Mode::Transparent);
-        let p = engine_params(&c, b, true).unwrap();
+        assert_eq!(
+            engine_params(&c, b, 4096, false).unwrap().mode,
+            Mode::Transparent
+        );
+        let p = engine_params(&c, b, 4096, true).unwrap();
         assert_eq!(p.mode, Mode::ExecId);
         assert!(p.validate().is_ok());
     }

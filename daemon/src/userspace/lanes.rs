@@ -33,6 +33,9 @@ pub(super) struct Lane {
     pub(super) gpu: Gpu,
     /// This GPU's residency budget (None: no pre-eviction below its size).
     pub(super) budget: Option<u64>,
+    /// This GPU's memory in 2 MB blocks (`Config::gpu_blocks_of`): it sizes
+    /// the engine, and is the capacity kept when there is no budget.
+    pub(super) gpu_blocks: u32,
     pub(super) engine: Engine<Vec<u64>>,
     pub(super) residency: Residency,
     /// Blocks the ledger had as resident when the gate last opened: maybe
@@ -60,20 +63,23 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    /// A lane for `gpu` under `budget`, its engine built from `cfg`.
+    /// A lane for `gpu` under `budget`, its engine built from `cfg` for
+    /// that GPU's own memory.
     pub(super) fn new(
         gpu: Gpu,
         budget: Option<u64>,
         cfg: &Config,
         exec_mode: bool,
     ) -> anyhow::Result<Lane> {
-        let params = engine_params(cfg, budget, exec_mode)?;
+        let gpu_blocks = cfg.gpu_blocks_of(&gpu);
+        let params = engine_params(cfg, budget, gpu_blocks, exec_mode)?;
         let mut engine = Engine::new(params, vec![0u64; params.storage_words()])
             .map_err(|e| anyhow::anyhow!("engine: {e}"))?;
         engine.set_regret_window(cfg.regret_window);
         Ok(Lane {
             gpu,
             budget,
+            gpu_blocks,
             engine,
             residency: Residency::default(),
             uncertain: HashSet::new(),
@@ -149,6 +155,7 @@ impl Lanes {
                     index = gpu.index,
                     gpu = %gpu,
                     budget = budget.map_or("none".into(), |b| format!("{} MiB", b >> 20)),
+                    gpu_memory = format!("{} MiB", u64::from(l.gpu_blocks) * 2),
                     "a GPU this process computes on: its own engine, ledger and budget"
                 );
                 self.lanes.push(l);
@@ -401,6 +408,51 @@ pub(crate) mod tests {
         };
         assert_eq!(bare.budget_of(&g(1)), Some(6 << 20));
         assert_eq!(config("1=4M", &[0, 1]).budget_of(&g(0)), None);
+    }
+
+    /// A node of mixed GPUs: each lane's engine is sized from its own
+    /// GPU's memory (NVML's, by UUID), never from the table's first GPU;
+    /// a GPU NVML does not name takes `gpu_blocks`.
+    #[test]
+    fn each_gpu_is_sized_from_its_own_memory() {
+        let t = table(&[0, 1, 2, 3]);
+        let g = |p: u16| t.gpu(index(p)).unwrap();
+        let gib = |n: u64| n << 30;
+        let cfg = Config {
+            gpu_memory: vec![
+                (g(0).to_string(), gib(80)),
+                (g(1).to_string().to_lowercase(), gib(40)),
+                (g(2).to_string(), gib(141) + (1 << 20)),
+            ],
+            budget: prescient_units::GpuBudget::default(),
+            ..config("16M", &[0, 1, 2, 3])
+        };
+        let mut lanes = Lanes::default();
+        // GPU 2 faults first: the table's first GPU (0) sizes nothing of it.
+        for p in [2, 0, 1, 3] {
+            lanes.get_or_make(g(p), &cfg, false).unwrap();
+        }
+        let blocks = |p: u16| lanes.iter().find(|l| l.gpu == g(p)).unwrap().gpu_blocks;
+        assert_eq!(
+            [blocks(0), blocks(1), blocks(2), blocks(3)],
+            [40960, 20480, 72192, 4096]
+        );
+        // The engine is the one its own size gives: the window without a
+        // budget is 1/8 of that GPU.
+        for p in 0..4 {
+            let l = lanes.at(index(p)).unwrap();
+            let want = engine_params(&cfg, None, l.gpu_blocks, false).unwrap();
+            assert_eq!(l.engine.window_depth(), want.history_window(), "GPU {p}");
+        }
+        let w = |p: u16| {
+            lanes
+                .iter()
+                .find(|l| l.gpu == g(p))
+                .unwrap()
+                .engine
+                .window_depth()
+        };
+        assert!(w(2) > w(0) && w(0) > w(1), "{} {} {}", w(0), w(1), w(2));
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub mod series;
 mod snapshot;
 mod state;
 
-pub use config::{Config, GpuBudgets, Settings};
+pub use config::{own_table_defaults, Config, GpuBudgets, Settings};
 pub use mechanism::{Hist, Mechanism};
 pub use mode::{ExecIds, FaultSource, PolicyMode};
 pub use oracle::{OracleConfig, OracleStats};
@@ -555,6 +555,7 @@ mod tests {
     fn us() -> Userspace {
         Userspace::new(Settings {
             gpu_memory_bytes: 8 << 30,
+            gpu_memory: Vec::new(),
             workers: 1,
             queue_entries: 1 << 12,
             gate: true,

@@ -122,7 +122,7 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         l.pump.restart();
     }
     let limit = Limit {
-        capacity_blocks: budget_blocks(l).unwrap_or(u64::from(s.cfg.gpu_blocks)),
+        capacity_blocks: budget_blocks(l).unwrap_or(u64::from(l.gpu_blocks)),
         watermark_pct: s
             .cfg
             .engine
@@ -244,7 +244,8 @@ mod tests {
         let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
         // The reference: the pieces the process held before lanes.
         let params =
-            crate::userspace::config::engine_params(&w.cfg, Some(16 << 20), false).unwrap();
+            crate::userspace::config::engine_params(&w.cfg, Some(16 << 20), lane.gpu_blocks, false)
+                .unwrap();
         let mut engine = Engine::new(params, vec![0u64; params.storage_words()]).unwrap();
         engine.set_regret_window(w.cfg.regret_window);
         let (mut ledger, mut pump, mut leaving) =

@@ -202,5 +202,16 @@ int main(int argc, char **argv) {
         lk(fn(0), 1, 1, 1, 1, 1, 1, 0, (void *)(0x100000 + s * 16), params, NULL);
     printf("many_streams_after_write=%ld\n", after_write() - m0);
     flags_check();
+
+    /* cuMemGetInfo in each device's context, then with none current. */
+    void (*set_current)(int) = FAKE("fake_set_current", void (*)(int));
+    for (int dev = 0; dev < 2; dev++) {
+        set_current(dev);
+        irc = mi(&fr, &tot);
+        printf("info_dev%d_rc=%d info_dev%d_free=%zu info_dev%d_total=%zu\n", dev, irc, dev, fr, dev, tot);
+    }
+    set_current(-1);
+    printf("info_nocontext_rc=%d\n", mi(&fr, &tot));
+    set_current(0);
     return 0;
 }

@@ -63,7 +63,32 @@ static CUresult record_alloc(CUdeviceptr *d, size_t n, int managed) {
 }
 
 CUresult cuInit(unsigned flags) { return flags == 0 ? OK : INVALID_VALUE; }
-CUresult cuDeviceGetCount(int *n) { if (!n) return INVALID_VALUE; *n = 1; return OK; }
+/* Devices: FAKE_DEVICES of them, as cuDeviceGetCount says. The calling
+ * thread's current context is device 0's until fake_set_current(d), the
+ * stand-in for cuCtxSetCurrent with device d's primary context (-1: no
+ * current context). cuMemGetInfo answers for the current context's device
+ * (driver API reference: "the free and total amount of memory available
+ * for allocation by the CUDA context"): device 0 has 80 GiB (70 free),
+ * device 1 40 GiB (30 free); with no current context it is
+ * CUDA_ERROR_INVALID_CONTEXT, as is cuCtxGetDevice. cuDeviceGetUuid[_v2]
+ * write the device's 16 bytes (fa 4e 00 .. 00 d+1); an ordinal out of
+ * range is CUDA_ERROR_INVALID_DEVICE. */
+#define FAKE_DEVICES 2
+#define INVALID_DEVICE 101
+#define INVALID_CONTEXT 201
+static __thread int current_dev;
+void fake_set_current(int d) { current_dev = d; }
+typedef struct { char bytes[16]; } CUuuid;
+static CUresult device_uuid(CUuuid *u, int dev) {
+    if (!u) return INVALID_VALUE;
+    if (dev < 0 || dev >= FAKE_DEVICES) return INVALID_DEVICE;
+    memset(u->bytes, 0, 16);
+    u->bytes[0] = (char)0xfa; u->bytes[1] = 0x4e; u->bytes[15] = (char)(dev + 1);
+    return OK;
+}
+CUresult cuDeviceGetUuid(CUuuid *u, int dev) { return device_uuid(u, dev); }
+CUresult cuDeviceGetUuid_v2(CUuuid *u, int dev) { return device_uuid(u, dev); }
+CUresult cuDeviceGetCount(int *n) { if (!n) return INVALID_VALUE; *n = FAKE_DEVICES; return OK; }
 CUresult cuFakeNewerEntry(void) { return OK; }
 CUresult cuMemAlloc(unsigned *d, unsigned n) { (void)d; (void)n; return INVALID_VALUE; /* 32-bit ABI: never used */ }
 CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n) { return record_alloc(d, n, 0); }
@@ -83,7 +108,9 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
 }
 CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total) {
     if (!free_b || !total) return INVALID_VALUE;
-    *free_b = 70ull << 30; *total = 80ull << 30; return OK;
+    if (current_dev < 0) return INVALID_CONTEXT;
+    size_t gib = current_dev == 0 ? 80 : 40;
+    *free_b = (gib - 10) << 30; *total = gib << 30; return OK;
 }
 CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     for (int i = 0; i < nreg; i++) if (reg[i].p == p) return ALREADY_REGISTERED;
@@ -185,12 +212,18 @@ CUresult cuEventRecord(void *e, void *s) { (void)e; (void)s; events_recorded++; 
 CUresult cuEventQuery(void *e) { (void)e; return OK; }
 CUresult cuEventDestroy_v2(void *e) { (void)e; return OK; }
 CUresult cuThreadExchangeStreamCaptureMode(int *m) { int t = capture_mode; capture_mode = *m; *m = t; return OK; }
-CUresult cuCtxGetDevice(int *d) { *d = 0; return OK; }
-CUresult cuCtxGetDevice_v2(int *d, void *ctx) { *d = ctx ? 7 : 0; return OK; }
+CUresult cuCtxGetDevice(int *d) {
+    if (!d) return INVALID_VALUE;
+    if (current_dev < 0) return INVALID_CONTEXT;
+    *d = current_dev; return OK;
+}
+CUresult cuCtxGetDevice_v2(int *d, void *ctx) { *d = ctx ? 7 : current_dev; return OK; }
 
 static const struct { const char *name; int version; int ptsz; void *fn; } table[] = {
     {"cuInit", 2000, 0, cuInit},
     {"cuDeviceGetCount", 2000, 0, cuDeviceGetCount},
+    {"cuDeviceGetUuid", 9020, 0, cuDeviceGetUuid},
+    {"cuDeviceGetUuid", 11040, 0, cuDeviceGetUuid_v2},
     {"cuFakeNewerEntry", 13010, 0, cuFakeNewerEntry},
     {"cuMemAlloc", 2000, 0, cuMemAlloc},
     {"cuMemAlloc", 3020, 0, cuMemAlloc_v2},

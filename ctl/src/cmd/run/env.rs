@@ -117,12 +117,39 @@ fn marks_env(
     set.insert(ENV_MARKS_SOCKET.to_string(), sock);
 }
 
-/// The size the job's runtime reports as its GPU's (cuMemGetInfo): the
-/// budget when one size covers every GPU, else the smallest size given
-/// (the runtime does not know which GPU a size names; never more than
-/// any GPU of the job may hold).
+/// True for a UUID the runtime can match against `cuDeviceGetUuid`:
+/// `GPU-` or `MIG-` and 32 hex digits (dashes aside), as nvidia-smi -L
+/// prints them.
+fn full_uuid(u: &str) -> bool {
+    let hex = u.get(4..).unwrap_or("").replace('-', "");
+    hex.len() == 32 && hex.bytes().all(|c| c.is_ascii_hexdigit())
+}
+
+/// The budgets the job's runtime reports as its GPU's size (cuMemGetInfo),
+/// by the UUID of the current context's device: `GPU-<uuid>=BYTES,...`
+/// for the GPUs the budget names by a full UUID; None when there are none.
+pub fn job_gpu_budgets(b: Option<&prescient_units::GpuBudget>) -> Option<String> {
+    use prescient_units::GpuKey;
+    let items: Vec<String> = (b?.gpus.iter())
+        .filter_map(|(k, size)| match k {
+            GpuKey::Uuid(u) if full_uuid(u) => Some(format!("{u}={size}")),
+            _ => None,
+        })
+        .collect();
+    (!items.is_empty()).then(|| items.join(","))
+}
+
+/// The size the job's runtime reports for a GPU `job_gpu_budgets` does not
+/// name: the each-GPU budget, or smaller when the budget names GPUs by
+/// nvidia-smi index (CUDA does not know that index, so the job cannot tell
+/// whether its GPU is one of them: never more than such a GPU may hold).
 pub fn job_budget(b: Option<&prescient_units::GpuBudget>) -> Option<u64> {
-    b?.sizes().min()
+    use prescient_units::GpuKey;
+    let b = b?;
+    let unnamed = (b.gpus.iter())
+        .filter(|(k, _)| !matches!(k, GpuKey::Uuid(u) if full_uuid(u)))
+        .map(|(_, size)| *size);
+    b.each.into_iter().chain(unnamed).min()
 }
 
 /// The variables to set for the command, from the launcher's own
@@ -160,15 +187,26 @@ pub fn child_env(
     if let Some(n) = notes.first_mut() {
         *n = format!("PyTorch allocator: {n}");
     }
+    let by_uuid = job_gpu_budgets(args.budget.as_ref());
+    if let Some(g) = &by_uuid {
+        set.insert("PRESCIENT_GPU_BUDGETS".to_string(), g.clone());
+    }
     if let Some(b) = job_budget(args.budget.as_ref()) {
         set.insert("PRESCIENT_BUDGET_BYTES".to_string(), b.to_string());
-        if args
-            .budget
-            .as_ref()
-            .is_some_and(|x| x.sizes().any(|s| s != b))
+        let indexed = (args.budget.iter())
+            .flat_map(|x| x.gpus.iter())
+            .any(|(k, s)| {
+                *s != b && !matches!(k, prescient_units::GpuKey::Uuid(u) if full_uuid(u))
+            });
+        if indexed
+            || args
+                .budget
+                .as_ref()
+                .and_then(|x| x.each)
+                .is_some_and(|e| e != b)
         {
             notes.push(format!(
-                "the GPUs' budgets differ: the job sees {} MiB (the smallest) as each GPU's size; prescientd keeps each GPU under its own",
+                "GPUs named by nvidia-smi index: the job sees {} MiB (the smallest) as the size of every GPU not named by its full UUID (CUDA does not know nvidia-smi's index); prescientd keeps each GPU under its own",
                 b >> 20
             ));
         }
@@ -217,6 +255,7 @@ mod tests {
         let a = parse("30G,1=20G").unwrap();
         let e = child_env(&a, "/r.so", 42, MarksSetup::default(), |_| None);
         assert_eq!(e.set["PRESCIENT_BUDGET_BYTES"], (20u64 << 30).to_string());
+        assert!(!e.set.contains_key("PRESCIENT_GPU_BUDGETS"));
         assert!(
             e.notes
                 .iter()
@@ -224,10 +263,29 @@ mod tests {
             "{:?}",
             e.notes
         );
+        // Abbreviated UUIDs cannot be matched by the runtime: as an index.
         let a = parse("GPU-ab12=8G,GPU-cd34=8G").unwrap();
         let e = child_env(&a, "/r.so", 42, MarksSetup::default(), |_| None);
         assert_eq!(e.set["PRESCIENT_BUDGET_BYTES"], (8u64 << 30).to_string());
+        assert!(!e.set.contains_key("PRESCIENT_GPU_BUDGETS"));
         assert!(e.notes.is_empty(), "{:?}", e.notes);
+        // Full UUIDs: the runtime reports each GPU's own, the each-GPU
+        // size elsewhere; nothing to warn about.
+        let u = "GPU-7ce8175b-3288-efcd-14ce-8dc53dec1d6a";
+        let a = parse(&format!("12G,{u}=8G")).unwrap();
+        let e = child_env(&a, "/r.so", 42, MarksSetup::default(), |_| None);
+        assert_eq!(e.set["PRESCIENT_BUDGET_BYTES"], (12u64 << 30).to_string());
+        assert_eq!(
+            e.set["PRESCIENT_GPU_BUDGETS"],
+            format!("{u}={}", 8u64 << 30)
+        );
+        assert!(e.notes.is_empty(), "{:?}", e.notes);
+        let a = parse(&format!("{u}=8G")).unwrap();
+        let e = child_env(&a, "/r.so", 42, MarksSetup::default(), |_| None);
+        assert!(
+            !e.set.contains_key("PRESCIENT_BUDGET_BYTES"),
+            "no budget elsewhere"
+        );
         for (bad, says) in [
             ("1M", "at least 2 MiB"),
             ("4G,1=1M", "at least 2 MiB"),

@@ -271,8 +271,12 @@ fn in_force(
     socket: &Path,
 ) -> String {
     let job = if runtime {
-        let budget = env::job_budget(args.budget.as_ref())
+        let each = env::job_budget(args.budget.as_ref())
             .map_or("the GPU's size".into(), |b| format!("{} MiB", b >> 20));
+        let budget = match env::job_gpu_budgets(args.budget.as_ref()) {
+            Some(_) => format!("its GPU's own budget where --budget names it by UUID, else {each}"),
+            None => each,
+        };
         let ids = if args.mode == crate::cli::RunMode::Transparent {
             "off"
         } else {
