@@ -163,6 +163,20 @@ pub fn wanted() -> bool {
     page().is_some_and(|p| p.ids_wanted())
 }
 
+/// Should freed memory be marked dead? In auto mode only while a reader
+/// asks for ids: prescientd asks while the job faults, and a job that has
+/// stopped faulting (no pressure) gains nothing from dead marks but pays
+/// a round trip for each alive mark that undoes one (a ResNet-50 step
+/// under no budget went from 43 to 85 ms: BENCHMARKS-gpu.md run 55). In
+/// exec-id mode always. Not sending a dead mark is always safe (marks/mod.rs
+/// point 6); alive marks for dead marks already sent still go out.
+pub fn dead_marks_wanted() -> bool {
+    if !crate::config::get().marks_on_request {
+        return true;
+    }
+    page().is_some_and(|p| p.ids_wanted())
+}
+
 /// Enqueues the write of `id` into `stream`'s slot before a launch; true
 /// if it was enqueued.
 ///

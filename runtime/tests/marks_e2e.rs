@@ -4,7 +4,8 @@
 //! and this test serves the marks socket as prescientd does (one JSON reply
 //! line per request, daemon/src/userspace/marks.rs). A freed range must be
 //! marked dead once its fence has passed, and marked alive (reply awaited)
-//! when it is handed out again. The stand-in's cuCtxGetDevice has CUDA
+//! when it is handed out again; in auto mode, only while a reader asks for
+//! ids (a free before that is never marked). The stand-in's cuCtxGetDevice has CUDA
 //! 13.0's two-parameter ABI at 13.0: asking for it there (the bug of
 //! BENCHMARKS-gpu.md run 42) loses the dead mark. Needs a C compiler.
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
+#include "page.h"
 
 typedef int (*gpa2_t)(const char *, void **, int, unsigned long long, int *);
 typedef void (*event_t)(int, int, uint64_t, uint64_t, void *);
@@ -23,6 +24,16 @@ int main(int argc, char **argv) {
     event_t ev = (event_t)dlsym(RTLD_DEFAULT, "prescient_allocator_event");
     if (!ev) { printf("runtime=0\n"); return 0; }
     uint64_t mb = 1 << 20;
+    typedef int (*alloc_t)(unsigned long long *, size_t);
+    alloc_t alloc = NULL;
+    gpa2("cuMemAlloc", (void **)&alloc, 13000, 0, &st);
+    unsigned long long dptr = 0;
+    if (!alloc || alloc(&dptr, 2 * mb) != 0 || !page()) { printf("page=0\n"); return 1; }
+    /* Nobody asks for ids: this free is not marked dead. */
+    ev(2, 0, 6ull << 30, 4 * mb, (void *)0x10);
+    usleep(5000);
+    ev(1, 0, 9ull << 30, 4096, (void *)0x10);    /* ALLOC elsewhere: flush */
+    want_ids(1);
     ev(2, 0, 8ull << 30, 4 * mb, (void *)0x10);  /* FREE_COMPLETED */
     usleep(5000);
     ev(1, 0, 9ull << 30, 4096, (void *)0x10);    /* ALLOC elsewhere: flush */

@@ -38,28 +38,7 @@ static void *get(const char *sym, int version, unsigned long long flags) {
     return rc == 0 ? p : NULL;
 }
 
-/* The page the runtime made, found as the daemon finds it. */
-static volatile uint64_t *page(void) {
-    static volatile uint64_t *pg;
-    if (pg) return pg;
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    char path[512], link[512];
-    while (d && (e = readdir(d))) {
-        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(path, link, sizeof link - 1);
-        if (n <= 0) continue;
-        link[n] = 0;
-        if (strstr(link, "memfd:prescient-exec-page")) {
-            int fd = open(path, O_RDWR);
-            pg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            close(fd);
-            break;
-        }
-    }
-    if (d) closedir(d);
-    return pg == MAP_FAILED ? NULL : pg;
-}
+#include "page.h"
 
 /* The value in the slot some stream owns with `key` (0 if none). */
 static uint64_t slot_value(uint64_t key) {
@@ -173,7 +152,7 @@ int main(int argc, char **argv) {
     uint64_t v4 = slot_value(0x7000);
     printf("id_written=%d id_same_launch_same=%d id_args_differ=%d id_shape_differs=%d\n", v1 != 0, v1 == v2, v1 != v3, v3 != v4);
     /* A reader asks for ids (the page's control word, bit 0). */
-    if (page()) __atomic_fetch_or((uint64_t *)&page()[4], 1, __ATOMIC_RELAXED);
+    want_ids(1);
     lk(fn(0), 3, 1, 1, 128, 1, 1, 0, (void *)0xA000, params, NULL);
     printf("id_after_want=%d\n", slot_value(0xA000) != 0);
     lk_t lkp = (lk_t)get("cuLaunchKernel", 12000, 2);
