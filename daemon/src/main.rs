@@ -171,7 +171,7 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
         // A plan of another workload is refused here, before anything moves,
         // when the process already has ranges the plan cannot have.
         let now = userspace::oracle::maps::read(pid)?;
-        o.plan.translate(&now).map_err(anyhow::Error::msg)?;
+        o.plan.check_now(&now).map_err(anyhow::Error::msg)?;
     }
     let (marks, _marks_server) = serve_marks(&args.marks, &session)?;
     if let Some(f) = &args.target.ready_file {

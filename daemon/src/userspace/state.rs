@@ -133,7 +133,8 @@ pub(super) struct Process {
     pub(super) feed_looked: Instant,
     /// The mechanism's counters (mechanism.rs).
     pub(super) mech: mechanism::Tracker,
-    /// This turn's fault blocks, for the oracle's cursor (oracle mode only).
+    /// This turn's fault addresses (the first of a run on a block), for the
+    /// oracle's binding of its plan and its cursor (oracle mode only).
     pub(super) turn_faults: Vec<u64>,
     /// This turn's blocks the CPU faulted away from the GPU (oracle mode).
     pub(super) turn_cpu_taken: Vec<u64>,
