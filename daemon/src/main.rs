@@ -266,6 +266,7 @@ fn loop_config(
         workers: args.tuning.workers.max(1),
         async_migrate: !args.tuning.sync_migrate,
         max_coalesce_blocks: args.tuning.coalesce_blocks.max(1),
+        merge_queued_blocks: args.tuning.merge_queued,
         // The next-use order and the sweep were experiments; their flags
         // are gone (core drops them in the same change).
         regret_window: !args.policy.no_regret_window,
