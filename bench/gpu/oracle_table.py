@@ -42,7 +42,7 @@ def mech(d):
     ]
     if o:
         parts.append("oracle " + " ".join(f"{k}={o.get(k)}" for k in (
-            "applied_after_s", "applied_at", "cursor", "plan_entries", "faults_ahead", "faults_far", "faults_unplanned",
+            "applied_after_s", "applied_at", "over_after_s", "cursor", "plan_entries", "faults_ahead", "faults_far", "faults_unplanned",
             "no_room", "evicted_before_use", "victims_for_prefetch", "victims_over_budget")))
     return "; ".join(parts)
 

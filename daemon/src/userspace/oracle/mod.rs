@@ -40,6 +40,10 @@ pub struct OracleStats {
     /// The plan position the cursor started at (the last needed range's
     /// first use).
     pub applied_at: u64,
+    /// The cursor reached the plan's last entry: the lane is driver-like
+    /// from then on (replay.rs, `end_if_over`), this many seconds in.
+    pub plan_over: bool,
+    pub over_after_s: Option<f64>,
     pub cursor: u64,
     /// Prefetch depth: distinct blocks ahead of the cursor.
     pub ahead_blocks: u64,

@@ -177,7 +177,12 @@ impl Policy for Oracle {
             // The lane was dropped (its GPU left the table) and made again.
             self.active = None;
         }
-        if self.active.is_none() && p.lanes.len() == 1 {
+        if let Some(l) = p.lanes.iter_mut().next() {
+            if self.end_if_over(&mut l.residency) {
+                p.snap.oracle = Some(self.stats.clone());
+            }
+        }
+        if self.active.is_none() && !self.stats.plan_over && p.lanes.len() == 1 {
             self.try_apply(p);
         }
         if self.active.is_none() {
@@ -190,6 +195,31 @@ impl Policy for Oracle {
 }
 
 impl Oracle {
+    /// Ends the plan once the cursor is at its last entry: past it nothing
+    /// says what comes next (every block's next use is "never", so
+    /// Belady's victim is any block, those the job uses now included: GPU
+    /// run 53, dnn with 8 workers, a last iteration of 100 s, faulting and
+    /// evicting in a loop). The lane `res` is kept driver-like from then
+    /// on, its resident blocks queued for it in no particular order. True
+    /// if it ended now.
+    fn end_if_over(&mut self, res: &mut Residency) -> bool {
+        let over = (self.active.as_ref())
+            .is_some_and(|a| a.schedule.cursor() as usize + 1 >= a.schedule.entries());
+        if !over {
+            return false;
+        }
+        self.active = None;
+        self.stats.plan_over = true;
+        self.stats.over_after_s = Some(self.start.elapsed().as_secs_f64());
+        let held: Vec<(u64, u64)> = res.resident().map(|b| (b, res.get(b))).collect();
+        for (b, n) in held {
+            res.sub(b, n);
+            res.add(b, n);
+        }
+        tracing::info!("oracle: the plan is over; driver-like from here");
+        true
+    }
+
     /// One turn of the applied plan on the process's lane.
     fn turn(&mut self, p: &mut Process) {
         let Process {
@@ -535,6 +565,49 @@ mod tests {
             to_cpu.iter().all(|j| j.chosen_by() == gpu.uuid),
             "evictions are the lane's"
         );
+    }
+
+    /// At the plan's last entry the oracle hands the lane back to the
+    /// driver-like order: every resident block can be its victim again.
+    #[test]
+    fn at_the_plans_end_the_lane_is_kept_driver_like() {
+        let seq: Vec<u64> = vec![10, 11, 12];
+        let mut o = Oracle::new(OracleConfig {
+            plan: Arc::new(Plan {
+                ranges: vec![PlanRange {
+                    size: 20 << BLOCK_SHIFT,
+                    misalign: 0,
+                }],
+                seq: seq.iter().map(|&b| (0, b)).collect(),
+            }),
+            ahead: Some(4),
+        });
+        let gpu = table(&[0]).gpu(index(0)).unwrap();
+        o.active = Some(Active {
+            gpu,
+            schedule: Schedule::new(seq, 16, 8),
+            ranges: vec![Range {
+                start: 0,
+                end: 20 << BLOCK_SHIFT,
+            }],
+            prefetched: HashMap::new(),
+            cpu_held: HashSet::new(),
+            next_look: Instant::now(),
+        });
+        let mut res = Residency::default();
+        for b in [10, 11, 12] {
+            res.add(b, BLOCK_BYTES);
+        }
+        while res.pop_oldest().is_some() {} // the oracle's arrivals took them
+        assert!(!o.end_if_over(&mut res), "the cursor is at the start");
+        let a = o.active.as_mut().unwrap();
+        assert_eq!(a.schedule.fault(12, |_| true), Moved::Ahead);
+        assert!(o.end_if_over(&mut res));
+        assert!(o.active.is_none() && o.stats.plan_over);
+        let mut queued: Vec<u64> = std::iter::from_fn(|| res.pop_oldest()).collect();
+        queued.sort_unstable();
+        assert_eq!(queued, [10, 11, 12]);
+        assert_eq!(res.blocks(), 3);
     }
 
     /// One lane is the oracle's; a second GPU's lane is refused with one
