@@ -217,7 +217,7 @@ impl Plan {
             .sum();
         let have: Vec<&Range> = faulted.iter().filter(|r| r.holds_whole_block()).collect();
         format!(
-            "the plan was recorded from another workload or size: its GPU faulted on {n} ranges of whole blocks ({bytes} bytes), this process's on {} ({} bytes) of sizes the plan does not have as often",
+            "the plan was recorded from another workload or size: its GPU faulted on {n} ranges of whole blocks ({bytes} bytes) in its first half, this process's on {} ({} bytes), which do not match them size for size",
             have.len(),
             have.iter().map(|r| r.size()).sum::<u64>()
         )
