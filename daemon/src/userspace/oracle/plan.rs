@@ -12,8 +12,9 @@
 //! <range index> <first offset> <count>     runs of consecutive blocks
 //! end
 //! ```
-//! The fingerprint is the ranges' sizes in address order and the blocks
-//! they span: a plan of another workload or size is refused with one line.
+//! A plan is bound to a process by the sizes of the ranges its GPU
+//! faults on (`Plan::bind`); a plan of another workload or size is
+//! refused with one line.
 
 use super::maps::Range;
 use prescient_core::{BLOCK_BYTES, BLOCK_SHIFT};
@@ -164,9 +165,10 @@ impl Plan {
     /// This plan's blocks in a process whose GPU has faulted on the managed
     /// ranges `faulted` (sorted by address; once the plan applies this is
     /// asked no more): the k-th needed recorded range of a size, by
-    /// address, is the k-th faulted range of that size, by address. Ok(None) while some size has fewer faulted ranges than the
-    /// plan needs (the job has not reached them yet); Err (one line) when
-    /// it has more, or a size the plan never used: another workload.
+    /// address, is the k-th faulted range of that size, by address.
+    /// Ok(None) while some size has fewer faulted ranges than the plan
+    /// needs (the job has not reached them yet); Err (one line) when it
+    /// has more, or a size the plan never used: another workload.
     ///
     /// Why these rules (GPU runs 40 and 42, three recordings of one PyTorch
     /// job): the allocator places allocations of different sizes in

@@ -31,7 +31,7 @@ const SETTLED: Duration = Duration::from_secs(10);
 /// How often the window is looked at again when nothing changed.
 const RETRY: Duration = Duration::from_millis(1);
 
-/// The plan mapped onto the process's lane, once its ranges match.
+/// The plan mapped onto the process's lane, once bound (`Plan::bind`).
 struct Active {
     /// The GPU of the lane it runs on.
     gpu: Gpu,
