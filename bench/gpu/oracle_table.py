@@ -90,6 +90,11 @@ for wl in wls:
         for r in v:
             if r.get("daemon"):
                 print(f"  [{r['case']}] {mech(r['daemon'])}")
+                o = r["daemon"].get("oracle") or {}
+                if r.get("mode") == "oracle" and (o.get("applied_after_s") is None
+                                                  or o.get("applied_at", 0) * 2 > (o.get("plan_entries") or 0)):
+                    # The plan applied late or never: mostly driver-like.
+                    print(f"  [{r['case']}] PLAN APPLIED LATE OR NEVER: not an oracle result")
             elif r.get("mode") != "none":
                 # No final counters: the daemon failed or was killed, and
                 # the job's later steps ran without it: not a result.
