@@ -38,11 +38,11 @@ def mech(d):
         f"h2d {f(m.get('h2d_busy_s'), 2)}s d2h {f(m.get('d2h_busy_s'), 2)}s both {f(m.get('both_busy_s'), 2)}s",
         f"late {m.get('prefetch_faulted')} churn {m.get('churn')}/{m.get('prefetch_evicted_unfaulted')}",
         f"queue max {d.get('queue_max')} mean {f(d.get('queue_mean'))} inflight mean {f(d.get('inflight_mean'), 2)}",
-        f"jobs to-gpu {d.get('prefetch_job_sizes')} to-cpu {d.get('evict_job_sizes')}",
+        f"jobs to-gpu {d.get('prefetch_job_sizes')} to-cpu {d.get('evict_job_sizes')} merged {d.get('merged_jobs')}",
     ]
     if o:
-        parts.append("oracle " + " ".join(f"{k}={o[k]}" for k in (
-            "applied_after_s", "cursor", "plan_entries", "faults_ahead", "faults_far", "faults_unplanned",
+        parts.append("oracle " + " ".join(f"{k}={o.get(k)}" for k in (
+            "applied_after_s", "applied_at", "over_after_s", "cursor", "plan_entries", "faults_ahead", "faults_far", "faults_unplanned",
             "no_room", "evicted_before_use", "victims_for_prefetch", "victims_over_budget")))
     return "; ".join(parts)
 
@@ -76,10 +76,12 @@ for wl in wls:
     if step.get("base") is not None and ob is not None and h2d:
         link = max(step["base"], ob / (h2d * 1e9) * 1e3)
     print(f"\n== {wl}: checksums {cks}")
-    for k in ("base", "driverlike", "prescient", "prescientB", "oracle", "oracleB"):
+    # Every case kind, in the order run.sh ran them (VARIANTS add kinds).
+    for k in by:
         if k in step:
             ratio = "" if not link or step[k] is None else f"  {step[k] / link:.2f}x link"
-            print(f"  {k:11s} step {f(step[k])} ms  GB/step {f(gbytes.get(k) and gbytes[k] / 1e9, 2)}{ratio}")
+            reps = " / ".join(f((r.get("bench") or {}).get("median_gpu_ms")) for r in by[k])
+            print(f"  {k:11s} step {f(step[k])} ms ({reps})  GB/step {f(gbytes.get(k) and gbytes[k] / 1e9, 2)}{ratio}")
     print(f"  link bound {f(link)} ms (resident {f(step.get('base'))} ms, oracle bytes / H2D)")
     if step.get("driverlike") and step.get("prescient") and step.get("oracle"):
         print(f"  driver-like/prescient {step['driverlike'] / step['prescient']:.2f}x, "
@@ -88,6 +90,11 @@ for wl in wls:
         for r in v:
             if r.get("daemon"):
                 print(f"  [{r['case']}] {mech(r['daemon'])}")
+                o = r["daemon"].get("oracle") or {}
+                if r.get("mode") == "oracle" and (o.get("applied_after_s") is None
+                                                  or o.get("applied_at", 0) * 2 > (o.get("plan_entries") or 0)):
+                    # The plan applied late or never: mostly driver-like.
+                    print(f"  [{r['case']}] PLAN APPLIED LATE OR NEVER: not an oracle result")
             elif r.get("mode") != "none":
                 # No final counters: the daemon failed or was killed, and
                 # the job's later steps ran without it: not a result.

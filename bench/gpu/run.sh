@@ -242,7 +242,11 @@ for w in $WHAT; do
     # ORACLE_WL: which of dnn stream xf; O_EXTRA: more oracle flags;
     # MAPS=SECONDS: each case's /dev/nvidia-uvm mappings that long in;
     # NO_PRESCIENT=1: driver-like and oracle only;
-    # PRESCIENTD_B: another build's prescient mode beside (prescientB).
+    # PRESCIENTD_B: another build's prescient mode beside (prescientB);
+    # VARIANTS="NAME:MODE:FLAGS;...": more cases of this build per
+    # repetition (MODE prescient or oracle; oracle gets the plan), e.g.
+    # "oracleW8:oracle:--workers 8;oracleM:oracle:--merge-queued 64";
+    # WL_VARIANTS: which workloads get them (default all).
     export STATS_MS=10
     for wl in ${ORACLE_WL:-dnn stream xf}; do
       R=; AA=
@@ -266,6 +270,14 @@ for w in $WHAT; do
         [ -n "${PRESCIENTD_B:-}" ] && PD_CASE=$PRESCIENTD_B RUNNER="$R" case_ ${wl}_prescientB_$rep prescient $OB -- "${A[@]}"
         RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan ${O_EXTRA:-}" case_ ${wl}_oracle_$rep oracle $OB -- "${A[@]}"
         [ -n "${O2_EXTRA:-}" ] && RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan $O2_EXTRA" case_ ${wl}_oracleB_$rep oracle $OB -- "${A[@]}"
+        case " ${WL_VARIANTS:-$wl} " in *" $wl "*)
+          IFS=';' read -ra VS <<< "${VARIANTS:-}"
+          for v in "${VS[@]}"; do
+            IFS=: read -r vn vm vf <<< "$v"
+            [ "$vm" = oracle ] && vf="--plan $OUT/${wl}_$rep.plan $vf"
+            RUNNER="$R" EXTRA="$vf" case_ ${wl}_${vn}_$rep $vm $OB -- "${A[@]}"
+          done ;;
+        esac
       done
       gzip -f "$OUT"/${wl}_*.plan
     done

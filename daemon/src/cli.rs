@@ -351,6 +351,11 @@ pub struct TuningArgs {
     /// Largest prefetch in 2 MB blocks (contiguous predicted blocks coalesce).
     #[arg(long, hide = true, default_value_t = 16)]
     pub coalesce_blocks: u64,
+    /// A migration queued next to the last one queued for the workers (same
+    /// direction and destination, adjacent blocks) joins it, up to BLOCKS
+    /// 2 MB blocks in one UVM_MIGRATE; 0: never.
+    #[arg(long, value_name = "BLOCKS", default_value_t = 0)]
+    pub merge_queued: u64,
 }
 
 /// Reads an octal permission mode (`666`, `0o600`).

@@ -174,7 +174,7 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
         // A plan of another workload is refused here, before anything moves,
         // when the process already has ranges the plan cannot have.
         let now = userspace::oracle::maps::read(pid)?;
-        o.plan.translate(&now).map_err(anyhow::Error::msg)?;
+        o.plan.check_now(&now).map_err(anyhow::Error::msg)?;
     }
     let (marks, _marks_server) = serve_marks(&args.marks, &session)?;
     if let Some(f) = &args.target.ready_file {
@@ -274,6 +274,7 @@ fn loop_config(
         workers: args.tuning.workers.max(1),
         async_migrate: !args.tuning.sync_migrate,
         max_coalesce_blocks: args.tuning.coalesce_blocks.max(1),
+        merge_queued_blocks: args.tuning.merge_queued,
         // The next-use order and the sweep were experiments; their flags
         // are gone (core drops them in the same change).
         regret_window: !args.policy.no_regret_window,

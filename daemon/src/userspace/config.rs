@@ -29,6 +29,10 @@ pub struct Config {
     pub workers: usize,
     pub async_migrate: bool,
     pub max_coalesce_blocks: u64,
+    /// Queued migrations continuing the last one queued (same direction
+    /// and destination, adjacent blocks) join it up to this many blocks;
+    /// 0: never (jobqueue.rs).
+    pub merge_queued_blocks: u64,
     /// The prediction window's depth follows the rate of regretted victims
     /// (core engine.rs, `set_regret_window`); it matters only under a budget.
     pub regret_window: bool,
@@ -85,6 +89,7 @@ impl Default for Config {
             workers: 4,
             async_migrate: true,
             max_coalesce_blocks: 16,
+            merge_queued_blocks: 0,
             regret_window: true,
             window_blocks: None,
             gpu_blocks: blocks_of(crate::gpu::FALLBACK_GPU_MEMORY),

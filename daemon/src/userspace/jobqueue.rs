@@ -9,6 +9,15 @@
 //! time). A prefetch is what the GPU waits for; an eviction only keeps the
 //! budget, whose ledger already counts the block gone. Evictions still get
 //! a share, so the GPU's real residency stays near the ledger's.
+//!
+//! With `merge_blocks` set, a job that continues the last one queued in
+//! its direction (same destination, adjacent blocks) joins it, up to that
+//! many blocks: one UVM_MIGRATE instead of several. Why: GPU run 41,
+//! stream under the oracle, had all 4 workers busy, 272 jobs queued on
+//! average and half its prefetches single 2 MB blocks, while the copy
+//! engine moved data to the GPU 1.23 s of the run. Only jobs still waiting
+//! merge, so nothing queued is delayed, and the ledger (which counted
+//! each block when it was queued) is unchanged.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
@@ -17,6 +26,23 @@ use std::sync::{Condvar, Mutex};
 pub(super) const QUEUE: usize = 1024;
 /// While both directions wait, one job in this many is an eviction.
 const EVICT_EVERY: u32 = 4;
+
+/// A job that can take in the next one (one UVM_MIGRATE for both).
+pub(super) trait Merge {
+    /// Takes `next` in if it continues this job (same direction and
+    /// destination, adjacent blocks) and both fit in `max_blocks`.
+    fn merge(&mut self, next: &Self, max_blocks: u64) -> bool;
+}
+
+/// What became of a pushed job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pushed {
+    Queued,
+    /// Joined the last job queued in its direction.
+    Merged,
+    /// Its direction is full, or the queue is closed.
+    Refused,
+}
 
 /// The two directions' jobs (`J`: the workers' job, migrator.rs).
 struct Queues<J> {
@@ -45,10 +71,19 @@ impl<J> Queues<J> {
 pub(super) struct JobQueue<J> {
     q: Mutex<Queues<J>>,
     ready: Condvar,
+    /// Largest merged job in blocks; 0: jobs never merge.
+    merge_blocks: u64,
 }
 
-impl<J> Default for JobQueue<J> {
+impl<J: Merge> Default for JobQueue<J> {
     fn default() -> Self {
+        Self::new(0)
+    }
+}
+
+impl<J: Merge> JobQueue<J> {
+    /// A queue whose jobs merge up to `merge_blocks` blocks (0: never).
+    pub(super) fn new(merge_blocks: u64) -> Self {
         JobQueue {
             q: Mutex::new(Queues {
                 to_gpu: VecDeque::new(),
@@ -57,28 +92,31 @@ impl<J> Default for JobQueue<J> {
                 closed: false,
             }),
             ready: Condvar::new(),
+            merge_blocks,
         }
     }
-}
 
-impl<J> JobQueue<J> {
-    /// Queues `j`, a prefetch when `to_gpu` (else an eviction); false (not
-    /// queued) when its direction is full or the queue is closed.
-    pub(super) fn push(&self, j: J, to_gpu: bool) -> bool {
+    /// Queues `j`, a prefetch when `to_gpu` (else an eviction), or merges
+    /// it into the last job of its direction; refused when its direction
+    /// is full or the queue is closed.
+    pub(super) fn push(&self, j: J, to_gpu: bool) -> Pushed {
         let Ok(mut q) = self.q.lock() else {
-            return false;
+            return Pushed::Refused;
         };
         if q.closed {
-            return false;
+            return Pushed::Refused;
         }
         let d = if to_gpu { &mut q.to_gpu } else { &mut q.to_cpu };
+        if self.merge_blocks > 0 && d.back_mut().is_some_and(|b| b.merge(&j, self.merge_blocks)) {
+            return Pushed::Merged;
+        }
         if d.len() >= QUEUE {
-            return false;
+            return Pushed::Refused;
         }
         d.push_back(j);
         drop(q);
         self.ready.notify_one();
-        true
+        Pushed::Queued
     }
 
     /// The next job, waiting for one; None once closed and empty.
@@ -110,7 +148,7 @@ mod tests {
     use crate::userspace::migrator::Job;
 
     fn push(q: &JobQueue<Job>, j: Job) -> bool {
-        q.push(j, j.goes_to_gpu())
+        q.push(j, j.goes_to_gpu()) == Pushed::Queued
     }
 
     #[test]
@@ -156,6 +194,49 @@ mod tests {
         q.close();
         assert_eq!(std::iter::from_fn(|| q.next()).count(), QUEUE + 1);
         assert!(q.next().is_none());
+    }
+
+    #[test]
+    fn adjacent_jobs_merge_into_the_last_queued_up_to_the_limit() {
+        let q = JobQueue::new(4);
+        let (g, h) = ([1; 16], [2; 16]);
+        let pushed: Vec<Pushed> = [
+            Job::to_gpu(10, 1, g),
+            Job::to_gpu(11, 2, g), // continues 10: 3 blocks
+            Job::to_gpu(13, 2, g), // 5 > 4: a job of its own
+            Job::to_gpu(12, 1, h), // another GPU
+            Job::to_gpu(11, 1, h), // 11 then 12 for that GPU, in one
+            Job::to_cpu(50, 1, g),
+            Job::to_cpu(49, 1, g), // evictions merge the same way
+            Job::to_cpu(60, 1, g), // not adjacent
+        ]
+        .into_iter()
+        .map(|j| q.push(j, j.goes_to_gpu()))
+        .collect();
+        use Pushed::{Merged as M, Queued as Q};
+        assert_eq!(pushed, [Q, M, Q, Q, M, Q, M, Q]);
+        q.close();
+        let got: Vec<(bool, u64, u64)> = std::iter::from_fn(|| q.next())
+            .map(|j| (j.goes_to_gpu(), j.first(), j.blocks()))
+            .collect();
+        let want = [
+            (true, 10, 3),
+            (true, 13, 2),
+            (true, 11, 2),
+            (false, 49, 2),
+            (false, 60, 1),
+        ];
+        assert_eq!(got, want);
+        // Off (0): nothing merges.
+        let q = JobQueue::new(0);
+        assert_eq!(
+            push_all(&q, &[Job::to_gpu(1, 1, g), Job::to_gpu(2, 1, g)]),
+            2
+        );
+    }
+
+    fn push_all(q: &JobQueue<Job>, jobs: &[Job]) -> usize {
+        jobs.iter().filter(|&&j| push(q, j)).count()
     }
 
     #[test]

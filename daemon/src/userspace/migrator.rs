@@ -3,7 +3,7 @@
 //! waits on a copy; their counters and busy time; and `runs()`, which
 //! coalesces blocks into the jobs' runs.
 
-use super::jobqueue::JobQueue;
+use super::jobqueue::{JobQueue, Merge, Pushed};
 use prescient_core::BLOCK_SHIFT;
 use prescient_uvm::ioctl as uvm;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -72,6 +72,32 @@ impl Job {
     pub(super) fn chosen_by(&self) -> [u8; 16] {
         self.from
     }
+
+    /// Its length in blocks.
+    pub(super) fn blocks(&self) -> u64 {
+        self.len >> BLOCK_SHIFT
+    }
+}
+
+impl Merge for Job {
+    /// `next` joins this job when it goes the same way to the same place
+    /// and starts where this one ends, or ends where it starts (victims
+    /// can come in descending order).
+    fn merge(&mut self, next: &Job, max_blocks: u64) -> bool {
+        let same = (self.to_gpu, self.dest, self.from) == (next.to_gpu, next.dest, next.from);
+        if !same || self.blocks() + next.blocks() > max_blocks {
+            return false;
+        }
+        if self.base + self.len == next.base {
+            self.len += next.len;
+        } else if next.base + next.len == self.base {
+            self.base = next.base;
+            self.len += next.len;
+        } else {
+            return false;
+        }
+        true
+    }
 }
 
 /// What the workers did, read by the stats snapshot.
@@ -86,6 +112,8 @@ pub(super) struct Counters {
     pub(super) evict_errors: AtomicU64,
     pub(super) evict_busy_ns: AtomicU64,
     pub(super) dropped_jobs: AtomicU64,
+    /// Jobs that joined one already queued (jobqueue.rs).
+    pub(super) merged_jobs: AtomicU64,
     /// Bytes prefetched per destination GPU UUID (a handful of GPUs:
     /// a short list beats a map), so that a multi-GPU run can show every
     /// worker's prefetches going to its own GPU.
@@ -96,7 +124,8 @@ pub(super) struct Counters {
     pub(super) queue_max: AtomicU64,
     pub(super) queue_sum: AtomicU64,
     pub(super) queue_samples: AtomicU64,
-    /// Jobs by size in blocks: 1, 2, 3-4, 5-8, 9-16, 17+ ([to GPU, to CPU]).
+    /// Jobs by size in blocks as the workers took them (after merging):
+    /// 1, 2, 3-4, 5-8, 9-16, 17+ ([to GPU, to CPU]).
     pub(super) sizes: [[AtomicU64; SIZE_BUCKETS]; 2],
     /// Wall time with both directions in flight, and the integral of the
     /// ops in flight over the time any is (their mean concurrency).
@@ -191,14 +220,19 @@ pub(super) struct Migrator {
 impl Migrator {
     /// Starts `workers` threads migrating in `fd`'s address space, each
     /// job to its own destination (none when `workers` is 0: the queue
-    /// then only fills).
-    pub(super) fn start(fd: Arc<OwnedFd>, flags: u32, workers: usize) -> Migrator {
+    /// then only fills); queued jobs merge up to `merge_blocks` (0: never).
+    pub(super) fn start(
+        fd: Arc<OwnedFd>,
+        flags: u32,
+        workers: usize,
+        merge_blocks: u64,
+    ) -> Migrator {
         let counters = Arc::new(Counters::default());
         let busy = Arc::new(Mutex::new(Busy {
             inflight: [0; 2],
             since: Instant::now(),
         }));
-        let queue = Arc::new(JobQueue::default());
+        let queue = Arc::new(JobQueue::new(merge_blocks));
         let handles = (0..workers)
             .map(|_| {
                 let (fd, q, c, busy) = (fd.clone(), queue.clone(), counters.clone(), busy.clone());
@@ -218,15 +252,22 @@ impl Migrator {
         let c = &self.counters;
         // Counted before the push: a worker may take it at once.
         let depth = c.queued.fetch_add(1, Relaxed) + 1;
-        if !self.queue.push(j, j.to_gpu) {
-            c.queued.fetch_sub(1, Relaxed);
-            c.dropped_jobs.fetch_add(1, Relaxed);
-            return;
+        match self.queue.push(j, j.to_gpu) {
+            Pushed::Queued => {}
+            Pushed::Merged => {
+                c.queued.fetch_sub(1, Relaxed);
+                c.merged_jobs.fetch_add(1, Relaxed);
+                return;
+            }
+            Pushed::Refused => {
+                c.queued.fetch_sub(1, Relaxed);
+                c.dropped_jobs.fetch_add(1, Relaxed);
+                return;
+            }
         }
         c.queue_max.fetch_max(depth, Relaxed);
         c.queue_sum.fetch_add(depth, Relaxed);
         c.queue_samples.fetch_add(1, Relaxed);
-        c.sizes[usize::from(!j.to_gpu)][size_bucket(j.len >> BLOCK_SHIFT)].fetch_add(1, Relaxed);
     }
 
     /// Closes the queue and returns what it held, in the workers' order
@@ -257,6 +298,7 @@ fn worker(
     while let Some(job) = queue.next() {
         c.queued.fetch_sub(1, Relaxed);
         let k = usize::from(!job.to_gpu);
+        c.sizes[k][size_bucket(job.blocks())].fetch_add(1, Relaxed);
         if let Ok(mut b) = busy.lock() {
             b.change(k, 1, &c);
         }

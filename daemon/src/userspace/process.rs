@@ -221,7 +221,7 @@ impl Process {
             r.fault_from(gpu.index, addr);
         }
         if self.cfg.mode == PolicyMode::Oracle {
-            self.turn_faults.push(b);
+            self.turn_faults.push(addr);
         }
         learns
     }

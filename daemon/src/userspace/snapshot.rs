@@ -159,6 +159,8 @@ pub struct Snapshot {
     pub both_ways_busy_s: f64,
     pub prefetch_job_sizes: [u64; SIZE_BUCKETS],
     pub evict_job_sizes: [u64; SIZE_BUCKETS],
+    /// Jobs that joined one already queued (`--merge-queued`).
+    pub merged_jobs: u64,
     /// `--mode oracle`'s counters.
     pub oracle: Option<OracleStats>,
     /// `--record-plan`: entries recorded, and faults outside every managed range.
@@ -238,6 +240,7 @@ fn fill_workers(s: &mut Snapshot, c: &Counters) {
     s.inflight_mean = ratio(c.inflight_ns.load(Relaxed), c.any_busy_ns.load(Relaxed));
     s.inflight_max = c.inflight_max.load(Relaxed);
     s.both_ways_busy_s = c.both_busy_ns.load(Relaxed) as f64 / 1e9;
+    s.merged_jobs = c.merged_jobs.load(Relaxed);
     for k in 0..SIZE_BUCKETS {
         s.prefetch_job_sizes[k] = c.sizes[0][k].load(Relaxed);
         s.evict_job_sizes[k] = c.sizes[1][k].load(Relaxed);

@@ -137,7 +137,8 @@ pub(super) struct Process {
     pub(super) last_fault: Option<Instant>,
     /// The mechanism's counters (mechanism.rs).
     pub(super) mech: mechanism::Tracker,
-    /// This turn's fault blocks, for the oracle's cursor (oracle mode only).
+    /// This turn's fault addresses (the first of a run on a block), for the
+    /// oracle's binding of its plan and its cursor (oracle mode only).
     pub(super) turn_faults: Vec<u64>,
     /// This turn's blocks the CPU faulted away from the GPU (oracle mode).
     pub(super) turn_cpu_taken: Vec<u64>,
@@ -170,7 +171,7 @@ impl Process {
             0
         };
         let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
-        let migrator = Migrator::start(fd.clone(), flags, workers);
+        let migrator = Migrator::start(fd.clone(), flags, workers, cfg.merge_queued_blocks);
         let route = Route::new(target.processor_table()?);
         let gpus = route.table().gpus();
         let mut lanes = Lanes::default();

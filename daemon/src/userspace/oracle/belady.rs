@@ -106,6 +106,13 @@ impl Schedule {
         self.cursor
     }
 
+    /// Starts the cursor at `at` (where the job is when the plan applies),
+    /// before any block is tracked.
+    pub fn start_at(&mut self, at: u32) {
+        debug_assert!(self.keys.is_empty());
+        self.cursor = at.min(self.seq.len().saturating_sub(1) as u32);
+    }
+
     /// Uses before this position are finished.
     fn frontier(&self) -> u32 {
         self.cursor.saturating_sub(self.trail)

@@ -35,6 +35,11 @@ impl Range {
     pub fn holds_block(&self, b: u64) -> bool {
         (b << BLOCK_SHIFT) >= self.start && ((b + 1) << BLOCK_SHIFT) <= self.end
     }
+
+    /// Whether any whole 2 MB block lies inside the range.
+    pub fn holds_whole_block(&self) -> bool {
+        self.holds_block(self.start.div_ceil(1 << BLOCK_SHIFT))
+    }
 }
 
 /// The managed ranges in the text of a /proc/PID/maps, by address.

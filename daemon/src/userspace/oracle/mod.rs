@@ -9,12 +9,16 @@
 //!
 //! The plan follows the job's real progress, not the clock: the cursor
 //! moves to each fault's next recorded use (a fault says the GPU is there
-//! now). Until the process's managed ranges (maps.rs) match the plan's the
-//! budget is kept as the driver-like mode keeps it; ranges that cannot
-//! become the plan's (more of them, more bytes, or standing still without
-//! matching) end the loop with one line.
+//! now). Until the GPU has faulted on every managed range (maps.rs) the
+//! plan needs, binding them by size and address rank (bind.rs,
+//! `Plan::bind`), the budget is kept as the driver-like mode keeps it;
+//! ranges that cannot become the plan's (more of them or more bytes than
+//! recorded, a size faulted on more often than in the plan, or no new
+//! range faulted on for `SETTLED` while the GPU faults) end the loop with
+//! one line.
 
 pub mod belady;
+pub mod bind;
 pub mod maps;
 pub mod plan;
 pub mod record;
@@ -33,6 +37,13 @@ pub struct OracleStats {
     pub plan_entries: u64,
     /// Seconds from the loop's start until the plan applied.
     pub applied_after_s: Option<f64>,
+    /// The plan position the cursor started at (the last needed range's
+    /// first use).
+    pub applied_at: u64,
+    /// The cursor reached the plan's last entry: the lane is driver-like
+    /// from then on (replay.rs, `end_if_over`), this many seconds in.
+    pub plan_over: bool,
+    pub over_after_s: Option<f64>,
     pub cursor: u64,
     /// Prefetch depth: distinct blocks ahead of the cursor.
     pub ahead_blocks: u64,

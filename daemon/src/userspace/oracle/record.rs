@@ -2,7 +2,10 @@
 //! change of faulted 2 MB block is one entry, named by its managed range
 //! and offset; the ranges are read from /proc/PID/maps when a fault lands
 //! outside every range known (a job allocates as it goes), at most once
-//! per `REREAD` so that a fault outside them all costs little.
+//! per `REREAD` so that a fault outside them all costs little. Such a
+//! fault keeps its place and is named at that read: a range whose faults
+//! all came between two reads is still in the plan (the oracle waits for
+//! every range the plan uses, bind.rs).
 
 use super::maps::{self, Range};
 use super::plan::{offset_in, Plan, PlanRange};
@@ -18,8 +21,11 @@ pub struct Recorder {
     path: PathBuf,
     /// Every managed range seen so far, by address.
     ranges: Vec<Range>,
-    /// (range start address, block offset), one per fault block change.
+    /// (range start address, block offset), one per fault block change;
+    /// (`PENDING`, address) until the next read names it.
     seq: Vec<(u64, u64)>,
+    /// Indices in `seq` of entries not named yet.
+    pending: Vec<usize>,
     last_read: Option<Instant>,
     /// Faults outside every managed range (not recorded).
     pub unmapped: u64,
@@ -37,6 +43,7 @@ impl Recorder {
             path,
             ranges: Vec::new(),
             seq: Vec::new(),
+            pending: Vec::new(),
             last_read: None,
             unmapped: 0,
             gpu: None,
@@ -78,16 +85,35 @@ impl Recorder {
                 let r = self.ranges[i];
                 self.seq.push((r.start, offset_in(&r, addr)));
             }
-            None => self.unmapped += 1,
+            None => {
+                self.pending.push(self.seq.len());
+                self.seq.push((PENDING, addr));
+            }
         }
     }
 
-    /// Adds the ranges the process has now to those seen.
+    /// Adds the ranges the process has now to those seen, and names the
+    /// entries that waited for them (or counts them unmapped).
     fn reread(&mut self) {
         self.last_read = Some(Instant::now());
         match maps::read(self.pid) {
             Ok(now) => merge(&mut self.ranges, now),
             Err(e) => tracing::debug!(pid = self.pid, "record plan: /proc maps: {e}"),
+        }
+        self.name_pending();
+    }
+
+    /// Names each waiting entry by the range that holds it now.
+    fn name_pending(&mut self) {
+        for i in std::mem::take(&mut self.pending) {
+            let addr = self.seq[i].1;
+            match maps::find(&self.ranges, addr) {
+                Some(k) => {
+                    let r = self.ranges[k];
+                    self.seq[i] = (r.start, offset_in(&r, addr));
+                }
+                None => self.unmapped += 1,
+            }
         }
     }
 
@@ -137,8 +163,11 @@ fn merge(seen: &mut Vec<Range>, now: Vec<Range>) {
     seen.sort_unstable();
 }
 
+/// A `seq` entry not named yet: no range starts at the top address.
+const PENDING: u64 = u64::MAX;
+
 /// The plan of ranges `ranges` (by address) and entries `seq`; entries of
-/// ranges no longer in `ranges` are left out.
+/// ranges no longer in `ranges` (or not named) are left out.
 fn plan_of(ranges: &[Range], seq: &[(u64, u64)]) -> Plan {
     let index = |start: u64| ranges.binary_search_by_key(&start, |r| r.start).ok();
     Plan {
@@ -184,8 +213,12 @@ mod tests {
         for addr in [12 << BLOCK_SHIFT, (13 << BLOCK_SHIFT) + 5, b.start + 8] {
             rec.fault(addr);
         }
-        // Outside every range, and no reread yet: not recorded.
+        // Outside every range, and no reread yet: it waits, and is left
+        // out until named.
         rec.fault(30 << BLOCK_SHIFT);
+        assert_eq!(rec.plan().seq, [(1, 2), (1, 3), (0, 0)]);
+        // pid 0's maps cannot be read: still outside every range.
+        rec.reread();
         assert_eq!(rec.unmapped, 1);
         let p = rec.plan();
         assert_eq!(p.seq, [(1, 2), (1, 3), (0, 0)]);
@@ -196,8 +229,28 @@ mod tests {
             r(50 << BLOCK_SHIFT, (50 << BLOCK_SHIFT) + 4096),
             r(70 << BLOCK_SHIFT, 80 << BLOCK_SHIFT),
         ];
-        let t = p.translate(&now).unwrap().unwrap();
-        assert_eq!(t.blocks, [72, 73, 50]);
+        let t = p.bind(&now).unwrap().unwrap();
+        assert_eq!(t.blocks[..2], [72, 73]);
+        // The 4 KiB range holds no whole block: never bound or moved.
+        assert_eq!(t.whole, [true, true, false]);
+    }
+
+    #[test]
+    fn a_fault_before_its_range_is_read_keeps_its_place() {
+        let a = r(10 << BLOCK_SHIFT, 20 << BLOCK_SHIFT);
+        let b = r(40 << BLOCK_SHIFT, 44 << BLOCK_SHIFT);
+        let mut rec = Recorder::new(0, PathBuf::from("/nonexistent"));
+        rec.ranges = vec![a];
+        rec.last_read = Some(Instant::now());
+        rec.fault(11 << BLOCK_SHIFT);
+        // b is allocated, but the maps were read less than REREAD ago.
+        rec.fault(42 << BLOCK_SHIFT);
+        rec.fault(12 << BLOCK_SHIFT);
+        // The next read finds b: its entry is named where it happened.
+        merge(&mut rec.ranges, vec![a, b]);
+        rec.name_pending();
+        assert_eq!(rec.plan().seq, [(0, 1), (1, 2), (0, 2)]);
+        assert_eq!(rec.unmapped, 0);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! refused in one line.
 
 use super::belady::{Ledger, Moved, Schedule};
+use super::bind::Faulted;
 use super::maps::{self, Range};
+use super::plan::Translated;
 use super::{OracleConfig, OracleStats};
 use crate::userspace::blocklog::BlockLog;
 use crate::userspace::lanes::{Lane, Lanes};
@@ -17,20 +19,19 @@ use crate::userspace::residency::Residency;
 use crate::userspace::route::Route;
 use crate::userspace::snapshot::Snapshot;
 use crate::userspace::state::Process;
-use prescient_core::BLOCK_BYTES;
+use prescient_core::{BLOCK_BYTES, BLOCK_SHIFT};
 use prescient_uvm::Gpu;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-/// How often the ranges are read again while the plan does not apply yet.
-const RECHECK: Duration = Duration::from_millis(50);
-/// Ranges unchanged this long while the GPU faults, and still not the
-/// plan's: the plan is of another workload or size.
-const SETTLED: Duration = Duration::from_secs(5);
+/// No new range faulted on this long while the GPU faults, and the plan
+/// still not bound: it is of another workload or size. Generous: a job's
+/// first step may be long, and binding waits for its last new range.
+const SETTLED: Duration = Duration::from_secs(10);
 /// How often the window is looked at again when nothing changed.
 const RETRY: Duration = Duration::from_millis(1);
 
-/// The plan mapped onto the process's lane, once its ranges match.
+/// The plan mapped onto the process's lane, once bound (`Plan::bind`).
 struct Active {
     /// The GPU of the lane it runs on.
     gpu: Gpu,
@@ -49,9 +50,10 @@ struct Active {
 pub(in crate::userspace) struct Oracle {
     cfg: OracleConfig,
     active: Option<Active>,
-    last_check: Option<Instant>,
-    /// The range sizes last read, since when, and the faults seen then.
-    sizes: (Vec<u64>, Instant, u64),
+    /// The ranges the GPU faulted on before the plan applied.
+    faulted: Faulted,
+    /// When a range faulted on was last new, and the faults seen then.
+    since: (Instant, u64),
     start: Instant,
     stats: OracleStats,
 }
@@ -65,37 +67,57 @@ impl Oracle {
         Oracle {
             cfg,
             active: None,
-            last_check: None,
-            sizes: (Vec::new(), Instant::now(), 0),
+            faulted: Faulted::default(),
+            since: (Instant::now(), 0),
             start: Instant::now(),
             stats,
         }
     }
 
-    /// Maps the plan onto the process's lane when its ranges match; a
-    /// mismatch that cannot resolve ends the loop (`Process::fatal`).
+    /// Maps the plan onto the process's lane once the GPU has faulted on
+    /// every range it needs (this turn's faults tell which); ranges that
+    /// cannot be the plan's end the loop (`Process::fatal`).
     fn try_apply(&mut self, p: &mut Process) {
-        let due = self.last_check.is_none_or(|t| t.elapsed() >= RECHECK);
-        if !due && p.turn_faults.is_empty() {
+        let pid = p.snap.pid;
+        let mut added = false;
+        for &a in &p.turn_faults {
+            added |= self.faulted.note(a);
+        }
+        if self.faulted.wants_read() {
+            match maps::read(pid) {
+                Ok(now) => {
+                    if let Err(e) = self.cfg.plan.check_now(&now) {
+                        p.fatal = Some(e);
+                        return;
+                    }
+                    added |= self.faulted.reread(now);
+                }
+                Err(e) => tracing::debug!(pid, "oracle: /proc maps: {e}"),
+            }
+        }
+        let faults = p.snap.fault_blocks;
+        if !added {
+            if self.since.0.elapsed() >= SETTLED && faults > self.since.1 {
+                p.fatal = Some(self.cfg.plan.mismatch_faulted(self.faulted.ranges()));
+            }
             return;
         }
-        self.last_check = Some(Instant::now());
-        let pid = p.snap.pid;
-        let now = match maps::read(pid) {
-            Ok(r) => r,
-            Err(e) => return tracing::debug!(pid, "oracle: /proc maps: {e}"),
-        };
-        let t = match self.cfg.plan.translate(&now) {
-            Ok(None) => return self.wait_or_refuse(p, &now),
-            Ok(Some(t)) => t,
+        self.since = (Instant::now(), faults);
+        match self.cfg.plan.bind(self.faulted.ranges()) {
+            Ok(None) => {}
+            Ok(Some(t)) => self.apply(p, t),
             Err(e) => {
                 // The one line is the error; the sizes, for whoever asks.
-                tracing::debug!(pid, now = ?now.iter().map(Range::size).collect::<Vec<_>>(),
+                tracing::debug!(pid, faulted = ?self.faulted.ranges().iter().map(Range::size).collect::<Vec<_>>(),
                     plan = ?self.cfg.plan.ranges.iter().map(|r| r.size).collect::<Vec<_>>(), "oracle: ranges");
                 p.fatal = Some(e);
-                return;
             }
-        };
+        }
+    }
+
+    /// Starts the plan `t` on the process's lane, its cursor where the
+    /// job is (the last needed range's first use).
+    fn apply(&mut self, p: &mut Process, t: Translated) {
         let gpu_blocks = u64::from(p.cfg.gpu_blocks);
         let Some(l) = p.lanes.iter_mut().next() else {
             return;
@@ -103,6 +125,7 @@ impl Oracle {
         let ahead = self.ahead(budget_blocks(l).unwrap_or(gpu_blocks)) as u32;
         // Jumps of at most four windows; uses stay in use for two.
         let mut schedule = Schedule::new(t.blocks, 4 * ahead, 2 * ahead);
+        schedule.start_at(t.start);
         // The driver-like fallback's arrivals are stale: start from what
         // the lane's ledger holds now.
         while l.residency.pop_oldest().is_some() {}
@@ -112,7 +135,9 @@ impl Oracle {
             }
         }
         self.stats.applied_after_s = Some(self.start.elapsed().as_secs_f64());
-        tracing::info!(pid, gpu = %l.gpu, entries = schedule.entries(), "oracle: the plan applies");
+        self.stats.applied_at = u64::from(t.start);
+        tracing::info!(pid = p.snap.pid, gpu = %l.gpu, entries = schedule.entries(), at = t.start,
+            ranges = t.ranges.len(), "oracle: the plan applies");
         self.active = Some(Active {
             gpu: l.gpu,
             schedule,
@@ -121,21 +146,6 @@ impl Oracle {
             cpu_held: Default::default(),
             next_look: Instant::now(),
         });
-    }
-
-    /// The ranges do not match the plan yet: wait while they change (the
-    /// job is still allocating), refuse once they have stood still for
-    /// `SETTLED` with the GPU faulting meanwhile.
-    fn wait_or_refuse(&mut self, p: &mut Process, now: &[Range]) {
-        let sizes: Vec<u64> = now.iter().map(Range::size).collect();
-        let faults = p.snap.fault_blocks;
-        if sizes != self.sizes.0 {
-            self.sizes = (sizes, Instant::now(), faults);
-        } else if self.sizes.1.elapsed() >= SETTLED && faults > self.sizes.2 {
-            tracing::debug!(pid = p.snap.pid, now = ?self.sizes.0,
-                plan = ?self.cfg.plan.ranges.iter().map(|r| r.size).collect::<Vec<_>>(), "oracle: ranges");
-            p.fatal = Some(self.cfg.plan.mismatch(now));
-        }
     }
 
     /// The prefetch depth: `--oracle-ahead`, else 1/8 of the budget, at
@@ -167,7 +177,12 @@ impl Policy for Oracle {
             // The lane was dropped (its GPU left the table) and made again.
             self.active = None;
         }
-        if self.active.is_none() && p.lanes.len() == 1 {
+        if let Some(l) = p.lanes.iter_mut().next() {
+            if self.end_if_over(&mut l.residency) {
+                p.snap.oracle = Some(self.stats.clone());
+            }
+        }
+        if self.active.is_none() && !self.stats.plan_over && p.lanes.len() == 1 {
             self.try_apply(p);
         }
         if self.active.is_none() {
@@ -180,6 +195,31 @@ impl Policy for Oracle {
 }
 
 impl Oracle {
+    /// Ends the plan once the cursor is at its last entry: past it nothing
+    /// says what comes next (every block's next use is "never", so
+    /// Belady's victim is any block, those the job uses now included: GPU
+    /// run 53, dnn with 8 workers, a last iteration of 100 s, faulting and
+    /// evicting in a loop). The lane `res` is kept driver-like from then
+    /// on, its resident blocks queued for it in no particular order. True
+    /// if it ended now.
+    fn end_if_over(&mut self, res: &mut Residency) -> bool {
+        let over = (self.active.as_ref())
+            .is_some_and(|a| a.schedule.cursor() as usize + 1 >= a.schedule.entries());
+        if !over {
+            return false;
+        }
+        self.active = None;
+        self.stats.plan_over = true;
+        self.stats.over_after_s = Some(self.start.elapsed().as_secs_f64());
+        let held: Vec<(u64, u64)> = res.resident().map(|b| (b, res.get(b))).collect();
+        for (b, n) in held {
+            res.sub(b, n);
+            res.add(b, n);
+        }
+        tracing::info!("oracle: the plan is over; driver-like from here");
+        true
+    }
+
     /// One turn of the applied plan on the process's lane.
     fn turn(&mut self, p: &mut Process) {
         let Process {
@@ -269,7 +309,7 @@ struct Pieces<'a> {
     migrator: &'a Migrator,
     max_run: u64,
     gpu_blocks: u64,
-    /// This turn's fault blocks and blocks the CPU took from the GPU.
+    /// This turn's fault addresses and blocks the CPU took from the GPU.
     faults: &'a mut Vec<u64>,
     cpu_taken: &'a mut Vec<u64>,
 }
@@ -321,7 +361,7 @@ impl Active {
         s: &mut OracleStats,
     ) -> bool {
         let mut moved = false;
-        for b in faults.drain(..) {
+        for b in faults.drain(..).map(|a| a >> BLOCK_SHIFT) {
             match self.schedule.fault(b, |x| res.get(x) >= BLOCK_BYTES) {
                 Moved::Ahead => {
                     s.faults_ahead += 1;
@@ -435,7 +475,6 @@ mod tests {
     use crate::userspace::lanes::tests::config;
     use crate::userspace::migrator::Job;
     use crate::userspace::route::tests::{index, table};
-    use prescient_core::BLOCK_SHIFT;
     use std::sync::Arc;
 
     /// Oracle mode runs through the lane of the one GPU a process computes
@@ -477,7 +516,7 @@ mod tests {
             next_look: Instant::now(),
         });
         let null = std::fs::File::open("/dev/null").unwrap();
-        let migrator = Migrator::start(Arc::new(null.into()), 0, 0);
+        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0);
         let (mut log, mut mech, mut snap) =
             (BlockLog::off(), Tracker::default(), Snapshot::default());
         let mut faults = 0;
@@ -487,7 +526,7 @@ mod tests {
             if lane.residency.get(b) < BLOCK_BYTES {
                 route.fault(gpu.index, b, || anyhow::bail!("known"));
                 lane.fault(b, false, false);
-                turn_faults.push(b);
+                turn_faults.push(b << BLOCK_SHIFT);
                 faults += 1;
             }
             o.on_lane(Pieces {
@@ -526,6 +565,49 @@ mod tests {
             to_cpu.iter().all(|j| j.chosen_by() == gpu.uuid),
             "evictions are the lane's"
         );
+    }
+
+    /// At the plan's last entry the oracle hands the lane back to the
+    /// driver-like order: every resident block can be its victim again.
+    #[test]
+    fn at_the_plans_end_the_lane_is_kept_driver_like() {
+        let seq: Vec<u64> = vec![10, 11, 12];
+        let mut o = Oracle::new(OracleConfig {
+            plan: Arc::new(Plan {
+                ranges: vec![PlanRange {
+                    size: 20 << BLOCK_SHIFT,
+                    misalign: 0,
+                }],
+                seq: seq.iter().map(|&b| (0, b)).collect(),
+            }),
+            ahead: Some(4),
+        });
+        let gpu = table(&[0]).gpu(index(0)).unwrap();
+        o.active = Some(Active {
+            gpu,
+            schedule: Schedule::new(seq, 16, 8),
+            ranges: vec![Range {
+                start: 0,
+                end: 20 << BLOCK_SHIFT,
+            }],
+            prefetched: HashMap::new(),
+            cpu_held: HashSet::new(),
+            next_look: Instant::now(),
+        });
+        let mut res = Residency::default();
+        for b in [10, 11, 12] {
+            res.add(b, BLOCK_BYTES);
+        }
+        while res.pop_oldest().is_some() {} // the oracle's arrivals took them
+        assert!(!o.end_if_over(&mut res), "the cursor is at the start");
+        let a = o.active.as_mut().unwrap();
+        assert_eq!(a.schedule.fault(12, |_| true), Moved::Ahead);
+        assert!(o.end_if_over(&mut res));
+        assert!(o.active.is_none() && o.stats.plan_over);
+        let mut queued: Vec<u64> = std::iter::from_fn(|| res.pop_oldest()).collect();
+        queued.sort_unstable();
+        assert_eq!(queued, [10, 11, 12]);
+        assert_eq!(res.blocks(), 3);
     }
 
     /// One lane is the oracle's; a second GPU's lane is refused with one
