@@ -140,6 +140,11 @@ pub(super) struct Counters {
     /// a destination UUID the VA space does not have). The loop reads the
     /// processor table again at once.
     pub(super) gpu_gone: AtomicBool,
+    /// Jobs refused with NV_ERR_INVALID_ADDRESS: no managed range covers
+    /// them any more (uvm_migrate.c; our jobs are always block-aligned),
+    /// i.e. the process freed the memory, or exited, while the job was
+    /// queued. Not an error: the data is gone, nothing is to be moved.
+    pub(super) freed_jobs: AtomicU64,
 }
 
 /// Job size buckets (`Counters::sizes`).
@@ -152,6 +157,8 @@ pub(super) fn size_bucket(blocks: u64) -> usize {
 
 /// NV_ERR_INVALID_DEVICE (nvstatuscodes.h).
 pub(super) const NV_ERR_INVALID_DEVICE: u32 = 0x26;
+/// NV_ERR_INVALID_ADDRESS (nvstatuscodes.h).
+pub(super) const NV_ERR_INVALID_ADDRESS: u32 = 0x1e;
 
 /// Adds `bytes` to the entry of GPU `gpu` in `by`.
 fn add_gpu_bytes(by: &Mutex<Vec<([u8; 16], u64)>>, gpu: [u8; 16], bytes: u64) {
@@ -327,6 +334,9 @@ fn count(c: &Counters, job: &Job, r: Result<(), uvm::IoctlError>) {
                 add_gpu_bytes(&c.evict_bytes_by_gpu, job.from, job.len);
             }
         }
+        Err(uvm::IoctlError::Rm(NV_ERR_INVALID_ADDRESS)) => {
+            c.freed_jobs.fetch_add(1, Relaxed);
+        }
         Err(e) => {
             if job.to_gpu && e == uvm::IoctlError::Rm(NV_ERR_INVALID_DEVICE) {
                 c.gpu_gone.store(true, Relaxed);
@@ -438,6 +448,14 @@ mod tests {
             Err(uvm::IoctlError::Rm(NV_ERR_INVALID_DEVICE)),
         );
         assert!(c.gpu_gone.load(Relaxed));
+        // Memory freed while its job was queued: counted apart, no error.
+        count(
+            &c,
+            &Job::to_cpu(6, 1, g5),
+            Err(uvm::IoctlError::Rm(NV_ERR_INVALID_ADDRESS)),
+        );
+        assert_eq!(c.freed_jobs.load(Relaxed), 1);
+        assert_eq!(c.evict_errors.load(Relaxed), 0);
         count(&c, &Job::to_cpu(0, 3, g5), Ok(()));
         let by = c.prefetch_bytes_by_gpu.lock().unwrap().clone();
         let mb2 = 2 << 20;

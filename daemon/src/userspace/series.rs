@@ -48,6 +48,11 @@ pub const COUNTERS: &[(&str, &str, ReadU64)] = &[
         |s| s.evict_errors,
     ),
     (
+        "prescient_userspace_freed_migrations_total",
+        "UVM_MIGRATE jobs whose memory the process had freed (or exited) while they were queued; not errors.",
+        |s| s.freed_jobs,
+    ),
+    (
         "prescient_userspace_predicted_faults_total",
         "Faults the engine's history had predicted (the prefetch hit count).",
         |s| s.engine_history_hits,

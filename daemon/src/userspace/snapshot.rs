@@ -68,6 +68,8 @@ pub struct Snapshot {
     pub evict_ops: u64,
     pub evict_bytes: u64,
     pub evict_errors: u64,
+    /// Migrations of memory the process had freed by then (not errors).
+    pub freed_jobs: u64,
     pub evict_gbps: f64,
     /// Bytes of user-requested (our UVM_MIGRATE) migrations to the GPU, and
     /// their throughput over the union of their GPU copy intervals
@@ -211,6 +213,7 @@ pub(super) fn fill(s: &mut Snapshot, v: EngineView, c: &Counters, t: &Tracker, s
     s.evict_ops = c.evict_ops.load(Relaxed);
     s.evict_bytes = c.evict_bytes.load(Relaxed);
     s.evict_errors = c.evict_errors.load(Relaxed);
+    s.freed_jobs = c.freed_jobs.load(Relaxed);
     s.evict_gbps = gbps(s.evict_bytes, c.evict_busy_ns.load(Relaxed));
     s.dropped_jobs = c.dropped_jobs.load(Relaxed);
     fill_workers(s, c);
