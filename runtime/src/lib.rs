@@ -31,5 +31,6 @@ pub mod exec_id;
 pub mod launch;
 pub mod marker;
 pub mod marks;
+pub mod page;
 pub mod stats;
 pub mod wrap;

@@ -10,8 +10,9 @@
 //! a launch captured before the first uncaptured one goes unmarked.
 
 use crate::driver::{self, CuStream, CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, CUDA_SUCCESS};
+use crate::page::{page, HOST};
 use crate::stats;
-use prescient_uapi::execpage::{self, Page, PAGE_BYTES, PAGE_WORDS};
+use prescient_uapi::execpage::{self, PAGE_BYTES};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -22,23 +23,9 @@ const READY: u8 = 1;
 const FAILED: u8 = 2;
 
 static STATE: AtomicU8 = AtomicU8::new(UNSET);
-/// Host address of the mapping.
-static HOST: AtomicU64 = AtomicU64::new(0);
 /// Device address of the registered page.
 static DEVICE: AtomicU64 = AtomicU64::new(0);
 static SETUP: Mutex<()> = Mutex::new(());
-
-/// The page as atomic words, once mapped.
-fn page() -> Option<Page<'static>> {
-    let host = HOST.load(Ordering::Acquire);
-    if host == 0 {
-        return None;
-    }
-    // SAFETY: HOST is a live MAP_SHARED mapping of PAGE_BYTES, page-aligned,
-    // never unmapped; AtomicU64 has u64's layout.
-    let words = unsafe { std::slice::from_raw_parts(host as *const AtomicU64, PAGE_WORDS) };
-    Page::new(words)
-}
 
 /// Creates and maps a fresh page; its header names this process.
 #[cold]
@@ -158,20 +145,6 @@ fn capturing(calls: &driver::Calls, stream: CuStream, per_thread: bool) -> bool 
 /// for ids (once the page exists: the first launch makes it).
 pub fn wanted() -> bool {
     if !crate::config::get().marks_on_request || STATE.load(Ordering::Acquire) != READY {
-        return true;
-    }
-    page().is_some_and(|p| p.ids_wanted())
-}
-
-/// Should freed memory be marked dead? In auto mode only while a reader
-/// asks for ids: prescientd asks while the job faults, and a job that has
-/// stopped faulting (no pressure) gains nothing from dead marks but pays
-/// a round trip for each alive mark that undoes one (a ResNet-50 step
-/// under no budget went from 43 to 85 ms: BENCHMARKS-gpu.md run 55). In
-/// exec-id mode always. Not sending a dead mark is always safe (marks/mod.rs
-/// point 6); alive marks for dead marks already sent still go out.
-pub fn dead_marks_wanted() -> bool {
-    if !crate::config::get().marks_on_request {
         return true;
     }
     page().is_some_and(|p| p.ids_wanted())

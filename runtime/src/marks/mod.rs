@@ -55,7 +55,7 @@
 //!    started again holds no marks).
 //!    A forked child sends no marks (its allocator state is a copy).
 //! 7. **Dead marks only while wanted.** In auto mode a free is marked dead
-//!    only while prescientd asks for ids (marker.rs `dead_marks_wanted`):
+//!    only while prescientd asks for ids (page.rs `dead_marks_wanted`):
 //!    a free not marked is point 6's safe side, and alive marks for the
 //!    dead marks already sent go out as before.
 //!
@@ -140,7 +140,7 @@ pub extern "C" fn prescient_allocator_event(
             let _r = Relaxed::new(calls);
             // Handle 0 is the current context's default stream: a fence
             // there covers the block only if that is the block's device.
-            if fence::current_device_is(calls, device) && crate::marker::dead_marks_wanted() {
+            if fence::current_device_is(calls, device) && crate::page::dead_marks_wanted() {
                 s.marks.freed(addr, size, stream as u64);
             }
         }
