@@ -103,22 +103,10 @@ PY
 )
 P0=${PB%,*}; P1=${PB#*,}
 S=$out/svc.sock
-cat > "$out/svc.toml" <<CFG
-backend = "userspace"
-poll_interval_ms = 200
-[control]
-socket = "$S"
-socket_mode = 0o600
-[metrics]
-listen = "127.0.0.1:19481"
-[engine]
-enabled = true
-[attach]
-scan_interval_ms = 100
-CFG
-"$pd" service --config "$out/svc.toml" > "$out/svc.daemon.log" 2>&1 &
-SP=$!
-for i in $(seq 100); do [ -S "$S" ] && break; sleep 0.1; done
+. "$here/../lib/service.sh"
+start_service "$pd" "$out/svc.toml" "$S" 19481 "$out/svc.daemon.log" "poll_interval_ms = 200" \
+  "$(printf '[engine]\nenabled = true\n[attach]\nscan_interval_ms = 100')"
+SP=$SERVICE_PID
 log "pipeline budgets: ${U[0]}=$P0, index 1=$P1 (half of each GPU's peak reserved)"
 CUDA_VISIBLE_DEVICES="${U[0]},${U[1]}" timeout 150 "$ctl" --socket "$S" run --budget "${U[0]}=$P0,1=$P1" --mode exec-id -- \
   python3 "$here/pipe.py" "$steps" > "$out/pipe.prescient.jsonl" 2> "$out/pipe.prescient.err" &

@@ -5,7 +5,7 @@
 set -eu
 dst=$1; src=$(cd "$(dirname "$0")/../../.." && pwd)
 rm -rf "$dst"; mkdir -p "$dst/bin"
-cp -r "$src/bench/gpu/ddp" "$dst/"
+cp -r "$src/bench/gpu/ddp" "$src/bench/gpu/lib" "$dst/"
 rm -rf "$dst/ddp/__pycache__"
 for f in prescientctl prescientd libprescient_runtime.so; do
   cp "$src/target/release/$f" "$dst/bin/" && strip --strip-debug "$dst/bin/$f"

@@ -107,17 +107,9 @@ else
 fi
 
 S=$out/svc.sock; PORT=19482
-cat > "$out/svc.toml" <<CFG
-backend = "userspace"
-[control]
-socket = "$S"
-socket_mode = 0o600
-[metrics]
-listen = "127.0.0.1:$PORT"
-CFG
-"$pd" service --config "$out/svc.toml" > "$out/svc.daemon.log" 2>&1 &
-SP=$!
-for i in $(seq 100); do [ -S "$S" ] && break; sleep 0.1; done
+. "$here/../lib/service.sh"
+start_service "$pd" "$out/svc.toml" "$S" "$PORT" "$out/svc.daemon.log"
+SP=$SERVICE_PID
 "$ctl" --socket "$S" status --json > "$out/svc.status.start.json" 2>&1
 
 # PAIRS: which (driver-like, Prescient) pairs to run, in order, as

@@ -15,19 +15,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 ctl="$root/target/release/prescientctl"; pd="$root/target/release/prescientd"
 mkdir -p "$out"; S=$out/control.sock
-cat > "$out/prescientd.toml" <<CFG
-backend = "userspace"
-poll_interval_ms = 200
-[control]
-socket = "$S"
-socket_mode = 0o600
-[metrics]
-listen = "127.0.0.1:19482"
-CFG
-"$pd" service --config "$out/prescientd.toml" > "$out/service.log" 2>&1 &
-DP=$!
-i=0; while [ ! -S "$S" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-[ -S "$S" ] || { echo "the service did not start"; cat "$out/service.log"; exit 1; }
+. "$here/../lib/service.sh"
+start_service "$pd" "$out/prescientd.toml" "$S" 19482 "$out/service.log" "poll_interval_ms = 200" || exit 1
+DP=$SERVICE_PID
 for r in $(seq 0 $((reps - 1))); do
   for m in "$@"; do
     t=$(date +%s)

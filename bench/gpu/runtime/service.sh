@@ -16,19 +16,10 @@ root=$(cd "$here/../../.." && pwd)
 ctl="$root/target/release/prescientctl"; pd="$root/target/release/prescientd"
 mkdir -p "$out"; S=$out/control.sock; PORT=19481
 log() { echo "[service $(date +%T)] $*" | tee -a "$out/run.log"; }
-cat > "$out/prescientd.toml" <<CFG
-backend = "userspace"
-poll_interval_ms = 200
-[control]
-socket = "$S"
-socket_mode = 0o600
-[metrics]
-listen = "127.0.0.1:$PORT"
-CFG
-"$pd" service --config "$out/prescientd.toml" > "$out/service.log" 2>&1 &
-DP=$!
-i=0; while [ ! -S "$S" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-[ -S "$S" ] || { log "the service did not start"; cat "$out/service.log"; exit 1; }
+. "$here/../lib/service.sh"
+start_service "$pd" "$out/prescientd.toml" "$S" "$PORT" "$out/service.log" "poll_interval_ms = 200" \
+  || { log "the service did not start"; exit 1; }
+DP=$SERVICE_PID
 name=$model.service.1
 PRESCIENT_RUNTIME_LOG=1 timeout 200 "$ctl" --socket "$S" run --budget "$budget" --mode exec-id "$@" -- \
   python3 "$here/jobs.py" "$model" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &

@@ -6,7 +6,7 @@
 set -eu
 dst=$1; src=$(cd "$(dirname "$0")/../../.." && pwd)
 rm -rf "$dst"; mkdir -p "$dst/target/release" "$dst/bench/gpu"
-cp -r "$src/bench/gpu/runtime" "$dst/bench/gpu/"
+cp -r "$src/bench/gpu/runtime" "$src/bench/gpu/lib" "$dst/bench/gpu/"
 # The torch helper's sitecustomize: prescientctl finds it at ../../runtime/python.
 mkdir -p "$dst/runtime" && cp -r "$src/runtime/python" "$dst/runtime/"
 for f in prescientctl prescientd libprescient_runtime.so; do

@@ -176,7 +176,13 @@ impl Userspace {
         Userspace {
             settings,
             inner: Mutex::new(Inner {
-                params: uapi::ParamsAbi::from_engine(&p, 16, 90, 0, true),
+                params: uapi::ParamsAbi::from_engine(
+                    &p,
+                    16,
+                    prescient_core::DEFAULT_WATERMARK_PCT,
+                    0,
+                    true,
+                ),
                 spaces: Vec::new(),
                 next_handle: 1,
                 attaching: Vec::new(),
