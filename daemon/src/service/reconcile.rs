@@ -147,7 +147,12 @@ impl Service {
             if a.reason.ours() && a.process.as_ref().is_some_and(|p| p.alive()) {
                 again.push((pid, a.reason));
             } else {
-                tracing::info!(pid, "process exited; the module detached it");
+                let by = if self.dev.kind() == "module" {
+                    "prescient.ko"
+                } else {
+                    "the user-space backend"
+                };
+                tracing::info!(pid, "process exited; {by} detached it");
             }
         }
         for p in &stats.processes {
