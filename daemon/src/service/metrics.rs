@@ -591,6 +591,35 @@ fn set_counter(c: &IntCounter, v: u64) {
 }
 
 #[cfg(test)]
+mod testview {
+    use super::*;
+    use std::sync::LazyLock;
+
+    static NO_PODS: LazyLock<HashMap<i32, Pod>> = LazyLock::new(HashMap::new);
+
+    /// The view of an up daemon under the module with nothing else to say:
+    /// each test sets the fields it is about with `..test_view(..)`.
+    pub(super) fn test_view<'a>(params: &'a EngineParams, stats: &'a Stats) -> View<'a> {
+        View {
+            daemon_version: "t",
+            budget_in_force: None,
+            loops: &[],
+            pods: &NO_PODS,
+            up: true,
+            backend: "module",
+            module: None,
+            params,
+            stats,
+            attached: &[],
+            daemon: DaemonCounters::default(),
+            gpus: &[],
+        }
+    }
+}
+#[cfg(test)]
+use testview::test_view;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use prescient_uapi::control::{Counters, ProcessStats};
@@ -632,17 +661,8 @@ mod tests {
             .unwrap()
             .render(&View {
                 daemon_version: "0.1.0",
-                budget_in_force: None,
-                loops: &[],
-                pods: &HashMap::new(),
-                up: true,
-                backend: "module",
-                module: None,
-                params: &params,
-                stats: &stats,
                 attached: &attached,
-                daemon: DaemonCounters::default(),
-                gpus: &[],
+                ..test_view(&params, &stats)
             })
             .unwrap();
         assert_eq!(value(&text, "prescient_faults_total"), Some(1234.0));
@@ -719,18 +739,10 @@ mod labels {
         let m = Metrics::new(&id).unwrap();
         let render = |budget| {
             m.render(&View {
-                daemon_version: "t",
                 budget_in_force: budget,
                 loops: &[series::values(&snap)],
                 pods: &pods,
-                up: true,
-                backend: "module",
-                module: None,
-                params: &params,
-                stats: &stats,
-                attached: &[],
-                daemon: DaemonCounters::default(),
-                gpus: &[],
+                ..test_view(&params, &stats)
             })
             .unwrap()
         };
@@ -803,18 +815,9 @@ mod dashboard {
         let text = Metrics::new(&Identity::default())
             .unwrap()
             .render(&View {
-                daemon_version: "t",
                 budget_in_force: Some(8 << 30),
                 loops: &[series::values(&crate::userspace::Snapshot::default())],
-                pods: &HashMap::new(),
-                up: true,
-                backend: "module",
-                module: None,
-                params: &params,
-                stats: &stats,
-                attached: &[],
-                daemon: DaemonCounters::default(),
-                gpus: &[],
+                ..test_view(&params, &stats)
             })
             .unwrap();
         let re = regex::Regex::new(r"prescient_[a-z_]+").unwrap();
@@ -871,18 +874,8 @@ mod dashboard {
         let text = Metrics::new(&Identity::default())
             .unwrap()
             .render(&View {
-                daemon_version: "t",
                 budget_in_force: Some(1),
-                loops: &[],
-                pods: &HashMap::new(),
-                up: true,
-                backend: "module",
-                module: None,
-                params: &params,
-                stats: &stats,
-                attached: &[],
-                daemon: DaemonCounters::default(),
-                gpus: &[],
+                ..test_view(&params, &stats)
             })
             .unwrap();
         let re = regex::Regex::new(r"prescient_[a-z_]+").unwrap();
@@ -917,18 +910,9 @@ mod dashboard {
             let text = Metrics::new(&Identity::default())
                 .unwrap()
                 .render(&View {
-                    daemon_version: "t",
-                    budget_in_force: None,
-                    loops: &[],
-                    pods: &HashMap::new(),
-                    up: true,
                     backend,
                     module: Some(&m),
-                    params: &params,
-                    stats: &Stats::default(),
-                    attached: &[],
-                    daemon: DaemonCounters::default(),
-                    gpus: &[],
+                    ..test_view(&params, &Stats::default())
                 })
                 .unwrap();
             let info = text
@@ -982,18 +966,9 @@ mod per_gpu {
         let text = Metrics::new(&id)
             .unwrap()
             .render(&View {
-                daemon_version: "t",
-                budget_in_force: None,
-                loops: &[],
-                pods: &HashMap::new(),
-                up: true,
                 backend: "userspace",
-                module: None,
-                params: &params,
-                stats: &Stats::default(),
-                attached: &[],
-                daemon: DaemonCounters::default(),
                 gpus: &gpus,
+                ..test_view(&params, &Stats::default())
             })
             .unwrap();
         let series = |name: &str| -> Vec<&str> {
