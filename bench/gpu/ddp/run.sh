@@ -20,73 +20,22 @@ set -u
 out=$1; bin=$2; steps=${3:-8}
 here=$(cd "$(dirname "$0")" && pwd)
 pd=$bin/prescientd; ctl=$bin/prescientctl
-export PRESCIENT_RUNTIME=$bin/libprescient_runtime.so PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-# NCCL's own buffers through cuMem (passed through by the runtime, never
-# made managed: cudaIpcGetMemHandle refuses managed memory).
-export NCCL_CUMEM_ENABLE=1 NCCL_DEBUG=WARN
-export OMP_NUM_THREADS=4 PYTHONPATH=$here
 mkdir -p "$out"
 log() { echo "[ddp $(date +%T)] $*" | tee -a "$out/run.log"; }
+. "$here/common.sh"
 mapfile -t U < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
 log "GPUs: ${U[*]}; driver $(cat /sys/module/nvidia_uvm/version); $("$pd" --version)"
 [ "${#U[@]}" -ge 2 ] || { log "needs 2 GPUs"; exit 2; }
 
-# plain NAME NPROC VISIBLE STEPS: torchrun without Prescient.
-plain() {
-  CUDA_VISIBLE_DEVICES=$3 timeout 90 torchrun --standalone --nproc-per-node "$2" "$here/ddp.py" "$4" \
-    > "$out/$1.jsonl" 2> "$out/$1.err"; log "$1 rc=$?"
-}
-# workers CMDPID N: the pids of the N torchrun workers under CMDPID, by rank.
-workers() {
-  local want=$2 i p
-  for i in $(seq 300); do
-    W=()
-    for p in $(pgrep -f "ddp.py"); do
-      r=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^LOCAL_RANK=//p')
-      [ -n "$r" ] && W[$r]=$p
-    done
-    [ "${#W[@]}" -ge "$want" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
-# case NAME NPROC VISIBLE MODE IDS BUDGET: torchrun under prescientctl run,
-# each worker attached by prescientd attach.
-case_() {
-  local name=$1 n=$2 vis=$3 mode=$4 ids=$5 b=$6 jmode=transparent dps=() r
-  [ "$ids" = on ] && jmode=exec-id
-  CUDA_VISIBLE_DEVICES=$vis timeout 150 "$ctl" --socket "$out/none.sock" run --budget "$b" --mode "$jmode" -- \
-    torchrun --standalone --nproc-per-node "$n" "$here/ddp.py" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
-  local cp=$!
-  if workers $cp "$n"; then
-    for r in "${!W[@]}"; do
-      timeout 160 "$pd" attach --pid "${W[$r]}" --mode "$mode" --budget "$b" --exec-ids "$ids" \
-        --stats-json "$out/$name.w$r.stats.json" > "$out/$name.w$r.daemon.json" 2> "$out/$name.w$r.daemon.log" &
-      dps+=($!)
-    done
-  else
-    log "$name: workers not found"
-  fi
-  wait $cp; log "$name rc=$?"
-  for p in "${dps[@]}"; do wait "$p"; done
-}
-
 # PLAIN_STEPS: 1 is enough for the peak (AdamW's state comes at step 0).
 plain plain2 2 "${U[0]},${U[1]}" "${PLAIN_STEPS:-2}"
 plain plain1 1 "${U[0]}" "${PLAIN_STEPS:-2}"
-half() { python3 - "$out/$1.jsonl" <<'PY'
-import json, sys
-peak = max(json.loads(l).get("peak_reserved", 0) for l in open(sys.argv[1]) if l.startswith("{"))
-print(f"{peak // 2 >> 21 << 1}M")  # half, whole 2 MiB blocks, in MiB
-PY
-}
 B2=$(half plain2); B1=$(half plain1)
 log "budgets: DDP $B2 per GPU, one GPU $B1 (half of each run's peak reserved)"
-case_ ddp.driverlike 2 "${U[0]},${U[1]}" driver-like off "$B2"
-case_ ddp.prescient 2 "${U[0]},${U[1]}" prescient on "$B2"
-case_ one.driverlike 1 "${U[0]}" driver-like off "$B1"
-case_ one.prescient 1 "${U[0]}" prescient on "$B1"
+attach_case ddp.driverlike 2 "${U[0]},${U[1]}" driver-like off "$B2"
+attach_case ddp.prescient 2 "${U[0]},${U[1]}" prescient on "$B2"
+attach_case one.driverlike 1 "${U[0]}" driver-like off "$B1"
+attach_case one.prescient 1 "${U[0]}" prescient on "$B1"
 
 # The pipeline: plain, then under the service (PIPE=0: not run).
 if [ "${PIPE:-1}" = 0 ]; then

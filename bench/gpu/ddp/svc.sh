@@ -21,54 +21,14 @@ set -u
 out=$1; bin=$2; steps=${3:-8}; reps=${4:-2}
 here=$(cd "$(dirname "$0")" && pwd)
 pd=$bin/prescientd; ctl=$bin/prescientctl
-export PRESCIENT_RUNTIME=$bin/libprescient_runtime.so PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NCCL_CUMEM_ENABLE=1 NCCL_DEBUG=WARN
-export OMP_NUM_THREADS=4 PYTHONPATH=$here
 mkdir -p "$out"
 T0=$SECONDS
 log() { echo "[svc $(date +%T) +$((SECONDS - T0))s] $*" | tee -a "$out/run.log"; }
+. "$here/common.sh"
 mapfile -t U < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
 log "GPUs: ${U[*]}; $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tr '\n' ';') driver $(cat /sys/module/nvidia_uvm/version); $("$pd" --version)"
 [ "${#U[@]}" -ge 2 ] || { log "needs 2 GPUs"; exit 2; }
 
-plain() {
-  CUDA_VISIBLE_DEVICES=$3 timeout 90 torchrun --standalone --nproc-per-node "$2" "$here/ddp.py" "$steps" \
-    > "$out/$1.jsonl" 2> "$out/$1.err"; log "$1 rc=$?"
-}
-# workers N: the pids of the N torchrun workers now running, by rank.
-workers() {
-  local want=$1 i p r
-  for i in $(seq 300); do
-    W=()
-    for p in $(pgrep -f "ddp.py"); do
-      r=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^LOCAL_RANK=//p')
-      [ -n "$r" ] && W[$r]=$p
-    done
-    [ "${#W[@]}" -ge "$want" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
-# attach_case NAME NPROC VISIBLE BUDGET: driver-like, each worker attached
-# by its own prescientd attach (no daemon socket for the launcher).
-attach_case() {
-  local name=$1 n=$2 vis=$3 b=$4 dps=() r p
-  CUDA_VISIBLE_DEVICES=$vis timeout 150 "$ctl" --socket "$out/none.sock" run --budget "$b" --mode transparent -- \
-    torchrun --standalone --nproc-per-node "$n" "$here/ddp.py" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
-  local cp=$!
-  if workers "$n"; then
-    for r in "${!W[@]}"; do
-      timeout 160 "$pd" attach --pid "${W[$r]}" --mode driver-like --budget "$b" --exec-ids off \
-        --stats-json "$out/$name.w$r.stats.json" > "$out/$name.w$r.daemon.json" 2> "$out/$name.w$r.daemon.log" &
-      dps+=($!)
-    done
-  else
-    log "$name: workers not found"
-  fi
-  wait $cp; log "$name rc=$?"
-  for p in "${dps[@]}"; do wait "$p"; done
-}
 # svc_case NAME NPROC VISIBLE BUDGET: Prescient through the service.
 svc_case() {
   local name=$1 n=$2 vis=$3 b=$4 i=0
@@ -85,21 +45,11 @@ svc_case() {
   "$ctl" --socket "$S" status --json > "$out/$name.status.after.json" 2>&1
 }
 
-# The ranks share one stdout: their lines may interleave, so every JSON
-# object is read wherever it starts.
-half() { python3 - "$here" "$out/$1.jsonl" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-from svc_summary import objects
-peak = max(o.get("peak_reserved", 0) for o in objects(sys.argv[2]))
-print(f"{peak // 2 >> 21 << 1}M")  # half, whole 2 MiB blocks, in MiB
-PY
-}
 # B1 and B2 given (a batch after one that measured the footprint): no
 # plain runs.
 if [ -z "${B1:-}" ] || [ -z "${B2:-}" ]; then
-  plain plain2 2 "${U[0]},${U[1]}"
-  plain plain1 1 "${U[0]}"
+  plain plain2 2 "${U[0]},${U[1]}" "$steps"
+  plain plain1 1 "${U[0]}" "$steps"
   B2=$(half plain2); B1=$(half plain1)
   log "budgets: DDP $B2 per GPU, one GPU $B1 (half of each run's peak reserved)"
 else
@@ -123,10 +73,10 @@ for p in $pairs; do
   [ $((SECONDS - T0 + pair_s)) -gt "$limit" ] && { log "$p skipped: out of time"; break; }
   p0=$SECONDS
   if [ "$w" = one ]; then
-    attach_case "one.driverlike.$r" 1 "${U[0]}" "$B1"
+    attach_case "one.driverlike.$r" 1 "${U[0]}" driver-like off "$B1"
     svc_case "one.prescient.$r" 1 "${U[0]}" "$B1"
   else
-    attach_case "ddp.driverlike.$r" 2 "${U[0]},${U[1]}" "$B2"
+    attach_case "ddp.driverlike.$r" 2 "${U[0]},${U[1]}" driver-like off "$B2"
     svc_case "ddp.prescient.$r" 2 "${U[0]},${U[1]}" "$B2"
   fi
   d=$((SECONDS - p0)); [ $d -gt $pair_s ] && pair_s=$d; log "$p took ${d}s"
