@@ -150,23 +150,33 @@ fn status(backend: &str, module: Option<ModuleInfo>, userspace: Option<Userspace
     }
 }
 
-/// Issue 18: the user-space backend was shown as "prescient.ko: ABI 2 ...".
-/// Each backend, loaded or not: the line names the backend in force, and
-/// prescient.ko appears as loaded only when it is the backend and loaded.
-#[test]
-fn status_names_the_backend_in_force_and_no_module_it_does_not_use() {
-    let ko = ModuleInfo {
+/// prescient.ko as a backend reports it: ABI 2, bound to a 550 driver.
+fn module_info() -> ModuleInfo {
+    ModuleInfo {
         abi_version: 2,
         driver_version: "550.163.01".into(),
         bound: true,
         enabled: true,
         max_processes: 8,
-    };
-    let us = UserspaceInfo {
+    }
+}
+
+/// The user-space backend as it reports itself: its driver, no module.
+fn userspace_info() -> UserspaceInfo {
+    UserspaceInfo {
         driver_version: "580.95.05".into(),
         enabled: true,
         max_processes: 8,
-    };
+    }
+}
+
+/// Issue 18: the user-space backend was shown as "prescient.ko: ABI 2 ...".
+/// Each backend, loaded or not: the line names the backend in force, and
+/// prescient.ko appears as loaded only when it is the backend and loaded.
+#[test]
+fn status_names_the_backend_in_force_and_no_module_it_does_not_use() {
+    let ko = module_info();
+    let us = userspace_info();
     let cases = [
         (status("module", Some(ko), None), "prescient.ko: ABI 2, bound to nvidia-uvm 550.163.01", "user-space"),
         (status("module", None, None), "prescient.ko: not loaded", "user-space"),
@@ -429,18 +439,8 @@ fn version_names_the_module_only_where_it_is_the_backend() {
             userspace,
         }))
     };
-    let us = UserspaceInfo {
-        driver_version: "580.95.05".into(),
-        enabled: true,
-        max_processes: 8,
-    };
-    let ko = ModuleInfo {
-        abi_version: 2,
-        driver_version: "550.163.01".into(),
-        bound: true,
-        enabled: true,
-        max_processes: 8,
-    };
+    let us = userspace_info();
+    let ko = module_info();
     for (i, (reply, want, never)) in [
         (
             v("userspace", None, Some(us)),
