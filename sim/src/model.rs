@@ -566,16 +566,24 @@ fn serve_demand(st: &mut State, t: f64, demand: &[(Block, u32)], policy: &mut dy
     st.it.fault_blocks += batches * (demand.len() as u64).min(m.fault_batch as u64);
     tc += batches as f64 * m.fault_latency_s;
     for &(b, bytes) in demand {
-        if st.free_blocks() == 0 {
-            if let Some((v, discard)) = policy.demand_victim(st) {
-                st.it.evictions_on_demand += 1;
-                let freed = st.evict(v, discard, tc);
-                tc = tc.max(st.room_at(tc, freed));
-                policy.evicted(st, v);
-            }
-        }
+        tc = room_for_demand(st, tc, policy);
         tc = demand_arrive(st, b, bytes, tc);
         policy.demand_arrived(st, b);
+    }
+    tc
+}
+
+/// Makes room for one demanded block when the GPU is full: the policy's
+/// demand victim leaves on the fault path. Returns when the room is there
+/// (`tc` when none was needed or the policy had no victim).
+fn room_for_demand(st: &mut State, mut tc: f64, policy: &mut dyn Policy) -> f64 {
+    if st.free_blocks() == 0 {
+        if let Some((v, discard)) = policy.demand_victim(st) {
+            st.it.evictions_on_demand += 1;
+            let freed = st.evict(v, discard, tc);
+            tc = tc.max(st.room_at(tc, freed));
+            policy.evicted(st, v);
+        }
     }
     tc
 }

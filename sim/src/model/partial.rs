@@ -8,7 +8,7 @@
 //! faults; the kernel's warps fault on every block still missing data, so
 //! a batch holds faults of each of them.
 
-use super::{Loc, Policy, State, GRANULE_BYTES};
+use super::{room_for_demand, Loc, Policy, State, GRANULE_BYTES};
 use crate::plan::Plan;
 use prescient_core::Block;
 
@@ -62,14 +62,7 @@ fn allocate(
         if st.loc[i] == Loc::Gpu {
             continue;
         }
-        if st.free_blocks() == 0 {
-            if let Some((v, discard)) = policy.demand_victim(st) {
-                st.it.evictions_on_demand += 1;
-                let freed = st.evict(v, discard, tc);
-                tc = tc.max(st.room_at(tc, freed));
-                policy.evicted(st, v);
-            }
-        }
+        tc = room_for_demand(st, tc, policy);
         if st.loc[i] == Loc::Host {
             st.copy_rest[i] = true;
             st.it.demand_copies += 1;
