@@ -15,6 +15,8 @@ pub trait Backend: Send + Sync {
     fn kind(&self) -> &'static str;
     /// What must be loaded for this backend to work.
     fn needs(&self) -> &'static str;
+    /// How the service's log lines name it ("prescient.ko", "the user-space backend").
+    fn title(&self) -> &'static str;
     /// The device node (the module's, or nvidia-uvm's for the user-space backend).
     fn path(&self) -> &Path;
     fn version(&self) -> Result<uapi::Version, DevError>;

@@ -113,6 +113,10 @@ impl Backend for Module {
         "prescient.ko"
     }
 
+    fn title(&self) -> &'static str {
+        "prescient.ko"
+    }
+
     fn path(&self) -> &Path {
         &self.path
     }

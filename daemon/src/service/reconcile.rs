@@ -147,11 +147,7 @@ impl Service {
             if a.reason.ours() && a.process.as_ref().is_some_and(|p| p.alive()) {
                 again.push((pid, a.reason));
             } else {
-                let by = if self.dev.kind() == "module" {
-                    "prescient.ko"
-                } else {
-                    "the user-space backend"
-                };
+                let by = self.dev.title();
                 tracing::info!(pid, "process exited; {by} detached it");
             }
         }

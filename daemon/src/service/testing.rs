@@ -53,6 +53,13 @@ impl Backend for Forgetful {
             "prescient.ko"
         }
     }
+    fn title(&self) -> &'static str {
+        if self.userspace {
+            "the user-space backend"
+        } else {
+            "prescient.ko"
+        }
+    }
     fn path(&self) -> &std::path::Path {
         std::path::Path::new(if self.userspace {
             "/dev/nvidia-uvm"

@@ -308,6 +308,10 @@ impl Backend for Userspace {
         "nvidia_uvm"
     }
 
+    fn title(&self) -> &'static str {
+        "the user-space backend"
+    }
+
     fn path(&self) -> &Path {
         Path::new("/dev/nvidia-uvm")
     }
