@@ -12,6 +12,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/prescient-service}; BIN=${BIN:-$HERE/../../target/release}
 mkdir -p "$OUT"; B=$OUT/bin; mkdir -p "$B"
 log() { echo "[service $(date +%T)] $*" | tee -a "$OUT/run.log"; }
+. "$HERE/lib/service.sh"
 nvcc -O2 -arch=sm_90 -o "$B/umbench" "$HERE/umbench.cu" 2> "$OUT/nvcc.log" || { log "nvcc failed"; cat "$OUT/nvcc.log"; exit 1; }
 PD=$BIN/prescientd; CTL=$BIN/prescientctl
 log "driver $(cat /sys/module/nvidia_uvm/version); $($PD --version)"
@@ -22,25 +23,10 @@ for r in 1 2; do
 done
 for en in ${ENABLED:-false true}; do
   tag=enabled-$en; S=$OUT/$tag.sock; PORT=$((19464 + ${#en}))
-  cat > "$OUT/$tag.toml" <<CFG
-backend = "userspace"
-poll_interval_ms = 200
-[control]
-socket = "$S"
-socket_mode = 0o600
-[metrics]
-listen = "127.0.0.1:$PORT"
-[engine]
-enabled = $en
-[userspace]
-gpu_memory = "140G"
-[attach]
-cmdline_patterns = ["umbench dnn"]
-scan_interval_ms = 100
-CFG
-  "$PD" service --config "$OUT/$tag.toml" > "$OUT/$tag.daemon.log" 2>&1 &
-  DP=$!
-  i=0; while [ ! -S "$S" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  start_service "$PD" "$OUT/$tag.toml" "$S" "$PORT" "$OUT/$tag.daemon.log" "poll_interval_ms = 200" \
+    "$(printf '[engine]\nenabled = %s\n[userspace]\ngpu_memory = "140G"\n[attach]\ncmdline_patterns = ["umbench dnn"]\nscan_interval_ms = 100' "$en")" \
+    || log "$tag: the service did not start"
+  DP=$SERVICE_PID
   go=$OUT/go.$tag; rm -f "$go"
   PRESCIENT_GO=$go "$B/umbench" dnn 12 1024 4 256 > "$OUT/$tag.bench.jsonl" 2> "$OUT/$tag.bench.err" &
   BP=$!

@@ -1,5 +1,5 @@
 # Sourced by the GPU benchmarks that run `prescientd service` with the
-# user-space backend (runtime/service.sh, runtime/auto.sh, ddp/run.sh,
+# user-space backend (service.sh, runtime/service.sh, runtime/auto.sh, ddp/run.sh,
 # ddp/svc.sh): one place for the config they share.
 #
 # start_service PRESCIENTD CONFIG SOCKET PORT LOG [TOP] [TABLES]
