@@ -171,7 +171,13 @@ impl Process {
             0
         };
         let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
-        let migrator = Migrator::start(fd.clone(), flags, workers, cfg.merge_queued_blocks);
+        let migrator = Migrator::start(
+            fd.clone(),
+            flags,
+            workers,
+            cfg.prefetch_workers,
+            cfg.merge_queued_blocks,
+        );
         let route = Route::new(target.processor_table()?);
         let gpus = route.table().gpus();
         let mut lanes = Lanes::default();
