@@ -76,7 +76,11 @@ fn parse(argv: &[String]) -> Result<Args> {
         }
     }
     let block = 2u64 << 20;
-    if a.pid <= 0 || a.base % block != 0 || a.bytes < 2 * block || a.bytes % (2 * block) != 0 {
+    if a.pid <= 0
+        || !a.base.is_multiple_of(block)
+        || a.bytes < 2 * block
+        || !a.bytes.is_multiple_of(2 * block)
+    {
         bail!("--pid, a 2 MB-aligned --base and --bytes (a multiple of 4 MB) are required");
     }
     Ok(a)
@@ -107,71 +111,53 @@ fn line(head: &str, bytes: u64, o: &Outcome, idle_ms: f64) -> String {
     )
 }
 
-/// The three phases of one (size, threads) point.
-fn point(fd: i32, gpu: [u8; 16], a: &Args, rep: u32, size_mb: u64, threads: usize) {
-    let (base, bytes, size) = (a.base, a.bytes, size_mb << 20);
-    let flags = if a.sync { 0 } else { uvm::MIGRATE_FLAG_ASYNC };
-    let whole = |to_gpu| Job {
-        base,
-        len: bytes,
-        to_gpu,
-    };
-    let half = bytes / 2;
-    let (lo, hi) = (base, base + half);
-    let both_fences = [
-        Job {
-            base: lo,
-            len: half,
-            to_gpu: true,
-        },
-        Job {
-            base: hi,
-            len: half,
-            to_gpu: false,
-        },
-    ];
-    let phases: [(&str, Vec<Job>, Vec<Job>, Vec<Job>); 3] = [
-        (
-            "h2d",
-            vec![whole(false)],
-            split(base, bytes, size, true),
-            vec![whole(true)],
-        ),
-        (
-            "d2h",
-            vec![whole(true)],
-            split(base, bytes, size, false),
-            vec![whole(false)],
-        ),
-        (
-            "both",
-            vec![both_fences[0].flip(), both_fences[1].flip()],
-            interleave(split(lo, half, size, true), split(hi, half, size, false)),
-            both_fences.to_vec(),
-        ),
-    ];
-    for (dir, setup, jobs, fences) in phases {
-        fence(fd, gpu, &setup);
-        let o = run(fd, gpu, &jobs, threads, flags, &fences);
-        let t = std::time::Instant::now();
-        fence(fd, gpu, &fences);
-        let idle = t.elapsed().as_secs_f64() * 1e3;
-        let head = format!(
-            "\"rep\":{rep},\"dir\":\"{dir}\",\"size_mb\":{size_mb},\"threads\":{threads},\"async\":{}",
-            !a.sync
-        );
-        println!("{}", line(&head, bytes, &o, idle));
-    }
+/// One phase: its set-up (synchronous migrates that put the data where
+/// the phase starts), its jobs, and its fence.
+struct Phase {
+    dir: &'static str,
+    setup: Vec<Job>,
+    jobs: Vec<Job>,
+    fences: Vec<Job>,
 }
 
-impl Job {
-    /// The same region, the other way (a phase's set-up is its fence
-    /// reversed).
-    fn flip(self) -> Job {
-        Job {
-            to_gpu: !self.to_gpu,
-            ..self
-        }
+/// h2d, d2h and both over `[base, base + bytes)` in jobs of `size` bytes;
+/// "both" moves the lower half to the GPU and the upper half to the CPU.
+fn phases(base: u64, bytes: u64, size: u64) -> [Phase; 3] {
+    let region = |base: u64, len: u64, to_gpu: bool| Job { base, len, to_gpu };
+    let half = bytes / 2;
+    let (lo, hi) = (base, base + half);
+    let one_way = |dir: &'static str, to_gpu: bool| Phase {
+        dir,
+        setup: vec![region(base, bytes, !to_gpu)],
+        jobs: split(base, bytes, size, to_gpu),
+        fences: vec![region(base, bytes, to_gpu)],
+    };
+    [
+        one_way("h2d", true),
+        one_way("d2h", false),
+        Phase {
+            dir: "both",
+            setup: vec![region(lo, half, false), region(hi, half, true)],
+            jobs: interleave(split(lo, half, size, true), split(hi, half, size, false)),
+            fences: vec![region(lo, half, true), region(hi, half, false)],
+        },
+    ]
+}
+
+/// The three phases of one (size, threads) point.
+fn point(fd: i32, gpu: [u8; 16], a: &Args, rep: u32, size_mb: u64, threads: usize) {
+    let flags = if a.sync { 0 } else { uvm::MIGRATE_FLAG_ASYNC };
+    for p in phases(a.base, a.bytes, size_mb << 20) {
+        fence(fd, gpu, &p.setup);
+        let o = run(fd, gpu, &p.jobs, threads, flags, &p.fences);
+        let t = std::time::Instant::now();
+        fence(fd, gpu, &p.fences);
+        let idle = t.elapsed().as_secs_f64() * 1e3;
+        let head = format!(
+            "\"rep\":{rep},\"dir\":\"{}\",\"size_mb\":{size_mb},\"threads\":{threads},\"async\":{}",
+            p.dir, !a.sync
+        );
+        println!("{}", line(&head, a.bytes, &o, idle));
     }
 }
 
@@ -218,6 +204,25 @@ mod tests {
         assert!(parse(&argv("--pid 7 --base 0 --bytes 2097152")).is_err());
         assert!(parse(&argv("--base 0 --bytes 8388608")).is_err());
         assert!(parse(&argv("--pid 7 --base 0 --bytes 8388608 --reps")).is_err());
+    }
+
+    #[test]
+    fn each_phase_starts_where_its_fence_does_not_end() {
+        let mb = 1 << 20;
+        for p in phases(0, 8 * mb, 2 * mb) {
+            let moved: u64 = p.jobs.iter().map(|j| j.len).sum();
+            assert_eq!(moved, 8 * mb, "{}", p.dir);
+            for (s, f) in p.setup.iter().zip(&p.fences) {
+                assert_eq!((s.base, s.len), (f.base, f.len));
+                assert_ne!(s.to_gpu, f.to_gpu, "{}", p.dir);
+                // Every job goes where its region's fence goes.
+                let inside = p
+                    .jobs
+                    .iter()
+                    .filter(|j| j.base >= f.base && j.base < f.base + f.len);
+                assert!(inside.clone().count() > 0 && inside.clone().all(|j| j.to_gpu == f.to_gpu));
+            }
+        }
     }
 
     #[test]
