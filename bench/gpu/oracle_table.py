@@ -2,6 +2,7 @@
 median (over repetitions) of each mode's median step, the link bound, bytes
 to the GPU per steady step, checksums, and the mechanism counters.
 Link bound = max(resident step, oracle bytes per step / memcpy H2D).
+"evicted GB/step": what prescientd moved to the CPU per steady step (periter.py).
 Usage: python3 oracle_table.py RESULTS_JSONL BW_JSONL"""
 import json
 import statistics
@@ -70,6 +71,7 @@ for wl in wls:
         by.setdefault(kind, []).append(r)
     step = {k: med([(r.get("bench") or {}).get("median_gpu_ms") for r in v]) for k, v in by.items()}
     gbytes = {k: med([(r.get("per_iter") or {}).get("steady_mean_gpu_bytes") for r in v]) for k, v in by.items()}
+    ebytes = {k: med([(r.get("per_iter") or {}).get("steady_mean_evict_bytes") for r in v]) for k, v in by.items()}
     cks = sorted({str((r.get("bench") or {}).get("checksum")) for r in rs})
     ob = gbytes.get("oracle")
     link = None
@@ -81,7 +83,8 @@ for wl in wls:
         if k in step:
             ratio = "" if not link or step[k] is None else f"  {step[k] / link:.2f}x link"
             reps = " / ".join(f((r.get("bench") or {}).get("median_gpu_ms")) for r in by[k])
-            print(f"  {k:11s} step {f(step[k])} ms ({reps})  GB/step {f(gbytes.get(k) and gbytes[k] / 1e9, 2)}{ratio}")
+            ev = f"  evicted GB/step {f(ebytes[k] / 1e9, 2)}" if ebytes.get(k) else ""
+            print(f"  {k:11s} step {f(step[k])} ms ({reps})  GB/step {f(gbytes.get(k) and gbytes[k] / 1e9, 2)}{ratio}{ev}")
     print(f"  link bound {f(link)} ms (resident {f(step.get('base'))} ms, oracle bytes / H2D)")
     if step.get("driverlike") and step.get("prescient") and step.get("oracle"):
         print(f"  driver-like/prescient {step['driverlike'] / step['prescient']:.2f}x, "

@@ -31,8 +31,15 @@ steady = blocks[2:] if len(blocks) > 2 else blocks
 # Bytes migrated to the GPU per iteration (column 10; older series lack it).
 gpu_bytes = [at(bounds[i + 1], 10) - at(bounds[i], 10) for i in range(len(iters))] if len(rows[0]) > 10 else []
 steady_bytes = gpu_bytes[2:] if len(gpu_bytes) > 2 else gpu_bytes
+# Bytes prescientd evicted (UVM_MIGRATE to the CPU) per iteration (column 5):
+# under a budget every byte brought in goes back out, and an eviction costs
+# a worker several times what a prefetch does (run 57's migbench).
+evict = [at(bounds[i + 1], 5) - at(bounds[i], 5) for i in range(len(iters))] if len(rows[0]) > 5 else []
+steady_evict = evict[2:] if len(evict) > 2 else evict
 print(json.dumps({"fault_blocks_per_iter": blocks, "fault_events_per_iter": events,
                   "steady_mean_fault_blocks": statistics.mean(steady),
                   "gpu_bytes_per_iter": gpu_bytes,
                   "steady_mean_gpu_bytes": statistics.mean(steady_bytes) if steady_bytes else None,
+                  "evict_bytes_per_iter": evict,
+                  "steady_mean_evict_bytes": statistics.mean(steady_evict) if steady_evict else None,
                   "first_sample": ts[0], "first_w0": bounds[0], "samples": len(rows)}))

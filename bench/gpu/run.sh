@@ -12,7 +12,13 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
 log "host: $(uname -r); uid $(id -u); $(which nvcc cargo rustc 2>/dev/null | tr '\n' ' ')"
 cat /sys/module/nvidia_uvm/version > "$OUT/driver_version.txt" 2>&1
 nvidia-smi --query-gpu=name,uuid,memory.total,memory.used --format=csv > "$OUT/nvidia-smi.csv" 2>&1
-nvcc -O2 -arch=sm_90 -o $B/umbench "$HERE/umbench.cu" 2> "$OUT/nvcc.log" || { log "nvcc failed"; cat "$OUT/nvcc.log"; exit 1; }
+# Built again only when a source is newer (one GPU call runs run.sh several times).
+built() { [ -x "$1" ] && [ "$1" -nt "$HERE/$2" ] && [ "$1" -nt "$HERE/umcommon.cuh" ]; }
+built $B/umbench umbench.cu || nvcc -O2 -arch=sm_90 -o $B/umbench "$HERE/umbench.cu" 2> "$OUT/nvcc.log" \
+  || { log "nvcc failed"; cat "$OUT/nvcc.log"; exit 1; }
+# PolyBench/GPU's FDTD-2D, managed (fdtd2d.cu): the oracle set's "fdtd".
+built $B/fdtd2d fdtd2d.cu || nvcc -O2 -arch=sm_90 -o $B/fdtd2d "$HERE/fdtd2d.cu" 2>> "$OUT/nvcc.log" \
+  || log "nvcc (fdtd2d) failed: $(tail -3 "$OUT/nvcc.log")"
 PD=${PRESCIENTD:-$ROOT/dist/prescientd}
 if [ ! -x "$PD" ]; then
   (cd "$ROOT" && cargo build --release -p prescientd) > "$OUT/cargo.log" 2>&1 && PD=$ROOT/target/release/prescientd
@@ -239,7 +245,7 @@ for w in $WHAT; do
     # oracle replaying the plan of the same repetition's driver-like run,
     # under half of each workload's managed memory (the only pressure: the
     # budget prescientd enforces), plus a resident run without a daemon.
-    # ORACLE_WL: which of dnn stream xf; O_EXTRA: more oracle flags;
+    # ORACLE_WL: which of dnn stream xf fdtd; O_EXTRA: more oracle flags;
     # MAPS=SECONDS: each case's /dev/nvidia-uvm mappings that long in;
     # NO_PRESCIENT=1: driver-like and oracle only;
     # PRESCIENTD_B: another build's prescient mode beside (prescientB);
@@ -256,11 +262,16 @@ for w in $WHAT; do
       xf)
         torch_allocator || continue
         R="python3 $HERE/torch/train.py"; A=(${ITERS:-10} ${XF_BATCH:-16} ${XF_SEQ:-256} ${XF_DIM:-1024} transformer) ;;
+      fdtd)
+        # FDTD-2D, 3 fields of FDTD_N^2 floats (16384: 3.22 GB managed).
+        [ -x $B/fdtd2d ] || continue
+        R=$B/fdtd2d; A=(${ITERS:-10} ${FDTD_N:-16384} ${FDTD_N:-16384}) ;;
       esac
       RUNNER="$R" case_ ${wl}_base none - -- "${A[@]}"
-      if [ $wl = xf ]; then
-        mb=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["managed_bytes"])' "$OUT/xf_base.bench.jsonl" 2>/dev/null)
-        [ -n "$mb" ] || { log "xf_base gave no managed_bytes"; continue; }
+      if [ $wl = xf ] || [ $wl = fdtd ]; then
+        # Half of what the resident run reported managed (its last line with managed_bytes).
+        mb=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "managed_bytes" in l][-1]["managed_bytes"])' "$OUT/${wl}_base.bench.jsonl" 2>/dev/null)
+        [ -n "$mb" ] || { log "${wl}_base gave no managed_bytes"; continue; }
         OB=$((mb / 2))
       fi
       log "oracle $wl: budget $OB"
@@ -282,6 +293,26 @@ for w in $WHAT; do
       gzip -f "$OUT"/${wl}_*.plan
     done
     python3 "$HERE/oracle_table.py" "$OUT/results.jsonl" "$OUT/bw.jsonl" | tee "$OUT/oracle_table.txt"
+    ;;
+  migbench)
+    # The mechanism's ceiling (issue 20): migbench (uvm/src/bin/migbench)
+    # migrates MIG_MB of an idle umbench hold process's managed memory,
+    # ASYNC as prescientd's workers do, per job size and thread count.
+    MB_BIN=${MIGBENCH:-$(dirname "$PD")/migbench}
+    $B/umbench hold ${MIG_MB:-4096} 300 > "$OUT/hold.jsonl" 2> "$OUT/hold.err" &
+    hp=$!
+    for i in $(seq 100); do grep -q '"hold"' "$OUT/hold.jsonl" 2>/dev/null && break; sleep 0.1; done
+    base=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "hold" in l][-1]["base"])' "$OUT/hold.jsonl")
+    log "migbench: hold pid $hp base $base $(head -1 "$OUT/hold.jsonl")"
+    timeout ${MIG_TIMEOUT:-200} "$MB_BIN" --pid $hp --base $base --bytes $(( ${MIG_MB:-4096} << 20 )) \
+      --sizes-mb ${MIG_SIZES:-2,8,32} --threads ${MIG_THREADS:-1,2,4,8,16} --reps ${MIG_REPS:-2} \
+      > "$OUT/migbench.jsonl" 2> "$OUT/migbench.err"
+    log "migbench rc=$? $(wc -l < "$OUT/migbench.jsonl") lines; $(tail -2 "$OUT/migbench.err")"
+    # Synchronous calls for comparison (the copy inside each call).
+    [ -n "${MIG_SYNC:-}" ] && timeout 60 "$MB_BIN" --pid $hp --base $base --bytes $(( ${MIG_MB:-4096} << 20 )) \
+      --sizes-mb 2,32 --threads 1,4 --reps 1 --sync >> "$OUT/migbench.jsonl" 2>> "$OUT/migbench.err"
+    kill $hp; wait $hp
+    python3 "$HERE/migtable.py" "$OUT/migbench.jsonl" | tee "$OUT/migtable.txt"
     ;;
   budget)
     export STATS_MS=1000

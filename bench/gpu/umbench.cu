@@ -7,57 +7,13 @@
 //   umbench stream ITERS NBUF BUF_MB   layered streaming over NBUF buffers
 //   umbench random ITERS MB CPU_FRAC   random page access, CPU rewrites a
 //                                      random fraction of blocks each iteration
+//   umbench hold MB SECS               MB of managed memory written by the
+//                                      CPU, then idle SECS seconds (migbench
+//                                      migrates it from outside)
 // Every line of output is one JSON object. If PRESCIENT_GO is set, the
 // program waits (up to 60 s) for that file to exist after allocating.
-#include <cuda_runtime.h>
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <unistd.h>
-#include <vector>
-#include <algorithm>
+#include "umcommon.cuh"
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } } while (0)
-
-static double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-      std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Wall-clock seconds (CLOCK_REALTIME), so that samplers in other processes
-// can cut their counters at iteration boundaries ("w0"/"w1" in iter lines).
-static double wall_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-static void check_fits(size_t bytes) {
-  size_t fr = 0, tot = 0;
-  CK(cudaMemGetInfo(&fr, &tot));
-  if (bytes > fr / 2) {
-    fprintf(stderr, "refusing: %zu managed bytes > half of free GPU memory %zu\n", bytes, fr);
-    exit(3);
-  }
-  printf("{\"event\":\"alloc\",\"managed_bytes\":%zu,\"gpu_free\":%zu,\"gpu_total\":%zu,\"pid\":%d}\n",
-         bytes, fr, tot, (int)getpid());
-  fflush(stdout);
-}
-
-static void wait_go() {
-  const char* go = getenv("PRESCIENT_GO");
-  if (!go) return;
-  for (int i = 0; i < 6000; i++) {
-    if (access(go, F_OK) == 0) return;
-    usleep(10000);
-  }
-  fprintf(stderr, "PRESCIENT_GO %s never appeared; running anyway\n", go);
-}
-
-__device__ __forceinline__ uint32_t mix(uint32_t x) {
-  x ^= x >> 16; x *= 0x7feb352dU; x ^= x >> 15; x *= 0x846ca68bU; x ^= x >> 16; return x;
-}
 
 // out[j] = mix of in[j*ratio .. j*ratio+ratio-1] + layer
 __global__ void layer_k(const uint32_t* in, size_t nin, uint32_t* out, size_t nout, uint32_t layer) {
@@ -87,29 +43,6 @@ __global__ void random_k(const uint32_t* buf, size_t pages, uint32_t seed, unsig
   atomicAdd(sum, acc);
 }
 
-__global__ void sum_k(const uint32_t* buf, size_t n, unsigned long long* sum) {
-  unsigned long long acc = 0;
-  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) acc += buf[j];
-  atomicAdd(sum, acc);
-}
-
-static unsigned long long checksum(const uint32_t* buf, size_t n, unsigned long long* d) {
-  *d = 0;
-  sum_k<<<1024, 256>>>(buf, n, d);
-  CK(cudaDeviceSynchronize());
-  return *d;
-}
-
-static void summary(const char* name, std::vector<double>& gpu, std::vector<double>& tot, unsigned long long ck) {
-  std::vector<double> g(gpu.begin() + (gpu.size() > 2 ? 2 : 0), gpu.end());
-  std::vector<double> t(tot.begin() + (tot.size() > 2 ? 2 : 0), tot.end());
-  std::sort(g.begin(), g.end()); std::sort(t.begin(), t.end());
-  double gs = 0; for (double x : g) gs += x;
-  printf("{\"event\":\"summary\",\"bench\":\"%s\",\"iters\":%zu,\"steady_iters\":%zu,\"median_gpu_ms\":%.3f,"
-         "\"mean_gpu_ms\":%.3f,\"median_iter_ms\":%.3f,\"checksum\":\"%llx\"}\n",
-         name, gpu.size(), g.size(), g[g.size() / 2], gs / g.size(), t[t.size() / 2], ck);
-  fflush(stdout);
-}
 
 static int bw(size_t mb) {
   size_t n = mb << 20;
@@ -217,6 +150,22 @@ static int randomb(int iters, size_t mb, double cpu_frac) {
   return 0;
 }
 
+// Allocates MB of managed memory, writes it from the CPU (populated,
+// resident on the CPU), prints the base of its 2 MB-aligned part and
+// sleeps: a live CUDA process whose memory another process migrates
+// (migbench, which takes whole 2 MB blocks as prescientd does).
+static int hold(size_t mb, int secs) {
+  size_t n = mb << 20, blk = 2u << 20;
+  check_fits(n + blk);
+  uint8_t* raw; CK(cudaMallocManaged(&raw, n + blk));
+  uint8_t* b = (uint8_t*)(((uintptr_t)raw + blk - 1) & ~(uintptr_t)(blk - 1));
+  memset(raw, 1, n + blk);
+  printf("{\"event\":\"hold\",\"base\":\"%p\",\"bytes\":%zu,\"pid\":%d}\n", (void*)b, n, (int)getpid());
+  fflush(stdout);
+  sleep(secs);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) { fprintf(stderr, "usage: see the header of umbench.cu\n"); return 1; }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -225,6 +174,7 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[1], "dnn") && argc == 6) return dnn(atoi(argv[2]), atol(argv[3]), atoi(argv[4]), atol(argv[5]));
   if (!strcmp(argv[1], "stream") && argc == 5) return stream(atoi(argv[2]), atoi(argv[3]), atol(argv[4]));
   if (!strcmp(argv[1], "random") && argc == 5) return randomb(atoi(argv[2]), atol(argv[3]), atof(argv[4]));
+  if (!strcmp(argv[1], "hold") && argc == 4) return hold(atol(argv[2]), atoi(argv[3]));
   fprintf(stderr, "bad arguments\n");
   return 1;
 }

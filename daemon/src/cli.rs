@@ -343,8 +343,12 @@ pub struct TuningArgs {
     #[arg(long, default_value_t = 1 << 16)]
     pub queue_entries: u32,
     /// Threads issuing UVM_MIGRATE.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 8)]
     pub workers: usize,
+    /// Of --workers, how many take only prefetches (the others take
+    /// evictions first); 0: every worker takes both, prefetches first.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub prefetch_workers: usize,
     /// Issue UVM_MIGRATE synchronously (the default is ASYNC).
     #[arg(long, hide = true)]
     pub sync_migrate: bool,
@@ -354,7 +358,7 @@ pub struct TuningArgs {
     /// A migration queued next to the last one queued for the workers (same
     /// direction and destination, adjacent blocks) joins it, up to BLOCKS
     /// 2 MB blocks in one UVM_MIGRATE; 0: never.
-    #[arg(long, value_name = "BLOCKS", default_value_t = 0)]
+    #[arg(long, value_name = "BLOCKS", default_value_t = 64)]
     pub merge_queued: u64,
 }
 

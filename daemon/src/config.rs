@@ -113,7 +113,7 @@ impl Default for UserspaceConfig {
     fn default() -> Self {
         UserspaceConfig {
             gpu_memory: ByteSize(0),
-            workers: 4,
+            workers: 8,
             queue_entries: 1 << 16,
             gate: true,
             regret_window: true,

@@ -272,6 +272,7 @@ fn loop_config(
         stats_json: args.output.stats_json,
         stats_interval: args.output.stats_interval.0.max(Duration::from_millis(10)),
         workers: args.tuning.workers.max(1),
+        prefetch_workers: args.tuning.prefetch_workers,
         async_migrate: !args.tuning.sync_migrate,
         max_coalesce_blocks: args.tuning.coalesce_blocks.max(1),
         merge_queued_blocks: args.tuning.merge_queued,
@@ -355,10 +356,12 @@ mod tests {
         }
         let knobs = |c: &Config| {
             format!(
-                "{:?} {:?} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {}",
+                "{:?} {:?} {} {} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {}",
                 c.mode,
                 c.fault_source,
                 c.workers,
+                c.prefetch_workers,
+                c.merge_queued_blocks,
                 c.async_migrate,
                 c.max_coalesce_blocks,
                 c.regret_window,

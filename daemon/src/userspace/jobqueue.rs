@@ -18,6 +18,16 @@
 //! engine moved data to the GPU 1.23 s of the run. Only jobs still waiting
 //! merge, so nothing queued is delayed, and the ledger (which counted
 //! each block when it was queued) is unchanged.
+//!
+//! Workers have a [`Role`]. With prefetch workers (`--prefetch-workers`),
+//! those take only prefetches and the others take evictions first. Why
+//! (GPU run 57, migbench on an idle H100 process): an ASYNC UVM_MIGRATE to
+//! the GPU returns after 25-35 us per 2 MB (one thread issues 49 GB/s, the
+//! copies' own rate), while one to the CPU takes 170 us per 2 MB alone
+//! and 450-800 us with 4-8 threads (it adds CPU mappings, which waits for
+//! the copy: uvm_migrate.c's "synchronous operations"), topping out near
+//! 20 GB/s. In a shared pool the workers sit in evictions, and a prefetch
+//! the GPU waits for queues behind them.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
@@ -26,6 +36,17 @@ use std::sync::{Condvar, Mutex};
 pub(super) const QUEUE: usize = 1024;
 /// While both directions wait, one job in this many is an eviction.
 const EVICT_EVERY: u32 = 4;
+
+/// Which jobs a worker takes (module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Prefetches first, every `EVICT_EVERY`-th an eviction while both wait.
+    Any,
+    /// Prefetches only.
+    Prefetch,
+    /// Evictions first, else prefetches.
+    EvictFirst,
+}
 
 /// A job that can take in the next one (one UVM_MIGRATE for both).
 pub(super) trait Merge {
@@ -54,6 +75,14 @@ struct Queues<J> {
 }
 
 impl<J> Queues<J> {
+    fn pick_for(&mut self, role: Role) -> Option<J> {
+        match role {
+            Role::Any => self.pick(),
+            Role::Prefetch => self.to_gpu.pop_front(),
+            Role::EvictFirst => self.to_cpu.pop_front().or_else(|| self.to_gpu.pop_front()),
+        }
+    }
+
     fn pick(&mut self) -> Option<J> {
         let evict = !self.to_cpu.is_empty()
             && (self.to_gpu.is_empty() || self.since_evict + 1 >= EVICT_EVERY);
@@ -70,7 +99,10 @@ impl<J> Queues<J> {
 /// The queue shared by the loop (`push`) and the workers (`next`).
 pub(super) struct JobQueue<J> {
     q: Mutex<Queues<J>>,
+    /// Wakes `Any` and `EvictFirst` workers.
     ready: Condvar,
+    /// Wakes `Prefetch` workers (an eviction must not wake only them).
+    ready_prefetch: Condvar,
     /// Largest merged job in blocks; 0: jobs never merge.
     merge_blocks: u64,
 }
@@ -92,6 +124,7 @@ impl<J: Merge> JobQueue<J> {
                 closed: false,
             }),
             ready: Condvar::new(),
+            ready_prefetch: Condvar::new(),
             merge_blocks,
         }
     }
@@ -115,21 +148,37 @@ impl<J: Merge> JobQueue<J> {
         }
         d.push_back(j);
         drop(q);
+        // A prefetch wakes one of each kind: whichever is free takes it.
+        if to_gpu {
+            self.ready_prefetch.notify_one();
+        }
         self.ready.notify_one();
         Pushed::Queued
     }
 
     /// The next job, waiting for one; None once closed and empty.
+    #[cfg(test)]
     pub(super) fn next(&self) -> Option<J> {
+        self.next_for(Role::Any)
+    }
+
+    /// The next job a worker of `role` takes, waiting for one; None once
+    /// closed and nothing of its kind is left.
+    pub(super) fn next_for(&self, role: Role) -> Option<J> {
+        let cv = if role == Role::Prefetch {
+            &self.ready_prefetch
+        } else {
+            &self.ready
+        };
         let mut q = self.q.lock().ok()?;
         loop {
-            if let Some(j) = q.pick() {
+            if let Some(j) = q.pick_for(role) {
                 return Some(j);
             }
             if q.closed {
                 return None;
             }
-            q = self.ready.wait(q).ok()?;
+            q = cv.wait(q).ok()?;
         }
     }
 
@@ -139,6 +188,7 @@ impl<J: Merge> JobQueue<J> {
             q.closed = true;
         }
         self.ready.notify_all();
+        self.ready_prefetch.notify_all();
     }
 }
 
@@ -237,6 +287,46 @@ mod tests {
 
     fn push_all(q: &JobQueue<Job>, jobs: &[Job]) -> usize {
         jobs.iter().filter(|&&j| push(q, j)).count()
+    }
+
+    #[test]
+    fn prefetch_workers_take_only_prefetches_and_the_others_evictions_first() {
+        let q = JobQueue::default();
+        for j in [
+            Job::to_cpu(100, 1, [1; 16]),
+            Job::to_gpu(0, 1, [1; 16]),
+            Job::to_cpu(101, 1, [1; 16]),
+            Job::to_gpu(1, 1, [1; 16]),
+        ] {
+            assert!(push(&q, j));
+        }
+        let first = |r| q.next_for(r).map(|j| (j.goes_to_gpu(), j.first()));
+        assert_eq!(first(Role::EvictFirst), Some((false, 100)));
+        assert_eq!(first(Role::Prefetch), Some((true, 0)));
+        assert_eq!(first(Role::EvictFirst), Some((false, 101)));
+        // No eviction left: an eviction-first worker helps with prefetches.
+        assert_eq!(first(Role::EvictFirst), Some((true, 1)));
+        assert!(push(&q, Job::to_cpu(102, 1, [1; 16])));
+        q.close();
+        // Closed with only an eviction left: a prefetch worker ends.
+        assert_eq!(first(Role::Prefetch), None);
+        assert_eq!(first(Role::Any), Some((false, 102)));
+    }
+
+    #[test]
+    fn an_eviction_wakes_a_waiting_eviction_worker_beside_a_prefetch_worker() {
+        use std::sync::Arc;
+        let q = Arc::new(JobQueue::<Job>::default());
+        let spawn = |r: Role| {
+            let q = q.clone();
+            std::thread::spawn(move || q.next_for(r).map(|j| j.first()))
+        };
+        let (p, e) = (spawn(Role::Prefetch), spawn(Role::EvictFirst));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        push(&q, Job::to_cpu(7, 1, [1; 16]));
+        assert_eq!(e.join().unwrap(), Some(7));
+        push(&q, Job::to_gpu(8, 1, [1; 16]));
+        assert_eq!(p.join().unwrap(), Some(8));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! waits on a copy; their counters and busy time; and `runs()`, which
 //! coalesces blocks into the jobs' runs.
 
-use super::jobqueue::{JobQueue, Merge, Pushed};
+use super::jobqueue::{JobQueue, Merge, Pushed, Role};
 use prescient_core::BLOCK_SHIFT;
 use prescient_uvm::ioctl as uvm;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -228,10 +228,14 @@ impl Migrator {
     /// Starts `workers` threads migrating in `fd`'s address space, each
     /// job to its own destination (none when `workers` is 0: the queue
     /// then only fills); queued jobs merge up to `merge_blocks` (0: never).
+    /// `prefetch_workers` of them take only prefetches and the rest
+    /// evictions first (jobqueue.rs), at least one being left for
+    /// evictions; 0: every worker takes both, prefetches first.
     pub(super) fn start(
         fd: Arc<OwnedFd>,
         flags: u32,
         workers: usize,
+        prefetch_workers: usize,
         merge_blocks: u64,
     ) -> Migrator {
         let counters = Arc::new(Counters::default());
@@ -240,10 +244,12 @@ impl Migrator {
             since: Instant::now(),
         }));
         let queue = Arc::new(JobQueue::new(merge_blocks));
-        let handles = (0..workers)
-            .map(|_| {
+        let roles = roles(workers, prefetch_workers);
+        let handles = roles
+            .into_iter()
+            .map(|role| {
                 let (fd, q, c, busy) = (fd.clone(), queue.clone(), counters.clone(), busy.clone());
-                std::thread::spawn(move || worker(fd, q, flags, c, busy))
+                std::thread::spawn(move || worker(fd, q, role, flags, c, busy))
             })
             .collect();
         Migrator {
@@ -294,15 +300,26 @@ impl Migrator {
     }
 }
 
-/// One worker: migrates jobs until the queue closes.
+/// The role of each of `workers` workers, `prefetch` of them (at most
+/// all but one) prefetch-only.
+fn roles(workers: usize, prefetch: usize) -> Vec<Role> {
+    let p = prefetch.min(workers.saturating_sub(1));
+    let rest = if p == 0 { Role::Any } else { Role::EvictFirst };
+    (0..workers)
+        .map(|i| if i < p { Role::Prefetch } else { rest })
+        .collect()
+}
+
+/// One worker: migrates the jobs of its role until the queue closes.
 fn worker(
     fd: Arc<OwnedFd>,
     queue: Arc<JobQueue<Job>>,
+    role: Role,
     flags: u32,
     c: Arc<Counters>,
     busy: Arc<Mutex<Busy>>,
 ) {
-    while let Some(job) = queue.next() {
+    while let Some(job) = queue.next_for(role) {
         c.queued.fetch_sub(1, Relaxed);
         let k = usize::from(!job.to_gpu);
         c.sizes[k][size_bucket(job.blocks())].fetch_add(1, Relaxed);
@@ -393,6 +410,15 @@ mod tests {
         // Only a block's own successor extends a run; nothing is reordered.
         assert_eq!(runs([5, 6, 2, 3, 4, 9], 16), [(5, 2), (2, 3), (9, 1)]);
         assert_eq!(runs([1, 2, 3], 2), [(1, 2), (3, 1)]);
+    }
+
+    #[test]
+    fn prefetch_workers_leave_one_for_evictions() {
+        use Role::{Any, EvictFirst as E, Prefetch as P};
+        assert_eq!(roles(4, 0), [Any; 4]);
+        assert_eq!(roles(8, 2), [P, P, E, E, E, E, E, E]);
+        assert_eq!(roles(2, 5), [P, E]);
+        assert_eq!(roles(1, 1), [Any]);
     }
 
     #[test]

@@ -201,7 +201,7 @@ mod tests {
                 discarded: HashSet::new(),
                 log: BlockLog::off(),
                 snap: Snapshot::default(),
-                migrator: Migrator::start(Arc::new(null.into()), 0, 0, 0),
+                migrator: Migrator::start(Arc::new(null.into()), 0, 0, 0, 0),
                 route: Route::new(table(parents)),
                 mech: Tracker::default(),
             }

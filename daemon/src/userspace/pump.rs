@@ -174,7 +174,7 @@ mod tests {
         assert_eq!(e.stats().ledger_overflow, 0);
         // One turn of pre-eviction brings both back under the budget.
         let null = std::fs::File::open("/dev/null").unwrap();
-        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0);
+        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0, 0);
         let (mut leaving, mut log, mut snap) =
             (Leaving::default(), BlockLog::off(), Snapshot::default());
         let (mut uncertain, mut discarded) = (HashSet::new(), HashSet::new());
@@ -262,7 +262,7 @@ mod tests {
             discarded: HashSet::new(),
             log: BlockLog::off(),
             snap: Snapshot::default(),
-            migrator: Migrator::start(Arc::new(null.into()), 0, 0, 0),
+            migrator: Migrator::start(Arc::new(null.into()), 0, 0, 0, 0),
             other: 0,
             mech: Tracker::default(),
         }

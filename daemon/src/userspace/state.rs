@@ -149,6 +149,19 @@ pub(super) struct Process {
     pub(super) fatal: Option<String>,
 }
 
+/// The worker pool `cfg` asks for on `fd`: none in a mode that never
+/// migrates (its queue then only fills).
+fn migrator_for(fd: Arc<OwnedFd>, cfg: &Config) -> Migrator {
+    let flags = if cfg.async_migrate {
+        uvm::MIGRATE_FLAG_ASYNC
+    } else {
+        0
+    };
+    let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
+    let (pw, merge) = (cfg.prefetch_workers, cfg.merge_queued_blocks);
+    Migrator::start(fd, flags, workers, pw, merge)
+}
+
 impl Process {
     /// Sets up the engine, the workers, the block log, back-off and gate
     /// for the process of `session`.
@@ -165,13 +178,7 @@ impl Process {
             None => BlockLog::off(),
         };
         let fd = Arc::new(target.va_fd.try_clone()?);
-        let flags = if cfg.async_migrate {
-            uvm::MIGRATE_FLAG_ASYNC
-        } else {
-            0
-        };
-        let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
-        let migrator = Migrator::start(fd.clone(), flags, workers, cfg.merge_queued_blocks);
+        let migrator = migrator_for(fd.clone(), &cfg);
         let route = Route::new(target.processor_table()?);
         let gpus = route.table().gpus();
         let mut lanes = Lanes::default();

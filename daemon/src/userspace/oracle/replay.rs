@@ -516,7 +516,7 @@ mod tests {
             next_look: Instant::now(),
         });
         let null = std::fs::File::open("/dev/null").unwrap();
-        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0);
+        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0, 0);
         let (mut log, mut mech, mut snap) =
             (BlockLog::off(), Tracker::default(), Snapshot::default());
         let mut faults = 0;
