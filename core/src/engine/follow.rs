@@ -57,6 +57,7 @@ pub(super) const MIN_HISTORY_WINDOW: u32 = 16;
 const MIN_PROBE_GAP: u64 = 2;
 /// History entries scanned past the window's end for a fault.
 const SCAN_ENTRIES: usize = 64;
+const REUSE_EXP: u64 = u64::MAX;
 
 /// The follower's place in the history and its adaptive depth.
 #[derive(Clone, Copy, Debug)]
@@ -577,6 +578,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         }
         if self.regions().ledger.contains(b) {
             // Resident: protected now, nothing to move.
+            if fresh {
+                self.regions().ledger.use_at(b, o + 1, REUSE_EXP);
+            }
             return Step::Next;
         }
         if !fresh {

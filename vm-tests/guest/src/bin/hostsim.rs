@@ -263,5 +263,8 @@ fn main() {
             g.evicted,
             p.storage_bytes() / 1024
         );
+        if std::env::var("STATS").is_ok() {
+            println!("{:?}", e.stats());
+        }
     }
 }
