@@ -576,7 +576,15 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             self.window.claimed += 1;
         }
         if self.regions().ledger.contains(b) {
-            // Resident: protected now, nothing to move.
+            // Resident: protected now, nothing to move. Its use here moves
+            // it to the back of the victim order, as a migration would: a
+            // block used again and again stays resident without migrating,
+            // so by migration order alone it would be the first victim (the
+            // VM trace's hot blocks; docs/engine.md). Any distance counts:
+            // 64 blocks of history did worse there.
+            if fresh {
+                self.regions().ledger.use_at(b, o + 1, u64::MAX);
+            }
             return Step::Next;
         }
         if !fresh {

@@ -138,7 +138,9 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// (discard) first, then live blocks least recently migrated first.
     ///
     /// Live blocks re-used soon after a predicted use count as migrated
-    /// again (see `REUSE_KERNELS` in `chain.rs`); a block predicted for the
+    /// again (see `REUSE_KERNELS` in `chain.rs`; in transparent mode every
+    /// resident block the history window claims, see `history_step` in
+    /// `follow.rs`); a block predicted for the
     /// running or the next `lookahead` kernels is never chosen. Examines at
     /// most `VICTIM_SCAN` live blocks. The caller reports each one it acts
     /// on through [`Engine::evicted`].

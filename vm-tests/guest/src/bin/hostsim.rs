@@ -18,7 +18,8 @@
 //! reading the runtime's execution-id page at faults and polling it
 //! between them, where a poll sees about one kernel in n),
 //! LOG=1 (one `faultlog:` line per fault of the 2nd half of the iterations,
-//! in the format the VM test prints, and a `faultcause:` count per iteration).
+//! in the format the VM test prints, and a `faultcause:` count per iteration),
+//! STATS=1 (the engine's counters after each run).
 use prescient_core::{ChainState, Engine, Mode, Prefetch, Victim};
 use prescient_uapi::kernel_default_params;
 use std::collections::{HashMap, VecDeque};
@@ -263,5 +264,8 @@ fn main() {
             g.evicted,
             p.storage_bytes() / 1024
         );
+        if std::env::var("STATS").is_ok() {
+            println!("{:?}", e.stats());
+        }
     }
 }
