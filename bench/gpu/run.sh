@@ -51,8 +51,15 @@ case_() {
   local t0=$(date +%s%N)
   # No wrapper (timeout would fork): $! must be the CUDA process itself.
   local run=(${RUNNER:-$B/umbench})
+  # CTL_RUN="ARGS": the workload under `prescientctl run ARGS --` (the
+  # runtime: execution ids); prescientd then attaches the launcher's child.
+  [ -n "${CTL_RUN:-}" ] && run=("$CTL" run $CTL_RUN -- "${run[@]}")
   PRESCIENT_GO=$go PRESCIENT_MARKS_SOCKET=${MARKS_SOCK:-} "${run[@]}" "$@" > "$OUT/$name.bench.jsonl" 2> "$OUT/$name.bench.err" &
-  local bp=$! dp=
+  local bp=$! dp= wp=$!
+  if [ -n "${CTL_RUN:-}" ]; then
+    bp=; for _ in $(seq 200); do bp=$(pgrep -P $wp | head -1); [ -n "$bp" ] && break; sleep 0.02; done
+    [ -n "$bp" ] || { log "$name: no child of prescientctl run"; bp=$wp; }
+  fi
   (sleep 150; kill $bp 2>/dev/null) & local wd=$!
   if [ "$mode" = none ]; then
     touch "$go"
@@ -73,7 +80,7 @@ case_() {
     # seconds in: what a refused plan was compared with.
     [ -n "${MAPS:-}" ] && (sleep ${MAPS}; grep nvidia-uvm /proc/$bp/maps > "$OUT/$name.maps.txt" 2>/dev/null) &
   fi
-  wait $bp; local rc=$?
+  wait $wp; local rc=$?
   kill $wd 2>/dev/null
   [ -n "$dp" ] && wait $dp
   local t1=$(date +%s%N)
@@ -252,6 +259,9 @@ for w in $WHAT; do
     # VARIANTS="NAME:MODE:FLAGS;...": more cases of this build per
     # repetition (MODE prescient or oracle; oracle gets the plan), e.g.
     # "oracleW8:oracle:--workers 8;oracleM:oracle:--merge-queued 64";
+    # a fourth field runs the workload under `prescientctl run FIELD4`
+    # (execution ids from the runtime), e.g.
+    # "ids:prescient:--exec-ids on:--mode exec-id --no-marks";
     # WL_VARIANTS: which workloads get them (default all).
     export STATS_MS=10
     for wl in ${ORACLE_WL:-dnn stream xf}; do
@@ -284,9 +294,9 @@ for w in $WHAT; do
         case " ${WL_VARIANTS:-$wl} " in *" $wl "*)
           IFS=';' read -ra VS <<< "${VARIANTS:-}"
           for v in "${VS[@]}"; do
-            IFS=: read -r vn vm vf <<< "$v"
+            IFS=: read -r vn vm vf vc <<< "$v"
             [ "$vm" = oracle ] && vf="--plan $OUT/${wl}_$rep.plan $vf"
-            RUNNER="$R" EXTRA="$vf" case_ ${wl}_${vn}_$rep $vm $OB -- "${A[@]}"
+            CTL_RUN="$vc" RUNNER="$R" EXTRA="$vf" case_ ${wl}_${vn}_$rep $vm $OB -- "${A[@]}"
           done ;;
         esac
       done

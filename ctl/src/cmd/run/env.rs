@@ -27,8 +27,19 @@ pub struct ChildEnv {
 /// and no expandable segments (cuMemCreate/cuMemMap mappings cannot be
 /// either). Other keys are kept in order. Returns the value and what was
 /// overridden.
+///
+/// `backend` is written only over a user's own `backend` key: native is
+/// PyTorch's default, and a `backend` token in the variable makes a job
+/// that installs its own `CUDAPluggableAllocator` die on PyTorch's check
+/// that the backend parsed at runtime is the one parsed at load time
+/// (c10/cuda/CUDAAllocatorConfig.cpp: "native != pluggable"; GPU run 63).
 pub fn alloc_conf(user: Option<&str>) -> (String, Vec<String>) {
-    let forced = [("backend", "native"), ("expandable_segments", "False")];
+    let user_backend = user.is_some_and(|u| {
+        u.split(',')
+            .any(|i| i.split(':').next().is_some_and(|k| k.trim() == "backend"))
+    });
+    let all = [("backend", "native"), ("expandable_segments", "False")];
+    let forced = &all[usize::from(!user_backend)..];
     let mut out: Vec<(String, String)> = Vec::new();
     let mut notes = Vec::new();
     for item in user
@@ -223,7 +234,7 @@ mod tests {
     fn allocator_settings_force_two_keys_and_keep_the_rest() {
         assert_eq!(
             alloc_conf(None),
-            ("backend:native,expandable_segments:False".into(), vec![])
+            ("expandable_segments:False".into(), vec![])
         );
         let (c, n) = alloc_conf(Some(
             "backend:cudaMallocAsync, max_split_size_mb:128,expandable_segments:True",
@@ -239,8 +250,12 @@ mod tests {
         ));
         assert_eq!(
             c,
-            "backend:native,expandable_segments:False,garbage_collection_threshold:0.6"
+            "expandable_segments:False,garbage_collection_threshold:0.6"
         );
+        assert!(n.is_empty());
+        // A user's own native backend stays said.
+        let (c, n) = alloc_conf(Some("backend:native"));
+        assert_eq!(c, "backend:native,expandable_segments:False");
         assert!(n.is_empty());
     }
 
