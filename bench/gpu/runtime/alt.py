@@ -90,6 +90,8 @@ def main(argv=None):
     a = parse(sys.argv[1:] if argv is None else argv)
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
+    if cuda and dev.index is None:  # FSDP wants the GPU's index
+        dev = torch.device("cuda", torch.cuda.current_device())
     if a.cap is not None:
         if not cuda:
             sys.exit("--cap needs --device cuda")

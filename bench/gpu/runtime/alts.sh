@@ -23,7 +23,7 @@
 # Per model, in OUT: plain (uncapped, jobs.py: the losses every run must
 # equal), the capped variants, marks.sh's runs under OUT/MODEL-um, and
 # MODEL.tgz of all of it (written as each model finishes; SHIP (env), a
-# folder: each tgz, summary and the log are copied there as they are made,
+# folder: each tgz and the log are copied there as they are made,
 # so that a call cut short still brings back what finished). DEADLINE (env,
 # seconds since the start, default 560): a model that would start later is
 # skipped and said.
@@ -84,6 +84,7 @@ for spec in "$@"; do
   python3 "$here/alts_summary.py" "$out/$m" | tee "$out/$m/summary.txt" | tee -a "$out/run.log"
   tar -C "$out" --exclude=um.tgz -czf "$out/$m.tgz" "$m"
   log "$m done"
-  [ -n "${SHIP:-}" ] && mkdir -p "$SHIP" && cp "$out/$m.tgz" "$SHIP/" && cp "$out/$m/summary.txt" "$SHIP/$m.summary.txt"
-  [ -n "${SHIP:-}" ] && cp "$out/run.log" "$out/gpu.txt" "$SHIP/"
+  # The log holds every summary: one file per model plus two in all (the
+  # device tool brings back at most 8).
+  [ -n "${SHIP:-}" ] && mkdir -p "$SHIP" && cp "$out/$m.tgz" "$out/run.log" "$out/gpu.txt" "$SHIP/"
 done

@@ -65,11 +65,27 @@ def daemon(path):
         return {}
 
 
-def describe(name, path, base):
-    """One line for one run, and its median step (None if cut short or out of memory)."""
+def exit_codes(d):
+    """{run name: exit status} from alts.sh's and marks.sh's rc.txt files."""
+    out = {}
+    for p in (os.path.join(d, "rc.txt"), os.path.join(d, "um", "rc.txt")):
+        try:
+            for line in open(p):
+                name, _, rc = line.strip().rpartition(" rc=")
+                out[name] = int(rc)
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def describe(name, path, base, rc=0):
+    """One line for one run, and its median step (None if it failed, was
+    cut short or ran out of memory)."""
     steps, done, oom = load(path)
-    ms = median_ms(steps) if oom is None else None
+    ms = median_ms(steps) if oom is None and not rc else None
     words = [f"{name:28s} steps={len(steps)}"]
+    if rc and oom is None:
+        words.append(f"FAILED rc={rc}")
     if oom is not None:
         words.append(f"OUT OF MEMORY at step {oom['oom']}: {oom.get('error', '')[:120]}")
     elif ms is None:
@@ -96,12 +112,16 @@ def read(d, name, default="-"):
         return default
 
 
-def ratios(m):
-    """Issue 20's comparisons, as speed-ups (> 1: the first is faster)."""
+def ratios(m, chosen):
+    """Issue 20's comparisons: A_vs_B are speed-ups (B's step over A's: > 1,
+    A is faster); prescient_time_over_B is Prescient's step over B's."""
     r = {}
-    alt = next((c for c in m if c.startswith("alt-")), None)
+    alt = "alt-" + chosen.replace("+", "-")
+    alt = alt if alt in m else None
     if "marks" in m and alt:
         r["prescient_vs_" + alt] = m[alt] / m["marks"]
+        # the target's own terms: "within 1.5x of" is this time ratio
+        r["prescient_time_over_" + alt] = m["marks"] / m[alt]
     if "marks" in m and "driverlike" in m:
         r["prescient_vs_driverlike"] = m["driverlike"] / m["marks"]
     if "marks" in m and "plain" in m:
@@ -117,16 +137,17 @@ def summarize(d):
     print(f"== {model}: cap {cap} bytes, alternative chosen: {chosen}")
     rs = runs(d)
     base = load(rs.get("plain", {}).get("1", ""))[0]
+    rcs = exit_codes(d)
     meds = {}
     for config in sorted(rs):
         for rep in sorted(rs[config]):
-            line, ms = describe(f"{config}.{rep}", rs[config][rep], base)
+            line, ms = describe(f"{config}.{rep}", rs[config][rep], base, rcs.get(f"{model}.{config}.{rep}", 0))
             print(line)
             if ms is not None:
                 meds.setdefault(config, []).append(ms)
     m = {c: statistics.median(v) for c, v in meds.items() if not c.startswith("cap-")}
     print("median over repetitions (ms): " + ", ".join(f"{c}={v:.1f} ({len(meds[c])} reps)" for c, v in sorted(m.items())))
-    r = ratios(m)
+    r = ratios(m, chosen)
     for k, v in r.items():
         print(f"{k}: {v:.2f}x")
     print(json.dumps({"model": model, "cap": cap, "chosen": chosen, "ms": m, "ratios": r}))

@@ -126,6 +126,9 @@ class Summary(unittest.TestCase):
                 write(os.path.join(d, f"lm.plain.{r}.jsonl"), [(x, 999.0 if i < 2 else ms) for i, x in enumerate(losses)],
                       done={"done": "lm", "peak_allocated": 8.67e9, "reserved": 9.5e9})
             write(os.path.join(d, "lm.cap-plain.1.jsonl"), [], oom=0)
+            # a candidate that failed after some steps: not a result
+            write(os.path.join(d, "lm.alt-fsdp.1.jsonl"), [(x, 50.0) for x in losses])
+            open(os.path.join(d, "rc.txt"), "w").write("lm.plain.1 rc=0\nlm.cap-plain.1 rc=3\nlm.alt-fsdp.1 rc=1\n")
             for r, ms in ((1, 150.0), (2, 170.0)):
                 write(os.path.join(d, f"lm.alt-ckpt.{r}.jsonl"), [(x, ms) for x in losses])
             for r, ms in ((1, 1800.0), (2, 2000.0)):
@@ -142,7 +145,9 @@ class Summary(unittest.TestCase):
         self.assertEqual(last["ms"], {"plain": 110.0, "alt-ckpt": 160.0, "driverlike": 1900.0, "marks": 600.0})
         self.assertAlmostEqual(last["ratios"]["prescient_vs_alt-ckpt"], 160 / 600)
         self.assertAlmostEqual(last["ratios"]["prescient_vs_driverlike"], 1900 / 600)
+        self.assertAlmostEqual(last["ratios"]["prescient_time_over_alt-ckpt"], 600 / 160)
         self.assertIn("OUT OF MEMORY at step 0", text)
+        self.assertIn("FAILED rc=1", text)
         self.assertIn("to_gpu_GB=48.4", text)
         self.assertIn("max_loss_diff=1e-06", text)
 
