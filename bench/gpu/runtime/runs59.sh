@@ -4,7 +4,7 @@
 # Prescient is the residency budget prescientd enforces (the cap below);
 # every job allocates far less managed memory (at most about 10 GB) than
 # the GPU has free.
-#   runs59.sh alts OUT MODEL...  alts.sh, 6 steps, 2 repetitions, for each
+#   runs59.sh alts OUT MODEL...  alts.sh, STEPS (default 6) steps, 2 repetitions, for each
 #                                MODEL of lm, lmbig, encoder, resnet (in
 #                                that order); models that would start past
 #                                DEADLINE (default 420 s) are skipped.
@@ -39,7 +39,7 @@ print(f"h2d_pinned_GBps={best:.2f}")'
 case $what in
   alts)
     specs=(); for m in "$@"; do specs+=("$(spec "$m")"); done
-    SHIP=$out DEADLINE=${DEADLINE:-420} bash "$here/alts.sh" "$work/a" 6 2 "${specs[@]}"
+    SHIP=$out DEADLINE=${DEADLINE:-420} bash "$here/alts.sh" "$work/a" "${STEPS:-6}" 2 "${specs[@]}"
     ;;
   oracle)
     nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,memory.used --format=csv > "$out/gpu-oracle.txt" 2>&1
