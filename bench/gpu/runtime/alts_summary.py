@@ -137,6 +137,7 @@ def summarize(d):
     print(f"== {model}: cap {cap} bytes, alternative chosen: {chosen}")
     rs = runs(d)
     base = load(rs.get("plain", {}).get("1", ""))[0]
+    print(f"plain.1 losses (every run's are compared with these): {[round(x['loss'], 4) for x in base]}")
     rcs = exit_codes(d)
     meds = {}
     for config in sorted(rs):
