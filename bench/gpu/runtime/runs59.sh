@@ -12,6 +12,10 @@
 #                                4800M (as runs 46 and 51), 2 repetitions,
 #                                and cudaMemcpy H2D bandwidth for its link
 #                                bound.
+# Wall time per model in runs 59-60 (H100, 2 repetitions, the cases that
+# ran): lm 254 s and lmbig 273 s at 6 steps, encoder 128 s at 8; the
+# oracle 132 s. So one 600 s call holds two models, not four: resnet has
+# not run yet.
 # Work in WORK (default /tmp/runs59); results in OUT: each model's tgz and
 # the log as each model finishes (at most 8 files: the device tool's limit).
 set -u
