@@ -13,7 +13,8 @@
 #                                and cudaMemcpy H2D bandwidth for its link
 #                                bound.
 # Wall time per model in runs 59-60 (H100, 2 repetitions, the cases that
-# ran): lm 254 s and lmbig 273 s at 6 steps, encoder 128 s at 8; the
+# ran): lm 238 s and lmbig 293 s at 6 steps, encoder 140 s at 8 (plus
+# 16 s of start-up: nvidia-smi and the imports for gpu.txt); the
 # oracle 132 s. So one 600 s call holds two models, not four: resnet has
 # not run yet.
 # Work in WORK (default /tmp/runs59); results in OUT: each model's tgz and
