@@ -114,7 +114,7 @@ impl Default for UserspaceConfig {
         UserspaceConfig {
             gpu_memory: ByteSize(0),
             workers: 8,
-            queue_entries: 1 << 16,
+            queue_entries: 1 << 18,
             gate: true,
             regret_window: true,
         }

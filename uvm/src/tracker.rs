@@ -132,14 +132,24 @@ impl Tracker {
 
     /// Dropped-event counters (all types summed).
     pub fn dropped(&self) -> u64 {
+        (0..uvm::EVENT_NUM_TYPES_ALL)
+            .map(|i| self.dropped_of(i))
+            .sum()
+    }
+
+    /// Dropped migration events: each one is a move of residency the
+    /// ledger never saw (dropped fault events only cost predictions).
+    pub fn dropped_migrations(&self) -> u64 {
+        self.dropped_of(usize::from(uvm::EVENT_MIGRATION))
+    }
+
+    /// The driver's dropped-event counter of event type `ty`.
+    fn dropped_of(&self, ty: usize) -> u64 {
         let c = self.ctl();
-        let mut sum = 0;
-        for i in 0..uvm::EVENT_NUM_TYPES_ALL {
-            // SAFETY: `c` points into our live control mapping; the driver
-            // updates the counters concurrently, hence volatile reads.
-            sum += unsafe { std::ptr::addr_of!((*c).dropped[i]).read_volatile() };
-        }
-        sum
+        // SAFETY: `c` points into our live control mapping and `ty` is below
+        // EVENT_NUM_TYPES_ALL (the array's length, checked by indexing); the
+        // driver updates the counters concurrently, hence a volatile read.
+        unsafe { std::ptr::addr_of!((*c).dropped[ty]).read_volatile() }
     }
 
     /// Reads every available event, up to `max`.

@@ -23,6 +23,11 @@ pub const COUNTERS: &[(&str, &str, ReadU64)] = &[
         |s| s.dropped_events,
     ),
     (
+        "prescient_userspace_dropped_migration_events_total",
+        "Of the dropped events, migrations: residency moves the budget's ledger missed.",
+        |s| s.dropped_migration_events,
+    ),
+    (
         "prescient_userspace_migrated_to_gpu_bytes_total",
         "Bytes the driver migrated to the GPU (faults and prefetches).",
         |s| s.migrated_to_gpu_bytes,

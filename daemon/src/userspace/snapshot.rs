@@ -57,6 +57,8 @@ pub struct Snapshot {
     pub driver_evictions: u64,
     pub migrations_by_cause: [u64; 8],
     pub dropped_events: u64,
+    /// Of `dropped_events`, migrations: residency moves the ledger missed.
+    pub dropped_migration_events: u64,
     pub resident_bytes: u64,
     pub resident_blocks: u64,
     pub max_resident_bytes: u64,
@@ -198,6 +200,7 @@ pub(super) fn fill(s: &mut Snapshot, v: EngineView, c: &Counters, t: &Tracker, s
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     s.dropped_events = t.dropped();
+    s.dropped_migration_events = t.dropped_migrations();
     s.resident_bytes = v.resident_bytes;
     s.resident_blocks = v.resident_blocks;
     s.gpus = v.gpus;
