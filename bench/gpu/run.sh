@@ -254,7 +254,7 @@ for w in $WHAT; do
     # budget prescientd enforces), plus a resident run without a daemon.
     # ORACLE_WL: which of dnn stream xf fdtd; O_EXTRA: more oracle flags;
     # MAPS=SECONDS: each case's /dev/nvidia-uvm mappings that long in;
-    # NO_PRESCIENT=1: driver-like and oracle only;
+    # NO_PRESCIENT=1: driver-like and oracle only; NO_ORACLE=1: no oracle case;
     # PRESCIENTD_B: another build's prescient mode beside (prescientB);
     # VARIANTS="NAME:MODE:FLAGS;...": more cases of this build per
     # repetition (MODE prescient or oracle; oracle gets the plan), e.g.
@@ -289,7 +289,7 @@ for w in $WHAT; do
         RUNNER="$R" EXTRA="--record-plan $OUT/${wl}_$rep.plan" case_ ${wl}_driverlike_$rep driver-like $OB -- "${A[@]}"
         [ -z "${NO_PRESCIENT:-}" ] && RUNNER="$R" case_ ${wl}_prescient_$rep prescient $OB -- "${A[@]}"
         [ -n "${PRESCIENTD_B:-}" ] && PD_CASE=$PRESCIENTD_B RUNNER="$R" case_ ${wl}_prescientB_$rep prescient $OB -- "${A[@]}"
-        RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan ${O_EXTRA:-}" case_ ${wl}_oracle_$rep oracle $OB -- "${A[@]}"
+        [ -z "${NO_ORACLE:-}" ] && RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan ${O_EXTRA:-}" case_ ${wl}_oracle_$rep oracle $OB -- "${A[@]}"
         [ -n "${O2_EXTRA:-}" ] && RUNNER="$R" EXTRA="--plan $OUT/${wl}_$rep.plan $O2_EXTRA" case_ ${wl}_oracleB_$rep oracle $OB -- "${A[@]}"
         case " ${WL_VARIANTS:-$wl} " in *" $wl "*)
           IFS=';' read -ra VS <<< "${VARIANTS:-}"
