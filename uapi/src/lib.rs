@@ -23,6 +23,7 @@ pub mod control;
 extern crate std;
 
 pub mod execpage;
+pub mod launchring;
 
 /// The engine items `abi.rs` needs.
 pub(crate) mod pcore {
