@@ -11,6 +11,7 @@ pub const ENV_ID_ARGS: &str = "PRESCIENT_ID_ARGS";
 pub const ENV_LOG: &str = "PRESCIENT_RUNTIME_LOG";
 pub const ENV_ID_LOG: &str = "PRESCIENT_ID_LOG";
 pub const ENV_PLACE_FRESH: &str = "PRESCIENT_PLACE_FRESH";
+pub const ENV_FOOTPRINTS: &str = "PRESCIENT_FOOTPRINTS";
 
 /// The runtime's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +42,10 @@ pub struct Config {
     /// `prescientctl run` sets 0 when prescientd answers (it attaches the
     /// job and places its memory).
     pub place_fresh: bool,
+    /// Make the launch ring (footprint/), whose records are written only
+    /// while a reader asks: on unless PRESCIENT_FOOTPRINTS=0, and never
+    /// without ids (a footprint is keyed by its launch's id).
+    pub footprints: bool,
 }
 
 impl Config {
@@ -65,6 +70,7 @@ impl Config {
             id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
             log: get(ENV_LOG).is_some_and(|v| v == "1"),
             id_log: get(ENV_ID_LOG).filter(|p| !p.is_empty()),
+            footprints: !transparent && get(ENV_FOOTPRINTS).is_none_or(|v| v != "0"),
             place_fresh: match get(ENV_PLACE_FRESH).as_deref() {
                 Some("0") => false,
                 Some("1") => true,

@@ -250,7 +250,7 @@ fn many_writers_one_reader() {
             let finished = done.load(Ordering::Acquire) == 4;
             polls += 1;
             // Now and then the reader is late.
-            let max = if polls % 7 == 0 { 1 } else { 512 };
+            let max = if polls.is_multiple_of(7) { 1 } else { 512 };
             reader.poll(&ring, max, |r| got.push(r));
             if finished && reader.behind(&ring) == 0 {
                 break;
