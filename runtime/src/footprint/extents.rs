@@ -78,23 +78,28 @@ static EXTENTS: RwLock<Option<Extents>> = RwLock::new(None);
 static LO: AtomicU64 = AtomicU64::new(u64::MAX);
 static HI: AtomicU64 = AtomicU64::new(0);
 
-fn update(f: impl FnOnce(&mut Extents)) {
+/// Changes the extents; `managed`: the managed allocations changed (the
+/// bounds are computed again then only: PyTorch's allocator events come
+/// thousands of times a step, its managed allocations rarely).
+fn update(managed: bool, f: impl FnOnce(&mut Extents)) {
     let mut g = EXTENTS.write().unwrap_or_else(|e| e.into_inner());
     let e = g.get_or_insert_with(Extents::default);
     f(e);
-    let (lo, hi) = e.managed.bounds();
-    LO.store(lo, Ordering::Relaxed);
-    HI.store(hi, Ordering::Relaxed);
+    if managed {
+        let (lo, hi) = e.managed.bounds();
+        LO.store(lo, Ordering::Relaxed);
+        HI.store(hi, Ordering::Relaxed);
+    }
 }
 
 /// The runtime made a managed allocation.
 pub fn managed_allocated(addr: u64, len: u64) {
-    update(|e| e.managed.insert(addr, len));
+    update(true, |e| e.managed.insert(addr, len));
 }
 
 /// A managed allocation goes back to the driver: its blocks go with it.
 pub fn managed_freed(addr: u64, len: u64) {
-    update(|e| {
+    update(true, |e| {
         e.managed.remove_within(addr, 1);
         e.live.remove_within(addr, len);
     });
@@ -102,12 +107,12 @@ pub fn managed_freed(addr: u64, len: u64) {
 
 /// The caching allocator handed out `[addr, addr + len)`.
 pub fn block_allocated(addr: u64, len: u64) {
-    update(|e| e.live.insert(addr, len));
+    update(false, |e| e.live.insert(addr, len));
 }
 
 /// The caching allocator freed the block at `addr` (or a whole segment).
 pub fn block_freed(addr: u64, len: u64) {
-    update(|e| e.live.remove_within(addr, len.max(1)));
+    update(false, |e| e.live.remove_within(addr, len.max(1)));
 }
 
 /// Might `w` point into managed memory? (No lock.)

@@ -12,6 +12,9 @@ use prescient_core::pump::{self, Admit, Host};
 use prescient_core::{Engine, Limit, Prefetch};
 use std::ops::DerefMut;
 
+/// Blocks of the window made most recently migrated per turn at most.
+const MAX_TOUCH: usize = 512;
+
 /// What one round did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(in crate::userspace) struct Issued {
@@ -40,7 +43,8 @@ where
     if window.is_empty() {
         return done;
     }
-    for &b in window.iter().rev() {
+    // The soonest used ones only: the touch is paid every turn.
+    for &b in window.iter().take(MAX_TOUCH).rev() {
         if engine.is_resident(b) {
             engine.migrated_in(b);
         }

@@ -27,8 +27,8 @@ use queue::{Queue, QueueStats};
 use serde::Serialize;
 
 /// Blocks of upcoming launches computed at most (each lane takes its
-/// window's part).
-pub const MAX_UPCOMING: usize = 1 << 14;
+/// window's part): 8 GB.
+pub const MAX_UPCOMING: usize = 4096;
 
 /// The ring's counters and the queue's, for the stats JSON.
 #[derive(Serialize, Default, Clone, Debug, PartialEq, Eq)]
@@ -60,7 +60,9 @@ pub(super) struct Ahead {
     reader: Reader,
     pub(super) queue: Queue,
     upcoming: Vec<u64>,
+    /// The queue's generations the list was computed at.
     upcoming_gen: Option<u64>,
+    seen_gen: u64,
     wanted: bool,
     pub(super) stats: AheadStats,
 }
@@ -78,6 +80,7 @@ impl Ahead {
             queue: Queue::default(),
             upcoming: Vec::new(),
             upcoming_gen: None,
+            seen_gen: 0,
             wanted: true,
             stats: AheadStats::default(),
         })
@@ -114,9 +117,13 @@ impl Ahead {
     /// queue changed), lent to the policy's turn: [`Ahead::put_back`]
     /// returns them with what the turn did.
     pub(super) fn take_upcoming(&mut self) -> Vec<u64> {
-        if self.upcoming_gen != Some(self.queue.generation) {
+        // Launches added behind a full list change nothing in it.
+        let stale = self.upcoming_gen != Some(self.queue.front_generation)
+            || (self.upcoming.len() < MAX_UPCOMING && self.seen_gen != self.queue.generation);
+        if stale {
             self.queue.upcoming(MAX_UPCOMING, &mut self.upcoming);
-            self.upcoming_gen = Some(self.queue.generation);
+            self.upcoming_gen = Some(self.queue.front_generation);
+            self.seen_gen = self.queue.generation;
         }
         std::mem::take(&mut self.upcoming)
     }

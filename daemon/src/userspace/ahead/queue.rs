@@ -57,8 +57,10 @@ pub struct QueueStats {
 pub struct Queue {
     streams: BTreeMap<u64, VecDeque<Launch>>,
     len: usize,
-    /// Bumped on every change (the upcoming blocks are recomputed then).
+    /// Bumped on every change, and on every change at a stream's front
+    /// (the upcoming blocks are recomputed after those).
     pub generation: u64,
+    pub front_generation: u64,
     pub stats: QueueStats,
 }
 
@@ -86,6 +88,7 @@ impl Queue {
             q.pop_front();
             self.len -= 1;
             self.stats.overflow += 1;
+            self.front_generation += 1;
         }
         self.generation += 1;
     }
@@ -112,6 +115,7 @@ impl Queue {
         s.queued_hist[bucket(behind)] += 1;
         if i > 0 {
             self.generation += 1;
+            self.front_generation += 1;
         }
     }
 
@@ -125,6 +129,7 @@ impl Queue {
         self.streams.clear();
         self.len = 0;
         self.generation += 1;
+        self.front_generation += 1;
     }
 
     /// The blocks of the launches to come, the running ones first, in
