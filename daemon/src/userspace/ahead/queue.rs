@@ -142,9 +142,14 @@ impl Queue {
         while out.len() < max && !iters.is_empty() {
             iters.retain_mut(|it| match it.next() {
                 Some(l) => {
+                    // Bounded by `max` whatever a range claims (the ring
+                    // is the process's memory: its counts are not trusted).
                     for &(first, count) in &l.ranges {
-                        for b in first..first + count {
-                            if out.len() < max && seen.insert(b) {
+                        for b in first..first.saturating_add(count) {
+                            if out.len() >= max {
+                                break;
+                            }
+                            if seen.insert(b) {
                                 out.push(b);
                             }
                         }
@@ -205,6 +210,10 @@ mod tests {
         assert_eq!(q.stats.queued_hist[2], 2);
         q.upcoming(2, &mut up);
         assert_eq!(up, [100, 500]);
+        // A range of 2^32 - 1 blocks costs no more than `max`.
+        q.push(&rec(0x9000, 5, &[(1, u32::MAX as u64)]));
+        q.upcoming(10, &mut up);
+        assert_eq!(up.len(), 10);
     }
 
     #[test]
