@@ -135,3 +135,17 @@ fn no_ring_when_footprints_are_off() {
     let m = run(&[("PRESCIENT_FOOTPRINTS", "0")]);
     assert_eq!(m["ring_found"], "0");
 }
+
+/// PRESCIENT_FOOTPRINT_UNKNOWN_BYTES=0: a pointer with no live block known
+/// stands for its own 2 MB block only.
+#[test]
+fn unknown_pointers_can_stand_for_their_own_block_only() {
+    let m = run(&[("PRESCIENT_FOOTPRINT_UNKNOWN_BYTES", "0")]);
+    let (a, b): (u64, u64) = (m["a"].parse().unwrap(), m["b"].parse().unwrap());
+    let want = blocks(&[
+        (a, a + MB),
+        (b + 40 * MB, b + 40 * MB + 1),
+        (b + 90 * MB, b + 90 * MB + 1),
+    ]);
+    assert_eq!(recorded(&m, "foreach"), want);
+}

@@ -6,7 +6,9 @@
 # with `prescientctl run` and attached with `prescientd attach`, REPS
 # repetitions alternating: driver-like, execution ids + marks (run 51's
 # best), the same with --footprints (window 50% of the budget) and with
-# --footprint-window-pct 25.
+# --footprint-window-pct 25 (run 61: CONFIGS unset). CONFIGS (environment)
+# picks others: driverlike marks foot foot25 foot25u (window 25%, a pointer
+# with no live block known stands for its own 2 MB block only) foot10.
 # Usage: bench/gpu/runtime/ahead.sh OUT [REPS] [STEPS]
 set -u
 out=$1; reps=${2:-2}; steps=${3:-8}
@@ -47,10 +49,16 @@ model_() {
   local model=$1 budget=$2 d="$out/$1"
   mkdir -p "$d"; echo "$budget" > "$d/budget.txt"
   for r in $(seq 1 "$reps"); do
-    case_ "$d" "$model" "$budget" "$model.driverlike.$r" transparent driver-like off 0
-    case_ "$d" "$model" "$budget" "$model.marks.$r" exec-id prescient on 1
-    case_ "$d" "$model" "$budget" "$model.foot.$r" exec-id prescient on 1 --footprints
-    case_ "$d" "$model" "$budget" "$model.foot25.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25
+    for c in ${CONFIGS:-driverlike marks foot foot25}; do
+      case $c in
+        driverlike) case_ "$d" "$model" "$budget" "$model.$c.$r" transparent driver-like off 0 ;;
+        marks) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 ;;
+        foot) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints ;;
+        foot25) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;
+        foot10) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 10 ;;
+        foot25u) PRESCIENT_FOOTPRINT_UNKNOWN_BYTES=0 case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;
+      esac
+    done
   done
   python3 "$here/ahead_summary.py" "$d" "$model" | tee "$d/summary.txt"
 }

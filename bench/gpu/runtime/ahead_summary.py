@@ -14,7 +14,7 @@ import statistics
 import sys
 
 WARM = 3
-CONFIGS = ["driverlike", "marks", "foot", "foot25"]
+CONFIGS = ["driverlike", "marks", "foot", "foot25", "foot25u", "foot10"]
 
 
 def steps_of(path):
@@ -35,6 +35,17 @@ def runtime_counters(err):
     try:
         for line in open(err):
             if "lookups_wrapped=" in line:
+                return dict(re.findall(r"(\w+)=(\d+)", line))
+    except OSError:
+        pass
+    return {}
+
+
+def footprint_line(err):
+    """The runtime's footprints line (records, pointer kinds, blocks)."""
+    try:
+        for line in open(err):
+            if "footprints: records=" in line:
                 return dict(re.findall(r"(\w+)=(\d+)", line))
     except OSError:
         pass
@@ -83,7 +94,9 @@ def row(d, model, config, rep):
             "queued_max": a.get("queued_max"),
             "prefetched_blocks": a.get("prefetched_blocks"),
             "resident_blocks": a.get("resident_blocks"),
-            "no_room": a.get("no_room"), "window": a.get("window_blocks"),
+            "no_room": a.get("no_room"),
+            "blocks_per_launch": a.get("blocks", 0) / a["launches"] if a.get("launches") else None,
+            "runtime": footprint_line(base + ".err"),
         })
     return r
 

@@ -3,7 +3,8 @@
 //! caching allocator handed out (its ALLOC events, marks/mod.rs). A
 //! pointer into a live block stands for that block; a pointer into a
 //! managed allocation with no known block stands for the allocation from
-//! the pointer on, capped at [`UNKNOWN_CAP`].
+//! the pointer on, capped (at [`UNKNOWN_CAP`] unless the launcher says:
+//! PRESCIENT_FOOTPRINT_UNKNOWN_BYTES).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -61,13 +62,18 @@ pub struct Extents {
 }
 
 impl Extents {
-    /// The bytes a pointer `addr` stands for, or None when it does not
-    /// point into managed memory.
-    pub fn extent(&self, addr: u64) -> Option<Range<u64>> {
+    /// The bytes a pointer `addr` stands for (and whether a live block
+    /// was known there), or None when it does not point into managed
+    /// memory; `unknown_cap`: the bytes from the pointer a pointer with no
+    /// known block stands for at most (at least one byte).
+    pub fn extent(&self, addr: u64, unknown_cap: u64) -> Option<(Range<u64>, bool)> {
         let alloc = self.managed.holding(addr)?;
         match self.live.holding(addr) {
-            Some(b) => Some(b.start..b.end.min(b.start.saturating_add(BLOCK_CAP))),
-            None => Some(addr..alloc.end.min(addr.saturating_add(UNKNOWN_CAP))),
+            Some(b) => Some((b.start..b.end.min(b.start.saturating_add(BLOCK_CAP)), true)),
+            None => Some((
+                addr..alloc.end.min(addr.saturating_add(unknown_cap.max(1))),
+                false,
+            )),
         }
     }
 }
@@ -137,19 +143,26 @@ mod tests {
         e.managed.insert(0x1000_0000, 200 << 20);
         e.live.insert(0x1000_0000 + (4 << 20), 3 << 20);
         // Inside the live block (a view at an offset): the whole block.
-        let b = e.extent(0x1000_0000 + (5 << 20)).unwrap();
+        let (b, live) = e.extent(0x1000_0000 + (5 << 20), UNKNOWN_CAP).unwrap();
         assert_eq!(b, 0x1000_0000 + (4 << 20)..0x1000_0000 + (7 << 20));
+        assert!(live);
         // No block known there: 64 MB from the pointer.
-        let t = e.extent(0x1000_0000 + (100 << 20)).unwrap();
+        let (t, live) = e.extent(0x1000_0000 + (100 << 20), UNKNOWN_CAP).unwrap();
         assert_eq!(t.end - t.start, UNKNOWN_CAP);
+        assert!(!live);
+        let (t, _) = e.extent(0x1000_0000 + (100 << 20), 0).unwrap();
+        assert_eq!(t.end - t.start, 1, "at least the pointed-at byte");
         // ... or to the allocation's end.
-        let t = e.extent(0x1000_0000 + (190 << 20)).unwrap();
+        let (t, _) = e.extent(0x1000_0000 + (190 << 20), UNKNOWN_CAP).unwrap();
         assert_eq!(t.end, 0x1000_0000 + (200 << 20));
-        assert_eq!(e.extent(0x0fff_ffff), None);
-        assert_eq!(e.extent(0x1000_0000 + (200 << 20)), None);
+        assert_eq!(e.extent(0x0fff_ffff, UNKNOWN_CAP), None);
+        assert_eq!(e.extent(0x1000_0000 + (200 << 20), UNKNOWN_CAP), None);
         e.live.remove_within(0x1000_0000, 200 << 20);
         assert_eq!(
-            e.extent(0x1000_0000 + (5 << 20)).unwrap().start,
+            e.extent(0x1000_0000 + (5 << 20), UNKNOWN_CAP)
+                .unwrap()
+                .0
+                .start,
             0x1000_0000 + (5 << 20)
         );
     }

@@ -22,9 +22,11 @@ pub mod scan;
 
 use crate::driver::CuFunction;
 use crate::marks::blocks::BLOCK_SHIFT;
+use crate::stats;
 use prescient_uapi::launchring::Record;
 use std::ffi::c_void;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Distinct extents a launch records at most before merging (bounds the
 /// work per launch; a foreach launch past it is truncated).
@@ -32,14 +34,15 @@ const MAX_EXTENTS: usize = 256;
 
 /// The blocks of the extents in `words`, merged where they touch, as
 /// `r`'s ranges (`r.truncated` when some were left out).
-pub fn blocks_of(ex: &extents::Extents, words: &[u64], r: &mut Record) {
+pub fn blocks_of(ex: &extents::Extents, words: &[u64], unknown_cap: u64, r: &mut Record) {
     let mut spans: Vec<Range<u64>> = Vec::with_capacity(words.len().min(MAX_EXTENTS));
     for &w in words {
         if spans.len() == MAX_EXTENTS {
             r.truncated = true;
             break;
         }
-        if let Some(e) = ex.extent(w) {
+        if let Some((e, live)) = ex.extent(w, unknown_cap) {
+            stats::bump(if live { &PTRS_LIVE } else { &PTRS_UNKNOWN });
             spans.push(e.start >> BLOCK_SHIFT..((e.end - 1) >> BLOCK_SHIFT) + 1);
         }
     }
@@ -89,10 +92,36 @@ pub unsafe fn publish(
         }
     });
     r.truncated = cut;
-    if !words.is_empty() && extents::with(|ex| blocks_of(ex, &words, &mut r)).is_none() {
+    let cap = crate::config::get().footprint_unknown_cap;
+    if !words.is_empty() && extents::with(|ex| blocks_of(ex, &words, cap, &mut r)).is_none() {
         r.truncated = true;
     }
-    ring.push(&r);
+    let blocks: u64 = r.blocks().map(|(_, n)| n).sum();
+    BLOCKS.fetch_add(blocks, Ordering::Relaxed);
+    stats::bump(if ring.push(&r) { &RECORDS } else { &DROPPED });
+}
+
+/// Records written and dropped (full ring), pointer words that fell in a
+/// live block or only in a managed allocation, and blocks recorded.
+pub static RECORDS: AtomicU64 = AtomicU64::new(0);
+pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+pub static PTRS_LIVE: AtomicU64 = AtomicU64::new(0);
+pub static PTRS_UNKNOWN: AtomicU64 = AtomicU64::new(0);
+pub static BLOCKS: AtomicU64 = AtomicU64::new(0);
+
+/// The counters, for the runtime's exit line (None: nothing recorded).
+pub fn line() -> Option<String> {
+    let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    (g(&RECORDS) + g(&DROPPED) > 0).then(|| {
+        format!(
+            "footprints: records={} dropped={} ptrs_live={} ptrs_unknown={} blocks={}",
+            g(&RECORDS),
+            g(&DROPPED),
+            g(&PTRS_LIVE),
+            g(&PTRS_UNKNOWN),
+            g(&BLOCKS)
+        )
+    })
 }
 
 #[cfg(test)]
@@ -117,7 +146,7 @@ mod tests {
             7,
         ];
         let mut r = Record::default();
-        blocks_of(&ex, &words, &mut r);
+        blocks_of(&ex, &words, extents::UNKNOWN_CAP, &mut r);
         let b0 = base >> BLOCK_SHIFT;
         let got: Vec<(u64, u64)> = r.blocks().collect();
         // Blocks 0 and 1-2 touch: one range.

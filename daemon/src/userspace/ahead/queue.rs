@@ -33,8 +33,10 @@ pub struct QueueStats {
     /// Records taken into the queue; refused (an id that does not decode).
     pub launches: u64,
     pub bad_ids: u64,
-    /// Records whose launch had more ranges or words than recorded.
+    /// Records whose launch had more ranges or words than recorded, and
+    /// blocks named by all records (with `launches`: the mean footprint).
     pub truncated: u64,
+    pub blocks: u64,
     /// Launches dropped from the front because the queue was full.
     pub overflow: u64,
     /// Kernel starts found in the queue, and not found (their record was
@@ -78,6 +80,7 @@ impl Queue {
         };
         self.stats.launches += 1;
         self.stats.truncated += u64::from(r.truncated);
+        self.stats.blocks += r.blocks().map(|(_, n)| n).sum::<u64>();
         let q = self.streams.entry(r.stream).or_default();
         q.push_back(Launch {
             id,
