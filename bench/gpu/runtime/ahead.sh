@@ -9,6 +9,7 @@
 # --footprint-window-pct 25 (run 61: CONFIGS unset). CONFIGS (environment)
 # picks others: driverlike marks foot foot25 foot25u (window 25%, a pointer
 # with no live block known stands for its own 2 MB block only) foot10.
+# DEADLINE_S (environment, default 540): no case starts after this many seconds.
 # Usage: bench/gpu/runtime/ahead.sh OUT [REPS] [STEPS]
 set -u
 out=$1; reps=${2:-2}; steps=${3:-8}
@@ -25,7 +26,7 @@ python3 -c 'import torch; print("torch", torch.__version__)' >> "$out/gpu.txt" 2
 case_() {
   local d=$1 model=$2 budget=$3 name=$4 jmode=$5 dmode=$6 ids=$7 marks=$8; shift 8
   local sock="$d/$name.sock" extra=() nm=() t=$(date +%s)
-  if [ $(( t - t_start )) -gt 540 ]; then log "$name skipped (time)"; return; fi
+  if [ $(( t - t_start )) -gt "${DEADLINE_S:-540}" ]; then log "$name skipped (time)"; return; fi
   rm -f "$sock"
   if [ "$marks" = 1 ]; then
     extra=(--marks-socket "$sock"); export PRESCIENT_MARKS_SOCKET="$sock"
