@@ -5,8 +5,8 @@
 # allocates far less managed memory than the GPU has free), each started
 # with `prescientctl run` and attached with `prescientd attach`, REPS
 # repetitions alternating: driver-like, execution ids + marks (run 51's
-# best), the same with --footprints (window 50% of the budget) and with
-# --footprint-window-pct 25 (run 61: CONFIGS unset). CONFIGS (environment)
+# best), the same with --footprints --footprint-window-pct 50 (run 61: the
+# default then) and 25 (run 61: CONFIGS unset). CONFIGS (environment)
 # picks others: driverlike marks foot foot25 foot25u (window 25%, a pointer
 # with no live block known stands for its own 2 MB block only) foot10.
 # DEADLINE_S (environment, default 540): no case starts after this many seconds.
@@ -54,7 +54,7 @@ model_() {
       case $c in
         driverlike) case_ "$d" "$model" "$budget" "$model.$c.$r" transparent driver-like off 0 ;;
         marks) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 ;;
-        foot) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints ;;
+        foot) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 50 ;;
         foot25) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;
         foot10) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 10 ;;
         foot25u) PRESCIENT_FOOTPRINT_UNKNOWN_BYTES=0 case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;

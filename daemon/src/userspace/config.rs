@@ -111,7 +111,7 @@ impl Default for Config {
             oracle: None,
             record_plan: None,
             footprints: false,
-            footprint_window_pct: 50,
+            footprint_window_pct: 25,
         }
     }
 }
