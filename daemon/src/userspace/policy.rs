@@ -240,11 +240,21 @@ mod tests {
         }
 
         fn turn(&mut self, l: &mut Lane) -> Vec<u64> {
+            self.turn_ahead(l, &[], &mut Vec::new())
+        }
+
+        /// A turn with the blocks of the launches to come.
+        fn turn_ahead(
+            &mut self,
+            l: &mut Lane,
+            upcoming: &[u64],
+            ahead: &mut Vec<Issued>,
+        ) -> Vec<u64> {
             lane_turn(
                 l,
                 &mut Shared {
-                    upcoming: &[],
-                    ahead: &mut Vec::new(),
+                    upcoming,
+                    ahead,
                     cfg: &self.cfg,
                     fd: -1,
                     discard_ok: false,
@@ -258,6 +268,36 @@ mod tests {
                 },
             )
         }
+    }
+
+    /// With launches queued ahead of the GPU, a lane's turn sends their
+    /// blocks first, in launch order, as many as the window (25% of a
+    /// 64-block limit: 16) and never more, while its engine, which has
+    /// learnt nothing, sends nothing.
+    #[test]
+    fn a_lane_sends_the_window_of_upcoming_blocks_first() {
+        let mut w = World::new(config("128M", &[0]), &[0]);
+        assert_eq!(w.cfg.footprint_window_pct, 25);
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
+        let upcoming: Vec<u64> = (0..40).map(|i| 7000 - 3 * i).collect();
+        let mut ahead = Vec::new();
+        let sent = w.turn_ahead(&mut lane, &upcoming, &mut ahead);
+        let limit = Limit {
+            capacity_blocks: 64,
+            watermark_pct: DEFAULT_WATERMARK_PCT,
+        };
+        let n = (limit.blocks(lane.engine.free_target()) * 25 / 100) as usize;
+        assert_eq!(sent, upcoming[..n], "in launch order, the window only");
+        assert_eq!(ahead.len(), 1);
+        assert_eq!(
+            (ahead[0].done.prefetched, ahead[0].window),
+            (n as u64, n as u64)
+        );
+        // Resident now: the next turn sends nothing again.
+        let again = w.turn_ahead(&mut lane, &upcoming, &mut ahead);
+        assert!(again.is_empty());
+        assert_eq!(ahead[1].done.resident, n as u64);
     }
 
     /// A loop over 3 passes of 40 blocks: a stream the engine learns.
