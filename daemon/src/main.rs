@@ -292,6 +292,8 @@ fn loop_config(
         exec_ids: args.policy.exec_ids,
         oracle: None,
         record_plan: args.policy.record_plan,
+        footprints: args.policy.footprints,
+        footprint_window_pct: args.policy.footprint_window_pct,
     }
 }
 

@@ -72,6 +72,7 @@ fn managed(dptr: *mut CuDevicePtr, bytes: usize) -> CuResult {
         // A fresh range may reuse addresses of one freed earlier: none of
         // it may be dead at the daemon (marks/mod.rs).
         crate::marks::allocated(addr, bytes as u64);
+        crate::footprint::extents::managed_allocated(addr, bytes as u64);
         crate::marker::setup_early();
         if crate::config::get().place_fresh {
             place(calls, addr, bytes);
@@ -171,6 +172,7 @@ pub unsafe extern "C" fn mem_free(dptr: CuDevicePtr) -> CuResult {
     if let Some(n) = size {
         // Back to the driver only once none of it is dead at the daemon.
         crate::marks::before_free(dptr, n);
+        crate::footprint::extents::managed_freed(dptr, n);
     }
     // SAFETY: the slot holds cuMemFree_v2.
     let f: unsafe extern "C" fn(CuDevicePtr) -> CuResult = unsafe { real(&REAL_MEM_FREE) };

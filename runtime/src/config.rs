@@ -11,6 +11,8 @@ pub const ENV_ID_ARGS: &str = "PRESCIENT_ID_ARGS";
 pub const ENV_LOG: &str = "PRESCIENT_RUNTIME_LOG";
 pub const ENV_ID_LOG: &str = "PRESCIENT_ID_LOG";
 pub const ENV_PLACE_FRESH: &str = "PRESCIENT_PLACE_FRESH";
+pub const ENV_FOOTPRINTS: &str = "PRESCIENT_FOOTPRINTS";
+pub const ENV_FOOTPRINT_UNKNOWN: &str = "PRESCIENT_FOOTPRINT_UNKNOWN_BYTES";
 
 /// The runtime's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +43,15 @@ pub struct Config {
     /// `prescientctl run` sets 0 when prescientd answers (it attaches the
     /// job and places its memory).
     pub place_fresh: bool,
+    /// Make the launch ring (footprint/), whose records are written only
+    /// while a reader asks: on unless PRESCIENT_FOOTPRINTS=0, and never
+    /// without ids (a footprint is keyed by its launch's id).
+    pub footprints: bool,
+    /// Bytes from the pointer a pointer argument with no live allocator
+    /// block known there stands for at most (footprint/extents.rs):
+    /// PRESCIENT_FOOTPRINT_UNKNOWN_BYTES, default 64 MB; 0: only the
+    /// pointer's own 2 MB block.
+    pub footprint_unknown_cap: u64,
 }
 
 impl Config {
@@ -65,6 +76,10 @@ impl Config {
             id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
             log: get(ENV_LOG).is_some_and(|v| v == "1"),
             id_log: get(ENV_ID_LOG).filter(|p| !p.is_empty()),
+            footprints: !transparent && get(ENV_FOOTPRINTS).is_none_or(|v| v != "0"),
+            footprint_unknown_cap: get(ENV_FOOTPRINT_UNKNOWN)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(crate::footprint::extents::UNKNOWN_CAP),
             place_fresh: match get(ENV_PLACE_FRESH).as_deref() {
                 Some("0") => false,
                 Some("1") => true,

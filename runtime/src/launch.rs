@@ -85,7 +85,7 @@ fn ask_param_sizes(f: CuFunction) -> Option<Box<[u32]>> {
 }
 
 /// Calls `g` with `f`'s parameter sizes (None: unknown).
-fn with_param_sizes<R>(f: CuFunction, g: impl FnOnce(Option<&[u32]>) -> R) -> R {
+pub(crate) fn with_param_sizes<R>(f: CuFunction, g: impl FnOnce(Option<&[u32]>) -> R) -> R {
     PARAM_SIZES.with(|cache| {
         let mut cache = cache.borrow_mut();
         let sizes = cache
@@ -169,6 +169,11 @@ unsafe fn before(
         stats::log_id(id);
     }
     let t1 = t0.map(|_| Instant::now());
+    // Before the id's write is enqueued: the daemon finds a launch in the
+    // ring before the page can name it.
+    let key = marker::stream_key(stream, per_thread, marker::tid());
+    // SAFETY: the caller's promise.
+    unsafe { crate::footprint::publish(id, key, shape.function as CuFunction, params, extra) };
     // SAFETY: the launch's own stream.
     unsafe { marker::mark(stream, per_thread, id) };
     if let (Some(t0), Some(t1)) = (t0, t1) {

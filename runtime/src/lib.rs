@@ -14,6 +14,9 @@
 //! - Every kernel launch gets an execution id (exec_id.rs), written in
 //!   stream order into the stream's slot of a shared page the daemon reads
 //!   (marker.rs; the format is prescient_uapi::execpage).
+//! - While prescientd asks, each launch's id, stream and managed footprint
+//!   (the memory its pointer arguments point into) go into a launch ring,
+//!   in launch order, before the GPU runs them (footprint/).
 //! - PyTorch's caching allocator reports its frees and allocations through
 //!   a small helper the launcher loads; they become dead and alive marks
 //!   for prescientd, fenced so that no discard hits live memory (marks/).
@@ -28,6 +31,7 @@ pub mod device;
 pub mod driver;
 pub mod entry;
 pub mod exec_id;
+pub mod footprint;
 pub mod launch;
 pub mod marker;
 pub mod marks;

@@ -58,6 +58,8 @@ fn map_page() -> Option<u64> {
     }
     HOST.store(p as u64, Ordering::Release);
     page()?.init(std::process::id());
+    // The launch ring with the page: a reader that finds one finds both.
+    crate::footprint::ring::create();
     Some(p as u64)
 }
 
@@ -122,7 +124,7 @@ pub fn stream_key(stream: CuStream, per_thread: bool, tid: u64) -> u64 {
     }
 }
 
-fn tid() -> u64 {
+pub(crate) fn tid() -> u64 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::gettid() as u64 }
 }
@@ -196,6 +198,7 @@ extern "C" fn after_fork_in_child() {
     HOST.store(0, Ordering::Release);
     DEVICE.store(0, Ordering::Release);
     STATE.store(UNSET, Ordering::Release);
+    crate::footprint::ring::forget();
     crate::marks::after_fork_in_child();
 }
 

@@ -97,6 +97,9 @@ pub fn print() {
         if let Some(m) = crate::marks::line() {
             eprintln!("prescient-runtime: pid {}: {m}", std::process::id());
         }
+        if let Some(f) = crate::footprint::line() {
+            eprintln!("prescient-runtime: pid {}: {f}", std::process::id());
+        }
     }
     if let Some(path) = &c.id_log {
         let v = ID_LOG.lock().unwrap_or_else(|e| e.into_inner());

@@ -23,6 +23,8 @@ pub mod control;
 extern crate std;
 
 pub mod execpage;
+/// The launch ring: launches and their footprints, runtime to prescientd.
+pub mod launchring;
 
 /// The engine items `abi.rs` needs.
 pub(crate) mod pcore {

@@ -74,6 +74,12 @@ pub struct Config {
     pub oracle: Option<OracleConfig>,
     /// `--record-plan FILE`: write the run's block sequence there at the end.
     pub record_plan: Option<PathBuf>,
+    /// `--footprints`: prefetch the blocks of the launches the process's
+    /// runtime queued ahead of the GPU (ahead/); needs execution ids.
+    pub footprints: bool,
+    /// The part of each GPU's limit the launches to come may take, in
+    /// percent (1-100).
+    pub footprint_window_pct: u32,
 }
 
 impl Default for Config {
@@ -111,6 +117,8 @@ impl Default for Config {
             exec_ids: ExecIds::Off,
             oracle: None,
             record_plan: None,
+            footprints: false,
+            footprint_window_pct: 25,
         }
     }
 }

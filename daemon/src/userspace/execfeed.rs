@@ -132,18 +132,20 @@ impl Feed {
         Page::new(words).expect("a page is PAGE_WORDS words")
     }
 
-    /// Reads the page: calls `f` with every id that changed since the last
-    /// poll; returns how many did.
-    pub fn poll(&mut self, mut f: impl FnMut(u64)) -> usize {
+    /// Reads the page: calls `f` with the stream key that owns each slot
+    /// whose id changed since the last poll (the key the runtime's launch
+    /// ring names its launches' streams by) and the id; returns how many
+    /// changed.
+    pub fn poll_streams(&mut self, mut f: impl FnMut(u64, u64)) -> usize {
         let words = self.addr;
         let mut last = None;
         // SAFETY: as in page(); a separate borrow so that the reader can be
         // borrowed mutably beside it.
         let slice = unsafe { std::slice::from_raw_parts(words as *const AtomicU64, PAGE_WORDS) };
         let page = Page::new(slice).expect("a page is PAGE_WORDS words");
-        let n = self.reader.scan(&page, |_, id| {
+        let n = self.reader.scan(&page, |slot, id| {
             last = Some(id);
-            f(id)
+            f(page.slot(slot).0, id)
         });
         if last.is_some() {
             self.current = last;
@@ -247,14 +249,14 @@ mod tests {
         let s = page.claim(0x5000).slot();
         page.write_slot(s, 77);
         let mut got = vec![];
-        assert_eq!(feed.poll(|id| got.push(id)), 1);
+        assert_eq!(feed.poll_streams(|_, id| got.push(id)), 1);
         assert_eq!(got, vec![77]);
         assert_eq!(feed.current(), Some(77));
-        assert_eq!(feed.poll(|_| panic!("no change")), 0);
+        assert_eq!(feed.poll_streams(|_, _| panic!("no change")), 0);
         // A torn value is not taken for an id.
         words(addr)[execpage::owner_word(s) + 1]
             .store(encode(78) ^ (1 << 50), std::sync::atomic::Ordering::Relaxed);
-        assert_eq!(feed.poll(|_| panic!("torn")), 0);
+        assert_eq!(feed.poll_streams(|_, _| panic!("torn")), 0);
         assert_eq!(feed.current(), Some(77));
         assert_eq!(feed.torn(), 1);
         // No faults for a while: the feed stops asking and forgets the
@@ -264,9 +266,9 @@ mod tests {
         assert_eq!(feed.current(), None);
         feed.want(true);
         assert!(page.ids_wanted());
-        assert_eq!(feed.poll(|_| panic!("no change")), 0);
+        assert_eq!(feed.poll_streams(|_, _| panic!("no change")), 0);
         page.write_slot(s, 79);
-        assert_eq!(feed.poll(|_| {}), 1);
+        assert_eq!(feed.poll_streams(|_, _| {}), 1);
         assert_eq!(feed.current(), Some(79));
         drop(feed);
         assert!(!page.ids_wanted(), "a dropped feed stops asking");

@@ -25,6 +25,7 @@
 //! its own `Mutex<Snapshot>`), so detaching (which joins the thread) under
 //! the lock cannot deadlock.
 
+mod ahead;
 pub mod backoff;
 pub mod blocklog;
 mod config;
@@ -48,6 +49,7 @@ pub mod series;
 mod snapshot;
 mod state;
 
+pub use ahead::AheadStats;
 pub use config::{own_table_defaults, Config, GpuBudgets, Settings};
 pub use mechanism::{Hist, Mechanism};
 pub use mode::{ExecIds, FaultSource, PolicyMode};

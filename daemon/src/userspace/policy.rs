@@ -4,6 +4,7 @@
 //! and prescient (pre-evict, prefetch, discard; the host loop is pump.rs).
 //! Both act per GPU (lanes.rs): each GPU's blocks against its own budget.
 
+use super::ahead::issue;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::config::Config;
@@ -72,10 +73,16 @@ pub(super) struct Prescient;
 impl Policy for Prescient {
     fn step(&mut self, p: &mut Process) {
         let mut sent = Vec::new();
+        // The blocks of the launches to come (--footprints), lent by the
+        // ring's reader for the turn.
+        let upcoming = p.ahead.as_mut().map(|a| a.take_upcoming());
+        let mut ahead = Vec::new();
         for l in p.lanes.iter_mut() {
             let issued = lane_turn(
                 l,
                 &mut Shared {
+                    upcoming: upcoming.as_deref().unwrap_or_default(),
+                    ahead: &mut ahead,
                     cfg: &p.cfg,
                     fd: p.fd.as_raw_fd(),
                     discard_ok: p.discard_ok,
@@ -90,6 +97,11 @@ impl Policy for Prescient {
             );
             sent.push((l.gpu.index, issued));
         }
+        if let (Some(a), Some(u)) = (p.ahead.as_mut(), upcoming) {
+            let window = ahead.iter().map(|d: &Issued| d.window).max().unwrap_or(0);
+            let done: Vec<_> = ahead.iter().map(|d| d.done).collect();
+            a.put_back(u, &done, window);
+        }
         // Our prefetches took their blocks to one GPU: off the others.
         for (index, blocks) in sent {
             for b in blocks {
@@ -99,8 +111,18 @@ impl Policy for Prescient {
     }
 }
 
+/// What one lane's round of upcoming launches did, and its window.
+struct Issued {
+    done: issue::Issued,
+    window: u64,
+}
+
 /// What every lane's turn shares: the process's settings, sets and workers.
 struct Shared<'a> {
+    /// The blocks of the launches to come, in order (empty without
+    /// --footprints), and what each lane's round of them did.
+    upcoming: &'a [u64],
+    ahead: &'a mut Vec<Issued>,
     cfg: &'a Config,
     fd: RawFd,
     discard_ok: bool,
@@ -149,6 +171,16 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         issued: Vec::new(),
         mech: s.mech,
     };
+    if !s.upcoming.is_empty() {
+        // The launches to come first, in their order: known, not guessed.
+        let lb = limit.blocks(l.engine.free_target());
+        let w = issue::window(s.upcoming, lb, s.cfg.footprint_window_pct);
+        let done = issue::issue(&mut l.engine, limit, &mut host, w, PREFETCHES_PER_TURN);
+        s.ahead.push(Issued {
+            done,
+            window: w.len() as u64,
+        });
+    }
     let sent = turn(
         &mut l.pump,
         &mut l.engine,
@@ -208,9 +240,21 @@ mod tests {
         }
 
         fn turn(&mut self, l: &mut Lane) -> Vec<u64> {
+            self.turn_ahead(l, &[], &mut Vec::new())
+        }
+
+        /// A turn with the blocks of the launches to come.
+        fn turn_ahead(
+            &mut self,
+            l: &mut Lane,
+            upcoming: &[u64],
+            ahead: &mut Vec<Issued>,
+        ) -> Vec<u64> {
             lane_turn(
                 l,
                 &mut Shared {
+                    upcoming,
+                    ahead,
                     cfg: &self.cfg,
                     fd: -1,
                     discard_ok: false,
@@ -224,6 +268,36 @@ mod tests {
                 },
             )
         }
+    }
+
+    /// With launches queued ahead of the GPU, a lane's turn sends their
+    /// blocks first, in launch order, as many as the window (25% of a
+    /// 64-block limit: 16) and never more, while its engine, which has
+    /// learnt nothing, sends nothing.
+    #[test]
+    fn a_lane_sends_the_window_of_upcoming_blocks_first() {
+        let mut w = World::new(config("128M", &[0]), &[0]);
+        assert_eq!(w.cfg.footprint_window_pct, 25);
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
+        let upcoming: Vec<u64> = (0..40).map(|i| 7000 - 3 * i).collect();
+        let mut ahead = Vec::new();
+        let sent = w.turn_ahead(&mut lane, &upcoming, &mut ahead);
+        let limit = Limit {
+            capacity_blocks: 64,
+            watermark_pct: DEFAULT_WATERMARK_PCT,
+        };
+        let n = (limit.blocks(lane.engine.free_target()) * 25 / 100) as usize;
+        assert_eq!(sent, upcoming[..n], "in launch order, the window only");
+        assert_eq!(ahead.len(), 1);
+        assert_eq!(
+            (ahead[0].done.prefetched, ahead[0].window),
+            (n as u64, n as u64)
+        );
+        // Resident now: the next turn sends nothing again.
+        let again = w.turn_ahead(&mut lane, &upcoming, &mut ahead);
+        assert!(again.is_empty());
+        assert_eq!(ahead[1].done.resident, n as u64);
     }
 
     /// A loop over 3 passes of 40 blocks: a stream the engine learns.

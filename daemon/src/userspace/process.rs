@@ -261,16 +261,26 @@ impl Process {
             return;
         };
         let since_fault = self.last_fault.map(|t| t.elapsed());
-        feed.want(ids_wanted(since_fault, self.start.elapsed()));
+        let want = ids_wanted(since_fault, self.start.elapsed());
+        feed.want(want);
+        // The launches first: a launch is in the ring before the page can
+        // name it (ahead/).
+        self.read_ring(want);
+        let Some(feed) = self.feed.as_mut() else {
+            return;
+        };
         let learns = self.exec_mode && self.cfg.mode.learns();
-        let lanes = &mut self.lanes;
+        let (lanes, mut ahead) = (&mut self.lanes, self.ahead.as_mut());
         // The ids are the process's, not one GPU's: every lane's engine
         // sees each kernel start, and learns the blocks its GPU faults on.
-        feed.poll(|id| {
+        feed.poll_streams(|stream, id| {
             if learns {
                 for l in lanes.iter_mut() {
                     l.engine.kernel_start(engine_id(id));
                 }
+            }
+            if let Some(a) = ahead.as_mut() {
+                a.queue.started(stream, id);
             }
         });
         self.snap.exec_ids_seen = feed.ids_seen;
@@ -488,6 +498,7 @@ impl Process {
         self.snap.backoff = self.backoff.as_ref().map(|b| b.stats(now));
         self.snap.gate = self.gate.as_ref().map(|g| g.gate.stats(now));
         self.snap.mechanism = self.mech.snapshot();
+        self.snap.ahead = self.ahead.as_ref().map(|a| a.snapshot());
         if let Some(r) = self.recorder.as_ref() {
             self.snap.plan_recorded = r.entries() as u64;
             self.snap.plan_unmapped = r.unmapped;

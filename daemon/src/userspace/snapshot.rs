@@ -50,6 +50,9 @@ pub struct Snapshot {
     pub hub_fault_events_with_id: u64,
     /// Page values refused as torn.
     pub exec_ids_torn: u64,
+    /// Launch footprints (`--footprints`, ahead/): the ring, the queue of
+    /// launches ahead of the GPU, and what was prefetched from it.
+    pub ahead: Option<super::AheadStats>,
     pub migration_events: u64,
     pub other_events: u64,
     pub migrated_to_gpu_bytes: u64,

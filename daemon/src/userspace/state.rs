@@ -2,6 +2,7 @@
 //! it is set up: the engine, the workers, the block log, the self back-off
 //! and the tracker gate.
 
+use super::ahead::Ahead;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::config::Config;
@@ -133,6 +134,10 @@ pub(super) struct Process {
     pub(super) feed_looked: Instant,
     /// A fault came while the page was not found: look again soon.
     pub(super) feed_missed: bool,
+    /// The process's launch ring, once found (`--footprints`, ahead/), and
+    /// when it was last looked for.
+    pub(super) ahead: Option<Ahead>,
+    pub(super) ahead_looked: Option<Instant>,
     /// The process's last GPU fault (the feed asks for ids while they come).
     pub(super) last_fault: Option<Instant>,
     /// The mechanism's counters (mechanism.rs).
@@ -226,6 +231,8 @@ impl Process {
             exec_mode,
             feed_looked: Instant::now(),
             feed_missed: false,
+            ahead: None,
+            ahead_looked: None,
             last_fault: None,
             mech: mechanism::Tracker::default(),
             turn_faults: Vec::new(),

@@ -132,6 +132,13 @@ pub extern "C" fn prescient_allocator_event(
     size: u64,
     stream: *mut c_void,
 ) {
+    // The live blocks launch footprints stand for (footprint/extents.rs),
+    // with or without marks.
+    match action {
+        EV_ALLOC => crate::footprint::extents::block_allocated(addr, size),
+        EV_FREE_COMPLETED | EV_SEGMENT_FREE => crate::footprint::extents::block_freed(addr, size),
+        _ => {}
+    }
     let Some(mut s) = lock() else { return };
     let Some(calls) = fence::calls() else { return };
     match action {

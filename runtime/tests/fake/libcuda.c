@@ -38,7 +38,20 @@ static struct { CUdeviceptr p; size_t n; int managed; } allocs[256];
 static int nallocs;
 
 struct fake_fn { const char *name; int nparams; size_t sizes[4]; };
-static struct fake_fn fns[2] = {{"k0", 2, {8, 4}}, {"k1", 1, {16}}};
+/* k2, k3: the parameter sizes of two PyTorch kernels, as
+ * cuFuncGetParamInfo reports them (ATen/native/cuda/CUDALoops.cuh,
+ * MultiTensorApply.cuh):
+ * - vectorized_elementwise_kernel<4, CUDAFunctor_add<float>,
+ *   at::detail::Array<char*, 3>>(int N, func_t f, array_t data): 4, 4 (the
+ *   functor's float alpha), 24 (three tensor addresses);
+ * - multi_tensor_apply_kernel<TensorListMetadata<2>, BinaryOpListAlphaFunctor,
+ *   std::plus, float>(T tl, U callable, ArgTypes... args): 3144 (const void*
+ *   addresses[2][64], int64_t numel_for_tensor[64], unsigned char
+ *   block_to_tensor[320], int block_to_chunk[320], int
+ *   start_tensor_this_launch; 3140 bytes, 8-aligned), 1, 1, 4. */
+static struct fake_fn fns[4] = {{"k0", 2, {8, 4}}, {"k1", 1, {16}},
+    {"vectorized_elementwise_kernel", 3, {4, 4, 24}},
+    {"multi_tensor_apply_kernel", 4, {3144, 1, 1, 4}}};
 
 void *fake_function(int k) { return &fns[k]; }
 void fake_set_capturing(int on) { capturing = on; }

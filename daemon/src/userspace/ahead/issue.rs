@@ -1,0 +1,181 @@
+//! The blocks of the launches to come, prefetched in launch order under
+//! the lane's limit, ahead of the engine's own predictions.
+//!
+//! Victims stay the engine's choice (dead blocks first, then the least
+//! recently migrated), with one change: before the round every resident
+//! block of the window is made the most recently migrated, the ones used
+//! soonest last, so that blocks outside the window go first and, among
+//! the window's, the one used last goes first (Belady's choice within the
+//! known queue; outside it, the engine's tables decide).
+
+use prescient_core::pump::{self, Admit, Host};
+use prescient_core::{Engine, Limit, Prefetch};
+use std::ops::DerefMut;
+
+/// Blocks of the window made most recently migrated per turn at most.
+const MAX_TOUCH: usize = 512;
+
+/// What one round did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(in crate::userspace) struct Issued {
+    pub(in crate::userspace) prefetched: u64,
+    pub(in crate::userspace) resident: u64,
+    pub(in crate::userspace) declined: u64,
+    /// The round stopped: no victim was left outside the engine's own
+    /// predictions.
+    pub(in crate::userspace) no_room: bool,
+}
+
+/// Prefetches the blocks of `window` (in order of use) that are not
+/// resident, at most `max`, making room for each under `limit`.
+pub(in crate::userspace) fn issue<S, H>(
+    engine: &mut Engine<S>,
+    limit: Limit,
+    host: &mut H,
+    window: &[u64],
+    max: usize,
+) -> Issued
+where
+    S: DerefMut<Target = [u64]>,
+    H: Host + ?Sized,
+{
+    let mut done = Issued::default();
+    if window.is_empty() {
+        return done;
+    }
+    // The soonest used ones only: the touch is paid every turn.
+    for &b in window.iter().take(MAX_TOUCH).rev() {
+        if engine.is_resident(b) {
+            engine.migrated_in(b);
+        }
+    }
+    for &b in window {
+        if done.prefetched as usize >= max {
+            break;
+        }
+        let engine_says = engine.is_resident(b);
+        if host.is_resident(b, engine_says) {
+            done.resident += 1;
+            continue;
+        }
+        if !pump::make_room(engine, limit, host) {
+            done.no_room = true;
+            break;
+        }
+        match host.prefetch(Prefetch { block: b, ahead: 0 }) {
+            Admit::Issued => {
+                engine.migrated_in(b);
+                done.prefetched += 1;
+            }
+            Admit::Declined | Admit::Failed => done.declined += 1,
+        }
+    }
+    done
+}
+
+/// The window of a lane: the first `pct` percent of its limit's blocks
+/// of the upcoming ones.
+pub(in crate::userspace) fn window(upcoming: &[u64], limit_blocks: u64, pct: u32) -> &[u64] {
+    let n = (limit_blocks.saturating_mul(u64::from(pct.min(100))) / 100) as usize;
+    &upcoming[..n.min(upcoming.len())]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::userspace::blocklog::BlockLog;
+    use crate::userspace::config::base_params;
+    use crate::userspace::discard::Leaving;
+    use crate::userspace::mechanism::Tracker;
+    use crate::userspace::migrator::Migrator;
+    use crate::userspace::pump::Host as DaemonHost;
+    use crate::userspace::residency::{fault_in, Residency};
+    use crate::userspace::route::tests::{index, table};
+    use crate::userspace::route::Route;
+    use crate::userspace::snapshot::Snapshot;
+    use prescient_core::BLOCK_BYTES;
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    /// Under a budget of 8 blocks with 0-7 resident (7 migrated last), the
+    /// launches to come use 20, 3, 21, 0, 22: the three new blocks come in
+    /// that order, and the victims are blocks no upcoming launch uses, the
+    /// daemon's ledger and the engine's agreeing throughout.
+    #[test]
+    fn upcoming_blocks_come_in_order_and_push_out_only_blocks_outside_the_window() {
+        let p = base_params(Some(8 * BLOCK_BYTES), 1024);
+        let mut e = prescient_core::Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+        let mut l = Residency::default();
+        for b in 0..8 {
+            fault_in(&mut l, &mut e, b);
+        }
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0);
+        let mut route = Route::new(table(&[0]));
+        route.fault(index(0), 0, || anyhow::bail!("known"));
+        let gpu = route.table().gpu(index(0)).unwrap();
+        let (mut leaving, mut log, mut snap) =
+            (Leaving::default(), BlockLog::off(), Snapshot::default());
+        let (mut unc, mut disc) = (HashSet::new(), HashSet::new());
+        let mut host = DaemonHost {
+            residency: &mut l,
+            leaving: &mut leaving,
+            discard: false,
+            uncertain: &mut unc,
+            discarded: &mut disc,
+            backoff: None,
+            log: &mut log,
+            snap: &mut snap,
+            migrator: &migrator,
+            route: &route,
+            gpu,
+            other_gpu: &mut 0,
+            max_run: 16,
+            issued: Vec::new(),
+            mech: &mut Tracker::default(),
+        };
+        let limit = Limit {
+            capacity_blocks: 8,
+            watermark_pct: 100,
+        };
+        let upcoming = [20, 3, 21, 0, 22];
+        let done = issue(&mut e, limit, &mut host, &upcoming, 256);
+        assert_eq!(host.issued, [20, 21, 22]);
+        assert_eq!(
+            (done.prefetched, done.resident, done.no_room),
+            (3, 2, false)
+        );
+        let out: Vec<u64> = leaving.evict.clone();
+        assert_eq!(out.len(), 3);
+        assert!(out.iter().all(|v| !upcoming.contains(v)), "victims {out:?}");
+        for b in upcoming {
+            assert!(l.get(b) == BLOCK_BYTES && e.is_resident(b), "{b} resident");
+        }
+        assert_eq!((l.blocks(), e.resident_blocks()), (8, 8));
+        // A window as large as the budget: nothing outside it to evict
+        // once the window is all there is.
+        let up: Vec<u64> = (100..120).collect();
+        let mut host = DaemonHost {
+            residency: &mut l,
+            leaving: &mut leaving,
+            discard: false,
+            uncertain: &mut unc,
+            discarded: &mut disc,
+            backoff: None,
+            log: &mut log,
+            snap: &mut snap,
+            migrator: &migrator,
+            route: &route,
+            gpu,
+            other_gpu: &mut 0,
+            max_run: 16,
+            issued: Vec::new(),
+            mech: &mut Tracker::default(),
+        };
+        let w = window(&up, 8, 50);
+        assert_eq!(w, &up[..4]);
+        let done = issue(&mut e, limit, &mut host, w, 256);
+        assert_eq!(done.prefetched, 4);
+        assert!(l.blocks() <= 8);
+    }
+}

@@ -1,0 +1,214 @@
+//! Launch footprints (`--footprints`): the kernels the GPU will run next
+//! and the blocks they use, from the process's launch ring
+//! (prescient_uapi::launchring, written by prescient-runtime before each
+//! launch), prefetched ahead of the kernel the GPU is on.
+//!
+//! A plan learnt from faults (the engine's tables, or the oracle's
+//! recorded faults) misses the accesses that hit; the runtime sees every
+//! launch, with its arguments, before the GPU runs it. Each turn the loop
+//! reads the ring into a per-stream queue (queue.rs); the execution-id
+//! page says which queued launch each stream runs now; the blocks of that
+//! launch and the ones behind it, in order, within a part of the budget
+//! (`--footprint-window-pct`), are prefetched first (issue.rs), and kept
+//! from eviction as long as blocks outside them can go. The engine then
+//! prefetches as before with what room is left, and chooses the victims.
+//!
+//! - queue.rs: the launches to come, and how far ahead of the GPU they are;
+//! - issue.rs: their blocks, prefetched in order under the budget;
+//! - ring.rs: finding and mapping the ring; turn.rs: reading it each turn.
+
+pub(super) mod issue;
+pub(super) mod queue;
+mod ring;
+mod turn;
+
+use prescient_uapi::launchring::{Reader, CAPACITY};
+use queue::{Queue, QueueStats};
+use serde::Serialize;
+
+/// Blocks of upcoming launches computed at most (each lane takes its
+/// window's part): 8 GB.
+pub const MAX_UPCOMING: usize = 4096;
+
+/// The ring's counters and the queue's, for the stats JSON.
+#[derive(Serialize, Default, Clone, Debug, PartialEq, Eq)]
+pub struct AheadStats {
+    /// Records read from the ring; skipped (a writer that never committed,
+    /// or torn); dropped by the runtime on a full ring; committed by it.
+    pub records_read: u64,
+    pub records_skipped: u64,
+    pub records_torn: u64,
+    pub records_dropped: u64,
+    pub records_committed: u64,
+    #[serde(flatten)]
+    pub queue: QueueStats,
+    /// Blocks of upcoming launches prefetched, found resident already,
+    /// declined by the host (no GPU, back-off); turns that ran out of room.
+    pub prefetched_blocks: u64,
+    pub resident_blocks: u64,
+    pub declined_blocks: u64,
+    pub no_room: u64,
+    /// The window's size in blocks at the last turn, and the launches
+    /// queued at the last snapshot.
+    pub window_blocks: u64,
+    pub queued_now: u64,
+}
+
+/// The process's ring, its reader, and the launches to come.
+pub(super) struct Ahead {
+    ring: ring::Mapped,
+    reader: Reader,
+    pub(super) queue: Queue,
+    upcoming: Vec<u64>,
+    /// The queue's generations the list was computed at.
+    upcoming_gen: Option<u64>,
+    seen_gen: u64,
+    wanted: bool,
+    pub(super) stats: AheadStats,
+}
+
+impl Ahead {
+    /// Maps the ring of process `pid`, if its runtime made one, and asks
+    /// for records.
+    pub(super) fn find(pid: i32) -> Option<Ahead> {
+        let ring = ring::Mapped::find(pid)?;
+        let reader = Reader::attach(&ring.ring());
+        ring.ring().want(true);
+        Some(Ahead {
+            ring,
+            reader,
+            queue: Queue::default(),
+            upcoming: Vec::new(),
+            upcoming_gen: None,
+            seen_gen: 0,
+            wanted: true,
+            stats: AheadStats::default(),
+        })
+    }
+
+    /// Asks for records or stops asking (with the page's ids: a record is
+    /// of no use without the id that places it). Stopping forgets the
+    /// queue: records written meanwhile are missing from it.
+    pub(super) fn want(&mut self, on: bool) {
+        if on == self.wanted {
+            return;
+        }
+        self.wanted = on;
+        self.ring.ring().want(on);
+        if !on {
+            self.queue.clear();
+            self.reader = Reader::attach(&self.ring.ring());
+        }
+    }
+
+    /// Reads what the runtime wrote since the last turn.
+    pub(super) fn poll(&mut self) {
+        let ring = self.ring.ring();
+        let q = &mut self.queue;
+        self.reader.poll(&ring, CAPACITY, |r| q.push(&r));
+        let (dropped, committed) = ring.counts();
+        let s = &mut self.stats;
+        (s.records_read, s.records_skipped, s.records_torn) =
+            (self.reader.read, self.reader.skipped, self.reader.torn);
+        (s.records_dropped, s.records_committed) = (dropped, committed);
+    }
+
+    /// The blocks of the launches to come, in order (recomputed when the
+    /// queue changed), lent to the policy's turn: [`Ahead::put_back`]
+    /// returns them with what the turn did.
+    pub(super) fn take_upcoming(&mut self) -> Vec<u64> {
+        // Launches added behind a full list change nothing in it.
+        let stale = self.upcoming_gen != Some(self.queue.front_generation)
+            || (self.upcoming.len() < MAX_UPCOMING && self.seen_gen != self.queue.generation);
+        if stale {
+            self.queue.upcoming(MAX_UPCOMING, &mut self.upcoming);
+            self.upcoming_gen = Some(self.queue.front_generation);
+            self.seen_gen = self.queue.generation;
+        }
+        std::mem::take(&mut self.upcoming)
+    }
+
+    /// Takes back the upcoming blocks and counts what a turn did.
+    pub(super) fn put_back(&mut self, upcoming: Vec<u64>, done: &[issue::Issued], window: u64) {
+        self.upcoming = upcoming;
+        let s = &mut self.stats;
+        for d in done {
+            s.prefetched_blocks += d.prefetched;
+            s.resident_blocks += d.resident;
+            s.declined_blocks += d.declined;
+            s.no_room += u64::from(d.no_room);
+        }
+        s.window_blocks = window;
+    }
+
+    /// The counters, with the queue's.
+    pub(super) fn snapshot(&self) -> AheadStats {
+        AheadStats {
+            queue: self.queue.stats.clone(),
+            queued_now: self.queue.len() as u64,
+            ..self.stats.clone()
+        }
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        self.ring.ring().want(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prescient_uapi::execpage::encode;
+    use prescient_uapi::launchring::{Record, Ring};
+
+    /// The runtime's ring in this process: the reader starts at what is
+    /// written after it came, queues the launches per stream, follows the
+    /// page's kernel starts, and stops asking (and forgets the queue) when
+    /// ids are no longer asked for.
+    #[test]
+    fn the_reader_queues_launches_and_follows_the_gpu() {
+        let _one = ring::tests::ONE_RING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (_f, w) = ring::tests::runtime_ring();
+        let r = Ring::new(w).unwrap();
+        r.init(std::process::id());
+        let launch = |id: u64, block: u64| {
+            let mut x = Record {
+                id: encode(id),
+                stream: 0x7000,
+                ..Record::default()
+            };
+            x.push(block, 2);
+            x
+        };
+        assert!(r.push(&launch(1, 10)), "written before the reader came");
+        let mut a = Ahead::find(std::process::id() as i32).expect("found");
+        assert!(r.wanted());
+        for (id, b) in [(2, 20), (3, 30), (4, 40)] {
+            assert!(r.push(&launch(id, b)));
+        }
+        a.poll();
+        assert_eq!(a.take_upcoming(), [20, 21, 30, 31, 40, 41]);
+        a.queue.started(0x7000, 3);
+        let up = a.take_upcoming();
+        assert_eq!(up, [30, 31, 40, 41]);
+        a.put_back(up, &[], 4);
+        let s = a.snapshot();
+        assert_eq!(
+            (s.records_read, s.queue.matched, s.queue.ran_unseen),
+            (3, 1, 1)
+        );
+        assert_eq!(
+            (s.queued_now, s.queue.queued_sum, s.window_blocks),
+            (2, 1, 4)
+        );
+        a.want(false);
+        assert!(!r.wanted());
+        assert!(a.take_upcoming().is_empty());
+        drop(a);
+        assert!(!r.wanted(), "a dropped reader stops asking");
+    }
+}

@@ -1,0 +1,240 @@
+//! The launches the GPU has not finished, per stream, in launch order: the
+//! ring's records go in at the back; when the execution-id page shows a
+//! stream starting a kernel, the launches before it on that stream have
+//! run and leave from the front. The front of each stream is the kernel
+//! it runs now; behind it, the kernels to come and their blocks.
+
+use prescient_uapi::execpage;
+use prescient_uapi::launchring::Record;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+
+/// Launches kept in all at most: the ring's capacity twice over. Past it,
+/// the oldest launch of the stream that grew goes (a stream whose page
+/// slot never moves would otherwise grow without end).
+pub const MAX_QUEUED: usize = 8192;
+/// Launches searched for the kernel a page update names, from the front.
+pub const MATCH_WINDOW: usize = 4096;
+/// Buckets of the queued-launches histogram: 0, 1, 2-3, 4-7, ... 2^14+.
+pub const DEPTH_BUCKETS: usize = 16;
+
+/// One launch to come.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// The 48-bit execution id, as the page shows it.
+    pub id: u64,
+    /// `(first block, count)` ranges.
+    pub ranges: Vec<(u64, u64)>,
+}
+
+/// What the queue saw (the `ahead` object of the stats JSON).
+#[derive(Serialize, Default, Clone, Debug, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Records taken into the queue; refused (an id that does not decode).
+    pub launches: u64,
+    pub bad_ids: u64,
+    /// Records whose launch had more ranges or words than recorded, and
+    /// blocks named by all records (with `launches`: the mean footprint).
+    pub truncated: u64,
+    pub blocks: u64,
+    /// Launches dropped from the front because the queue was full.
+    pub overflow: u64,
+    /// Kernel starts found in the queue, and not found (their record was
+    /// dropped or skipped, or came after the page named them).
+    pub matched: u64,
+    pub unmatched: u64,
+    /// Launches that left the front without their start being seen (they
+    /// ran between two reads of the page).
+    pub ran_unseen: u64,
+    /// Launches queued behind the kernel the GPU started, summed over
+    /// matches (with `matched`: the mean), the largest, and a histogram
+    /// (bucket k: 2^(k-1) to 2^k - 1 launches; bucket 0: none).
+    pub queued_sum: u64,
+    pub queued_max: u64,
+    pub queued_hist: [u64; DEPTH_BUCKETS],
+}
+
+/// The launches to come, per stream key.
+#[derive(Default)]
+pub struct Queue {
+    streams: BTreeMap<u64, VecDeque<Launch>>,
+    len: usize,
+    /// Bumped on every change, and on every change at a stream's front
+    /// (the upcoming blocks are recomputed after those).
+    pub generation: u64,
+    pub front_generation: u64,
+    pub stats: QueueStats,
+}
+
+/// The histogram bucket of `n` queued launches.
+pub fn bucket(n: u64) -> usize {
+    ((64 - n.leading_zeros()) as usize).min(DEPTH_BUCKETS - 1)
+}
+
+impl Queue {
+    /// Adds a record from the ring.
+    pub fn push(&mut self, r: &Record) {
+        let Some(id) = execpage::decode(r.id) else {
+            self.stats.bad_ids += 1;
+            return;
+        };
+        self.stats.launches += 1;
+        self.stats.truncated += u64::from(r.truncated);
+        self.stats.blocks += r.blocks().map(|(_, n)| n).sum::<u64>();
+        let q = self.streams.entry(r.stream).or_default();
+        q.push_back(Launch {
+            id,
+            ranges: r.blocks().collect(),
+        });
+        self.len += 1;
+        if self.len > MAX_QUEUED {
+            q.pop_front();
+            self.len -= 1;
+            self.stats.overflow += 1;
+            self.front_generation += 1;
+        }
+        self.generation += 1;
+    }
+
+    /// The page shows stream `key` starting the kernel with id `id`: the
+    /// launches before the first such one on that stream have run.
+    pub fn started(&mut self, key: u64, id: u64) {
+        let Some(q) = self.streams.get_mut(&key) else {
+            self.stats.unmatched += 1;
+            return;
+        };
+        let Some(i) = q.iter().take(MATCH_WINDOW).position(|l| l.id == id) else {
+            self.stats.unmatched += 1;
+            return;
+        };
+        q.drain(..i);
+        self.len -= i;
+        let s = &mut self.stats;
+        s.ran_unseen += i as u64;
+        s.matched += 1;
+        let behind = (q.len() - 1) as u64;
+        s.queued_sum += behind;
+        s.queued_max = s.queued_max.max(behind);
+        s.queued_hist[bucket(behind)] += 1;
+        if i > 0 {
+            self.generation += 1;
+            self.front_generation += 1;
+        }
+    }
+
+    /// Launches queued in all.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Forgets every launch (the counters stay).
+    pub fn clear(&mut self) {
+        self.streams.clear();
+        self.len = 0;
+        self.generation += 1;
+        self.front_generation += 1;
+    }
+
+    /// The blocks of the launches to come, the running ones first, in
+    /// launch order (streams taken in turn, one launch each), each once,
+    /// at most `max`.
+    pub fn upcoming(&self, max: usize, out: &mut Vec<u64>) {
+        out.clear();
+        let mut seen = HashSet::new();
+        let mut iters: Vec<_> = self.streams.values().map(|q| q.iter()).collect();
+        while out.len() < max && !iters.is_empty() {
+            iters.retain_mut(|it| match it.next() {
+                Some(l) => {
+                    // Bounded by `max` whatever a range claims (the ring
+                    // is the process's memory: its counts are not trusted).
+                    for &(first, count) in &l.ranges {
+                        for b in first..first.saturating_add(count) {
+                            if out.len() >= max {
+                                break;
+                            }
+                            if seen.insert(b) {
+                                out.push(b);
+                            }
+                        }
+                    }
+                    true
+                }
+                None => false,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prescient_uapi::execpage::encode;
+
+    fn rec(stream: u64, id: u64, ranges: &[(u64, u64)]) -> Record {
+        let mut r = Record {
+            id: encode(id),
+            stream,
+            ..Record::default()
+        };
+        for &(f, n) in ranges {
+            r.push(f, n);
+        }
+        r
+    }
+
+    /// A training step's launches on one stream, the same ids every step
+    /// (PyTorch's caching allocator hands out the same addresses): the
+    /// page naming a kernel drops the launches before its first
+    /// occurrence, never a later step's copy of it.
+    #[test]
+    fn a_started_kernel_drops_what_ran_before_it_on_its_stream() {
+        let mut q = Queue::default();
+        for step in 0..2 {
+            for (k, id) in [10, 11, 12].into_iter().enumerate() {
+                q.push(&rec(0x7000, id, &[(100 * step + k as u64, 1)]));
+            }
+        }
+        q.push(&rec(0x8000, 99, &[(500, 2)]));
+        let mut up = Vec::new();
+        q.upcoming(100, &mut up);
+        // Streams in turn: 0x7000's first launch, then 0x8000's, ...
+        assert_eq!(up, [0, 500, 501, 1, 2, 100, 101, 102]);
+        q.started(0x7000, 12);
+        assert_eq!(q.stats.ran_unseen, 2);
+        assert_eq!(q.stats.queued_sum, 3, "12 of step 0, then step 1's three");
+        q.upcoming(100, &mut up);
+        assert_eq!(up, [2, 500, 501, 100, 101, 102]);
+        q.started(0x7000, 10);
+        assert_eq!(q.len(), 4);
+        q.started(0x7000, 77);
+        assert_eq!(q.stats.unmatched, 1);
+        assert_eq!(q.len(), 4, "an unknown kernel changes nothing");
+        // 3 and 2 launches behind: both in bucket 2 (2-3).
+        assert_eq!(q.stats.queued_hist[2], 2);
+        q.upcoming(2, &mut up);
+        assert_eq!(up, [100, 500]);
+        // A range of 2^32 - 1 blocks costs no more than `max`.
+        q.push(&rec(0x9000, 5, &[(1, u32::MAX as u64)]));
+        q.upcoming(10, &mut up);
+        assert_eq!(up.len(), 10);
+    }
+
+    #[test]
+    fn the_queue_is_bounded_and_refuses_ids_that_do_not_decode() {
+        let mut q = Queue::default();
+        for i in 0..MAX_QUEUED as u64 + 5 {
+            q.push(&rec(1, i + 1, &[]));
+        }
+        assert_eq!(q.len(), MAX_QUEUED);
+        assert_eq!(q.stats.overflow, 5);
+        let mut bad = rec(1, 5, &[]);
+        bad.id ^= 1 << 50;
+        q.push(&bad);
+        assert_eq!(q.stats.bad_ids, 1);
+        assert_eq!(
+            (bucket(0), bucket(1), bucket(2), bucket(3), bucket(4)),
+            (0, 1, 2, 2, 3)
+        );
+        assert_eq!(bucket(u64::MAX), DEPTH_BUCKETS - 1);
+    }
+}

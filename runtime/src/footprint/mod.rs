@@ -1,0 +1,156 @@
+//! Launch footprints: before each kernel launch, while prescientd asks
+//! for them, the runtime publishes the launch's execution id, its stream
+//! and the managed memory its pointer arguments point into, in launch
+//! order, into the launch ring (prescient_uapi::launchring). The GPU runs
+//! the launches later (the CPU of a job slowed by paging runs far ahead),
+//! so the daemon knows the kernels to come and their blocks, and which of
+//! them the GPU is on (the execution-id page).
+//!
+//! Cost and safety: nothing is scanned while no reader asks (one load of
+//! the ring's control word per launch); a launch never waits: the
+//! extents are read with a try-lock (an allocation under way: no
+//! footprint) and a full ring drops the record (counted in the ring).
+//! The arguments are only read, never changed.
+//!
+//! - scan.rs: the argument words (struct parameters included);
+//! - extents.rs: which managed bytes a word points into;
+//! - ring.rs: the memfd.
+
+pub mod extents;
+pub mod ring;
+pub mod scan;
+
+use crate::driver::CuFunction;
+use crate::marks::blocks::BLOCK_SHIFT;
+use crate::stats;
+use prescient_uapi::launchring::Record;
+use std::ffi::c_void;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Distinct extents a launch records at most before merging (bounds the
+/// work per launch; a foreach launch past it is truncated).
+const MAX_EXTENTS: usize = 256;
+
+/// The blocks of the extents in `words`, merged where they touch, as
+/// `r`'s ranges (`r.truncated` when some were left out).
+pub fn blocks_of(ex: &extents::Extents, words: &[u64], unknown_cap: u64, r: &mut Record) {
+    let mut spans: Vec<Range<u64>> = Vec::with_capacity(words.len().min(MAX_EXTENTS));
+    for &w in words {
+        if spans.len() == MAX_EXTENTS {
+            r.truncated = true;
+            break;
+        }
+        if let Some((e, live)) = ex.extent(w, unknown_cap) {
+            stats::bump(if live { &PTRS_LIVE } else { &PTRS_UNKNOWN });
+            spans.push(e.start >> BLOCK_SHIFT..((e.end - 1) >> BLOCK_SHIFT) + 1);
+        }
+    }
+    spans.sort_unstable_by_key(|s| s.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match merged.last_mut() {
+            Some(m) if s.start <= m.end => m.end = m.end.max(s.end),
+            _ => merged.push(s),
+        }
+    }
+    for m in merged {
+        r.push(m.start, m.end - m.start);
+    }
+}
+
+/// Publishes one launch, if a reader asks: its encoded id, its stream's
+/// slot key and its footprint.
+///
+/// # Safety
+/// `params` and `extra` are the launch's own, valid as the driver requires.
+pub unsafe fn publish(
+    id: u64,
+    stream_key: u64,
+    f: CuFunction,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) {
+    let Some(ring) = ring::ring() else { return };
+    if !ring.wanted() {
+        return;
+    }
+    let mut r = Record {
+        id: prescient_uapi::execpage::encode(id),
+        stream: stream_key,
+        ..Record::default()
+    };
+    let mut words = Vec::new();
+    let cut = crate::launch::with_param_sizes(f, |sizes| {
+        // SAFETY: the caller's promise.
+        unsafe {
+            scan::words(sizes, params, extra, |w| {
+                if extents::maybe_managed(w) {
+                    words.push(w);
+                }
+            })
+        }
+    });
+    r.truncated = cut;
+    let cap = crate::config::get().footprint_unknown_cap;
+    if !words.is_empty() && extents::with(|ex| blocks_of(ex, &words, cap, &mut r)).is_none() {
+        r.truncated = true;
+    }
+    let blocks: u64 = r.blocks().map(|(_, n)| n).sum();
+    BLOCKS.fetch_add(blocks, Ordering::Relaxed);
+    stats::bump(if ring.push(&r) { &RECORDS } else { &DROPPED });
+}
+
+/// Records written and dropped (full ring), pointer words that fell in a
+/// live block or only in a managed allocation, and blocks recorded.
+pub static RECORDS: AtomicU64 = AtomicU64::new(0);
+pub static DROPPED: AtomicU64 = AtomicU64::new(0);
+pub static PTRS_LIVE: AtomicU64 = AtomicU64::new(0);
+pub static PTRS_UNKNOWN: AtomicU64 = AtomicU64::new(0);
+pub static BLOCKS: AtomicU64 = AtomicU64::new(0);
+
+/// The counters, for the runtime's exit line (None: nothing recorded).
+pub fn line() -> Option<String> {
+    let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    (g(&RECORDS) + g(&DROPPED) > 0).then(|| {
+        format!(
+            "footprints: records={} dropped={} ptrs_live={} ptrs_unknown={} blocks={}",
+            g(&RECORDS),
+            g(&DROPPED),
+            g(&PTRS_LIVE),
+            g(&PTRS_UNKNOWN),
+            g(&BLOCKS)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launchs_extents_become_merged_block_ranges() {
+        let mut ex = extents::Extents::default();
+        let base = 0x7f00_0000_0000u64;
+        ex.managed.insert(base, 512 << 20);
+        // Two tensors in one 2 MB block, one spanning two blocks, one far.
+        ex.live.insert(base, 4096);
+        ex.live.insert(base + 8192, 4096);
+        ex.live.insert(base + (3 << 20), 2 << 20);
+        ex.live.insert(base + (100 << 20), 1 << 20);
+        let words = [
+            base + 8192,
+            base,
+            base + (3 << 20) + 16,
+            base + (100 << 20),
+            7,
+        ];
+        let mut r = Record::default();
+        blocks_of(&ex, &words, extents::UNKNOWN_CAP, &mut r);
+        let b0 = base >> BLOCK_SHIFT;
+        let got: Vec<(u64, u64)> = r.blocks().collect();
+        // Blocks 0 and 1-2 touch: one range.
+        assert_eq!(got, [(b0, 3), (b0 + 50, 1)]);
+        assert!(!r.truncated);
+    }
+}

@@ -1,0 +1,151 @@
+/* Launch footprints against the fake libcuda: managed allocations made
+ * through the runtime, allocator events as PyTorch's trace tracker sends
+ * them, and launches of kernels with PyTorch's parameter layouts (an
+ * elementwise kernel's Array<char*, 3>, a foreach kernel's
+ * TensorListMetadata<2> by value, the same through the `extra` buffer).
+ * Reads the launch ring as prescientd does (the memfd named
+ * prescient-launch-ring, layout of prescient_uapi::launchring) and prints
+ * `key=value` checks for tests/footprints.rs. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef CUresult (*gpa2_t)(const char *, void **, int, unsigned long long, int *);
+typedef CUresult (*alloc_t)(CUdeviceptr *, size_t);
+typedef CUresult (*lk_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **, void **);
+typedef void (*event_t)(int, int, uint64_t, uint64_t, void *);
+
+#define RING_HEADER 24
+#define RECORD_WORDS 32
+#define RING_CAPACITY 4096
+#define RING_BYTES ((RING_HEADER + RING_CAPACITY * RECORD_WORDS) * 8)
+
+static void *h;
+static gpa2_t gpa2;
+static void *get(const char *sym, int version) {
+    void *p = NULL; int st = -1;
+    return gpa2(sym, &p, version, 0, &st) == 0 ? p : NULL;
+}
+
+#include "page.h"
+
+/* The value in the page slot the stream `key` owns (0 if none). */
+static uint64_t slot_value(uint64_t key) {
+    volatile uint64_t *pg = page();
+    if (!pg) return 0;
+    for (int i = 0; i < 252; i++)
+        if (pg[8 + 2 * i] == key) return pg[8 + 2 * i + 1];
+    return 0;
+}
+
+static volatile uint64_t *ring(void) {
+    static volatile uint64_t *r;
+    if (r) return r;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    char path[512], link[512];
+    while (d && (e = readdir(d))) {
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n <= 0) continue;
+        link[n] = 0;
+        if (strstr(link, "memfd:prescient-launch-ring")) {
+            int fd = open(path, O_RDWR);
+            r = mmap(NULL, RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            close(fd);
+            if (r == MAP_FAILED) r = NULL;
+            break;
+        }
+    }
+    if (d) closedir(d);
+    return r;
+}
+
+/* Prints record `pos`: its id, stream, truncation and ranges. */
+static void print_record(const char *name, uint64_t pos) {
+    volatile uint64_t *w = ring() + RING_HEADER + (pos % RING_CAPACITY) * RECORD_WORDS;
+    int n = (int)(w[4] & 0xff);
+    printf("%s_committed=%d %s_id=%llu %s_stream=%llu %s_truncated=%d %s_ranges=", name,
+           w[0] == 2 * pos + 2, name, (unsigned long long)w[2], name, (unsigned long long)w[3],
+           name, (w[4] >> 8) & 1, name);
+    for (int i = 0; i < n; i++)
+        printf("%s%llu:%llu", i ? "," : "", (unsigned long long)(w[5 + i] & 0xffffffff),
+               (unsigned long long)(w[5 + i] >> 32));
+    printf("\n");
+}
+
+/* TensorListMetadata<2> as PyTorch lays it out (MultiTensorApply.cuh). */
+struct tl2 {
+    const void *addresses[2][64];
+    int64_t numel_for_tensor[64];
+    unsigned char block_to_tensor[320];
+    int block_to_chunk[320];
+    int start_tensor_this_launch;
+};
+
+int main(int argc, char **argv) {
+    (void)argc;
+    h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+    gpa2 = (gpa2_t)dlsym(h, "cuGetProcAddress_v2");
+    void *(*fn)(int) = (void *(*)(int))dlsym(h, "fake_function");
+    alloc_t alloc = (alloc_t)get("cuMemAlloc", 12000);
+    lk_t lk = (lk_t)get("cuLaunchKernel", 12000);
+    CUdeviceptr a = 0, b = 0;
+    /* Two managed allocations: PyTorch's caching allocator's segments. */
+    if (alloc(&a, 8 << 20) || alloc(&b, 96 << 20)) return 3;
+    printf("a=%llu b=%llu sizeof_tl2=%zu\n", a, b, sizeof(struct tl2));
+    printf("ring_found=%d ring_pid_ok=%d\n", ring() != NULL, ring() && ring()[3] == (uint64_t)getpid());
+    if (!ring()) return 0;
+    /* Allocator events: three live tensors (one a 3 MB block). */
+    event_t ev = (event_t)dlsym(RTLD_DEFAULT, "prescient_allocator_event");
+    printf("events_found=%d\n", ev != NULL);
+    if (!ev) return 0;
+    ev(1, 0, a, 1 << 20, NULL);
+    ev(1, 0, a + (2 << 20), 3 << 20, NULL);
+    ev(1, 0, b + (10 << 20), 4096, NULL);
+    want_ids(1);
+    int n = 1 << 20; float alpha = 1.0f;
+    uint64_t data[3] = {a, a + (2 << 20) + 4096, b + (10 << 20)};
+    void *p1[3] = {&n, &alpha, data};
+    /* No reader asks yet: nothing is written. */
+    lk(fn(2), 256, 1, 1, 128, 1, 1, 0, (void *)0x7000, p1, NULL);
+    printf("records_unasked=%llu\n", (unsigned long long)ring()[8]);
+    ring()[4] |= 1;
+    uint64_t head0 = ring()[8];
+    lk(fn(2), 256, 1, 1, 128, 1, 1, 0, (void *)0x7000, p1, NULL);
+    printf("page_id=%llu\n", (unsigned long long)slot_value(0x7000));
+    print_record("elementwise", head0);
+    /* The foreach kernel: tensors in both lists, numels after them. */
+    static struct tl2 tl;
+    memset(&tl, 0, sizeof tl);
+    tl.addresses[0][0] = (void *)(uintptr_t)a;
+    tl.addresses[0][1] = (void *)(uintptr_t)(b + (40 << 20));
+    tl.addresses[1][0] = (void *)(uintptr_t)(b + (90 << 20));
+    tl.numel_for_tensor[0] = 1 << 18; tl.numel_for_tensor[1] = 1 << 20;
+    char callable = 0, op = 0;
+    void *p2[4] = {&tl, &callable, &op, &alpha};
+    lk(fn(3), 64, 1, 1, 512, 1, 1, 0, (void *)0x7000, p2, NULL);
+    print_record("foreach", head0 + 1);
+    /* The same through CU_LAUNCH_PARAM_BUFFER_POINTER. */
+    size_t size = sizeof tl;
+    void *extra[5] = {(void *)1, &tl, (void *)2, &size, (void *)0};
+    lk(fn(3), 64, 1, 1, 512, 1, 1, 0, (void *)0x7000, NULL, extra);
+    print_record("extra", head0 + 2);
+    /* A tensor freed: its pointer stands for 64 MB of its segment at most. */
+    ev(2, 0, b + (10 << 20), 4096, NULL);
+    lk(fn(2), 256, 1, 1, 128, 1, 1, 0, (void *)0x7000, p1, NULL);
+    print_record("after_free", head0 + 3);
+    printf("head=%llu dropped=%llu\n", (unsigned long long)(ring()[8] - head0),
+           (unsigned long long)ring()[5]);
+    return 0;
+}

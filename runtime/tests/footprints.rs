@@ -1,0 +1,151 @@
+//! Launch footprints against the stand-in libcuda (tests/fake/libcuda.c):
+//! tests/fake/footprint.c allocates through the runtime, sends allocator
+//! events as PyTorch's trace tracker does, launches kernels whose
+//! parameters have PyTorch's layouts (struct parameters by value, and the
+//! `extra` buffer) and reads the launch ring back as prescientd does.
+//! Needs a C compiler (`cc`).
+
+mod common;
+use common::runtime_so;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+const MB: u64 = 1 << 20;
+
+/// Compiles the fake libcuda and the program (once per test process).
+fn built() -> &'static (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    BUILT.get_or_init(build)
+}
+
+fn build() -> (PathBuf, PathBuf) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake");
+    let out =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("footprint-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let (lib, exe) = (out.join("libcuda.so.1"), out.join("footprint"));
+    let cc = |args: &[&str]| {
+        let st = Command::new("cc").args(args).status().expect("cc");
+        assert!(st.success(), "cc {args:?}");
+    };
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    cc(&[
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-o",
+        &s(&lib),
+        &s(&src.join("libcuda.c")),
+    ]);
+    cc(&["-O1", "-o", &s(&exe), &s(&src.join("footprint.c")), "-ldl"]);
+    (lib, exe)
+}
+
+fn run(env: &[(&str, &str)]) -> HashMap<String, String> {
+    let (lib, exe) = built();
+    let out = Command::new(exe)
+        .arg(lib)
+        .env("LD_PRELOAD", runtime_so())
+        .env("PRESCIENT_MODE", "exec-id")
+        .env_remove("PRESCIENT_MARKS_SOCKET")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    text.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The 2 MB blocks the byte ranges touch.
+fn blocks(ranges: &[(u64, u64)]) -> BTreeSet<u64> {
+    let mut s = BTreeSet::new();
+    for &(start, end) in ranges {
+        s.extend(start >> 21..=(end - 1) >> 21);
+    }
+    s
+}
+
+/// The blocks of a printed record's `first:count` ranges.
+fn recorded(m: &HashMap<String, String>, name: &str) -> BTreeSet<u64> {
+    let v = &m[&format!("{name}_ranges")];
+    let mut s = BTreeSet::new();
+    for r in v.split(',').filter(|r| !r.is_empty()) {
+        let (f, n) = r.split_once(':').unwrap();
+        let (f, n): (u64, u64) = (f.parse().unwrap(), n.parse().unwrap());
+        s.extend(f..f + n);
+    }
+    s
+}
+
+#[test]
+fn launches_publish_their_ids_and_the_blocks_their_pointers_point_into() {
+    let m = run(&[]);
+    let get = |k: &str| {
+        m.get(k)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("{k}: {m:?}"))
+    };
+    assert_eq!(get("ring_found"), "1");
+    assert_eq!(get("ring_pid_ok"), "1");
+    assert_eq!(get("events_found"), "1");
+    assert_eq!(get("records_unasked"), "0", "nothing without a reader");
+    assert_eq!(get("sizeof_tl2"), "3144", "the fake's parameter size");
+    let (a, b): (u64, u64) = (get("a").parse().unwrap(), get("b").parse().unwrap());
+    // Elementwise: three live tensors, one through a view inside a block.
+    assert_eq!(get("elementwise_committed"), "1");
+    assert_eq!(
+        get("elementwise_id"),
+        get("page_id"),
+        "the id the page gets"
+    );
+    assert_eq!(get("elementwise_stream"), (0x7000).to_string());
+    assert_eq!(get("elementwise_truncated"), "0");
+    let want = blocks(&[
+        (a, a + MB),
+        (a + 2 * MB, a + 5 * MB),
+        (b + 10 * MB, b + 10 * MB + 4096),
+    ]);
+    assert_eq!(recorded(&m, "elementwise"), want);
+    // Foreach: a live tensor, and two pointers with no block known: the
+    // segment from each, to its end; the numels are no pointers.
+    let want = blocks(&[(a, a + MB), (b + 40 * MB, b + 96 * MB)]);
+    for name in ["foreach", "extra"] {
+        assert_eq!(get(&format!("{name}_committed")), "1", "{name}");
+        assert_eq!(get(&format!("{name}_truncated")), "0", "{name}");
+        assert_eq!(recorded(&m, name), want, "{name}");
+    }
+    // A freed tensor's pointer stands for 64 MB of its segment.
+    let want = blocks(&[
+        (a, a + MB),
+        (a + 2 * MB, a + 5 * MB),
+        (b + 10 * MB, b + 74 * MB),
+    ]);
+    assert_eq!(recorded(&m, "after_free"), want);
+    assert_eq!(get("head"), "4");
+    assert_eq!(get("dropped"), "0");
+}
+
+#[test]
+fn no_ring_when_footprints_are_off() {
+    let m = run(&[("PRESCIENT_FOOTPRINTS", "0")]);
+    assert_eq!(m["ring_found"], "0");
+}
+
+/// PRESCIENT_FOOTPRINT_UNKNOWN_BYTES=0: a pointer with no live block known
+/// stands for its own 2 MB block only.
+#[test]
+fn unknown_pointers_can_stand_for_their_own_block_only() {
+    let m = run(&[("PRESCIENT_FOOTPRINT_UNKNOWN_BYTES", "0")]);
+    let (a, b): (u64, u64) = (m["a"].parse().unwrap(), m["b"].parse().unwrap());
+    let want = blocks(&[
+        (a, a + MB),
+        (b + 40 * MB, b + 40 * MB + 1),
+        (b + 90 * MB, b + 90 * MB + 1),
+    ]);
+    assert_eq!(recorded(&m, "foreach"), want);
+}
