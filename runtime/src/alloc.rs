@@ -25,6 +25,7 @@ use std::sync::Mutex;
 pub static REAL_MEM_ALLOC: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 pub static REAL_MEM_ALLOC_PITCH: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 pub static REAL_MEM_FREE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+pub static REAL_MEM_ALLOC_MANAGED: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 pub static REAL_MEM_GET_INFO: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 pub static REAL_ALLOC_ASYNC: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 pub static REAL_ALLOC_ASYNC_PTSZ: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
@@ -61,22 +62,50 @@ fn managed(dptr: *mut CuDevicePtr, bytes: usize) -> CuResult {
     // SAFETY: cuMemAllocManaged with the caller's out-pointer.
     let rc = unsafe { (calls.mem_alloc_managed)(dptr, bytes, driver::CU_MEM_ATTACH_GLOBAL) };
     if rc == CUDA_SUCCESS {
-        stats::bump(&stats::MANAGED_ALLOCS);
-        stats::MANAGED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
         // SAFETY: the driver wrote *dptr on success.
         let addr = unsafe { *dptr };
-        LIVE.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_or_insert_with(HashMap::new)
-            .insert(addr, bytes as u64);
-        // A fresh range may reuse addresses of one freed earlier: none of
-        // it may be dead at the daemon (marks/mod.rs).
-        crate::marks::allocated(addr, bytes as u64);
-        crate::footprint::extents::managed_allocated(addr, bytes as u64);
-        crate::marker::setup_early();
+        record(addr, bytes);
         if crate::config::get().place_fresh {
             place(calls, addr, bytes);
         }
+    }
+    rc
+}
+
+/// Records a live managed allocation: its size (the budget's free bytes,
+/// `cuMemFree`), marks, launch footprints and the execution-id page.
+fn record(addr: CuDevicePtr, bytes: usize) {
+    stats::bump(&stats::MANAGED_ALLOCS);
+    stats::MANAGED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(addr, bytes as u64);
+    // A fresh range may reuse addresses of one freed earlier: none of
+    // it may be dead at the daemon (marks/mod.rs).
+    crate::marks::allocated(addr, bytes as u64);
+    crate::footprint::extents::managed_allocated(addr, bytes as u64);
+    crate::marker::setup_early();
+}
+
+/// `cuMemAllocManaged` called by the job itself (a program written for
+/// managed memory, or PyTorch with a managed pluggable allocator): the
+/// caller's flags, and the driver's placement, as they are; recorded like
+/// the runtime's own, so launch footprints and the budget's free bytes see
+/// it (GPU run 64: FDTD-2D's and train.py's footprints were empty without).
+pub unsafe extern "C" fn mem_alloc_managed(
+    dptr: *mut CuDevicePtr,
+    bytes: usize,
+    flags: c_uint,
+) -> CuResult {
+    // SAFETY: the slot holds cuMemAllocManaged.
+    let f: unsafe extern "C" fn(*mut CuDevicePtr, usize, c_uint) -> CuResult =
+        unsafe { real(&REAL_MEM_ALLOC_MANAGED) };
+    // SAFETY: forwarding the caller's arguments.
+    let rc = unsafe { f(dptr, bytes, flags) };
+    if rc == CUDA_SUCCESS && !dptr.is_null() {
+        // SAFETY: the driver wrote *dptr on success.
+        record(unsafe { *dptr }, bytes);
     }
     rc
 }

@@ -43,6 +43,7 @@ entries! {
     c"cuMemAlloc", 0 => alloc::REAL_MEM_ALLOC, alloc::mem_alloc;
     c"cuMemAllocPitch", 0 => alloc::REAL_MEM_ALLOC_PITCH, alloc::mem_alloc_pitch;
     c"cuMemFree", 0 => alloc::REAL_MEM_FREE, alloc::mem_free;
+    c"cuMemAllocManaged", 0 => alloc::REAL_MEM_ALLOC_MANAGED, alloc::mem_alloc_managed;
     c"cuMemGetInfo", 0 => alloc::REAL_MEM_GET_INFO, alloc::mem_get_info;
     c"cuMemAllocAsync", 0 => alloc::REAL_ALLOC_ASYNC, alloc::mem_alloc_async;
     c"cuMemAllocAsync", PER_THREAD_FLAG => alloc::REAL_ALLOC_ASYNC_PTSZ, alloc::mem_alloc_async_ptsz;

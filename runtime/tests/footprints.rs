@@ -126,7 +126,12 @@ fn launches_publish_their_ids_and_the_blocks_their_pointers_point_into() {
         (b + 10 * MB, b + 74 * MB),
     ]);
     assert_eq!(recorded(&m, "after_free"), want);
-    assert_eq!(get("head"), "4");
+    // The job's own managed allocation is known too: from the pointer to
+    // the allocation's end.
+    let c: u64 = get("c").parse().unwrap();
+    assert_eq!(get("own_managed_committed"), "1");
+    assert_eq!(recorded(&m, "own_managed"), blocks(&[(c + MB, c + 6 * MB)]));
+    assert_eq!(get("head"), "5");
     assert_eq!(get("dropped"), "0");
 }
 

@@ -145,6 +145,17 @@ int main(int argc, char **argv) {
     ev(2, 0, b + (10 << 20), 4096, NULL);
     lk(fn(2), 256, 1, 1, 128, 1, 1, 0, (void *)0x7000, p1, NULL);
     print_record("after_free", head0 + 3);
+    /* The job's own cuMemAllocManaged (FDTD-2D, a managed pluggable
+     * allocator): a pointer into it stands for the allocation from there. */
+    typedef CUresult (*am_t)(CUdeviceptr *, size_t, unsigned);
+    am_t am = (am_t)get("cuMemAllocManaged", 12000);
+    CUdeviceptr c = 0;
+    if (!am || am(&c, 6 << 20, 1 /* CU_MEM_ATTACH_GLOBAL */)) return 4;
+    uint64_t cp = c + (1 << 20);
+    void *p3[2] = {&cp, &n};
+    lk(fn(0), 64, 1, 1, 128, 1, 1, 0, (void *)0x7000, p3, NULL);
+    printf("c=%llu\n", c);
+    print_record("own_managed", head0 + 4);
     printf("head=%llu dropped=%llu\n", (unsigned long long)(ring()[8] - head0),
            (unsigned long long)ring()[5]);
     return 0;
