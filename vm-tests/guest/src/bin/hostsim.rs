@@ -85,8 +85,13 @@ fn evict_one(e: &mut Engine<Vec<u64>>, g: &mut Gpu) -> bool {
     true
 }
 
+/// Engine calls per worker run at most: an engine state that keeps its
+/// chain running without emitting would otherwise spin here for ever
+/// (prescient.ko's worker and core's pump bound their steps the same way).
+const MAX_WORKER_CALLS: usize = 1 << 16;
+
 fn worker(e: &mut Engine<Vec<u64>>, g: &mut Gpu) {
-    loop {
+    for _ in 0..MAX_WORKER_CALLS {
         while e.resident_blocks() as usize > g.limit(e) {
             if !evict_one(e, g) {
                 break;
