@@ -53,7 +53,9 @@ case_() {
   local run=(${RUNNER:-$B/umbench})
   # CTL_RUN="ARGS": the workload under `prescientctl run ARGS --` (the
   # runtime: execution ids); prescientd then attaches the launcher's child.
-  [ -n "${CTL_RUN:-}" ] && run=("$CTL" run $CTL_RUN -- "${run[@]}")
+  # CTL_LOG=1: the runtime's exit line (its footprint counters) goes to
+  # the case's bench.err; it times every launch, so it is off by default.
+  [ -n "${CTL_RUN:-}" ] && run=(env PRESCIENT_RUNTIME_LOG=${CTL_LOG:-0} "$CTL" run $CTL_RUN -- "${run[@]}")
   PRESCIENT_GO=$go PRESCIENT_MARKS_SOCKET=${MARKS_SOCK:-} "${run[@]}" "$@" > "$OUT/$name.bench.jsonl" 2> "$OUT/$name.bench.err" &
   local bp=$! dp= wp=$!
   if [ -n "${CTL_RUN:-}" ]; then
