@@ -110,7 +110,7 @@ mod tests {
             fault_in(&mut l, &mut e, b);
         }
         let null = std::fs::File::open("/dev/null").unwrap();
-        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0);
+        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0, 0);
         let mut route = Route::new(table(&[0]));
         route.fault(index(0), 0, || anyhow::bail!("known"));
         let gpu = route.table().gpu(index(0)).unwrap();
