@@ -6,11 +6,9 @@
 // caller passes what cuda.h requires, and the wrapper forwards it.
 #![allow(clippy::missing_safety_doc)]
 
-use crate::driver::{self, CuFunction, CuResult, CuStream, LaunchConfig, CUDA_SUCCESS};
+use crate::driver::{self, CuFunction, CuResult, CuStream, LaunchConfig};
 use crate::exec_id::{Hasher, Shape};
 use crate::{marker, stats};
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Instant;
@@ -25,8 +23,6 @@ pub static REAL_COOP_PTSZ: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut
 /// Argument bytes hashed per launch at most: bounds the hashing cost of
 /// kernels that take large structs by value (PyTorch's foreach kernels).
 pub const MAX_ARG_BYTES: usize = 1024;
-/// Parameters asked of `cuFuncGetParamInfo` per function at most.
-const MAX_PARAMS: usize = 256;
 
 type Launch = unsafe extern "C" fn(
     CuFunction,
@@ -60,41 +56,6 @@ type Coop = unsafe extern "C" fn(
     *mut *mut c_void,
 ) -> CuResult;
 
-thread_local! {
-    /// Parameter sizes per function, from `cuFuncGetParamInfo` (None:
-    /// unknown). Per thread, so that a launch takes no lock and copies
-    /// nothing to find them (the lookup is on every launch's path).
-    static PARAM_SIZES: RefCell<HashMap<usize, Option<Box<[u32]>>>> = RefCell::new(HashMap::new());
-}
-
-/// The sizes of `f`'s parameters, asked of the driver once per function
-/// and thread.
-fn ask_param_sizes(f: CuFunction) -> Option<Box<[u32]>> {
-    let info = driver::calls().and_then(|c| c.func_param_info)?;
-    let mut v = Vec::new();
-    for i in 0..MAX_PARAMS {
-        let (mut off, mut size) = (0usize, 0usize);
-        // SAFETY: cuFuncGetParamInfo on the caller's function; it fails
-        // (INVALID_VALUE) past the last parameter.
-        if unsafe { info(f, i, &mut off, &mut size) } != CUDA_SUCCESS {
-            break;
-        }
-        v.push(size as u32);
-    }
-    Some(v.into_boxed_slice())
-}
-
-/// Calls `g` with `f`'s parameter sizes (None: unknown).
-pub(crate) fn with_param_sizes<R>(f: CuFunction, g: impl FnOnce(Option<&[u32]>) -> R) -> R {
-    PARAM_SIZES.with(|cache| {
-        let mut cache = cache.borrow_mut();
-        let sizes = cache
-            .entry(f as usize)
-            .or_insert_with(|| ask_param_sizes(f));
-        g(sizes.as_deref())
-    })
-}
-
 /// Hashes the argument bytes of a launch (up to [`MAX_ARG_BYTES`]).
 ///
 /// # Safety
@@ -107,7 +68,7 @@ unsafe fn hash_args(
 ) {
     let mut budget = MAX_ARG_BYTES;
     if !params.is_null() {
-        with_param_sizes(f, |sizes| {
+        crate::params::with_param_sizes(f, |sizes| {
             for (i, &size) in sizes.unwrap_or_default().iter().enumerate() {
                 let n = (size as usize).min(budget);
                 // SAFETY: the driver reads params[i] as `size` bytes: so can we.

@@ -36,5 +36,6 @@ pub mod launch;
 pub mod marker;
 pub mod marks;
 pub mod page;
+pub mod params;
 pub mod stats;
 pub mod wrap;

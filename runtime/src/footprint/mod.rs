@@ -22,7 +22,6 @@ pub mod scan;
 
 use crate::driver::CuFunction;
 use crate::marks::blocks::BLOCK_SHIFT;
-use crate::stats;
 use prescient_uapi::launchring::Record;
 use std::ffi::c_void;
 use std::ops::Range;
@@ -42,7 +41,7 @@ pub fn blocks_of(ex: &extents::Extents, words: &[u64], unknown_cap: u64, r: &mut
             break;
         }
         if let Some((e, live)) = ex.extent(w, unknown_cap) {
-            stats::bump(if live { &PTRS_LIVE } else { &PTRS_UNKNOWN });
+            (if live { &PTRS_LIVE } else { &PTRS_UNKNOWN }).fetch_add(1, Ordering::Relaxed);
             spans.push(e.start >> BLOCK_SHIFT..((e.end - 1) >> BLOCK_SHIFT) + 1);
         }
     }
@@ -81,7 +80,7 @@ pub unsafe fn publish(
         ..Record::default()
     };
     let mut words = Vec::new();
-    let cut = crate::launch::with_param_sizes(f, |sizes| {
+    let cut = crate::params::with_param_sizes(f, |sizes| {
         // SAFETY: the caller's promise.
         unsafe {
             scan::words(sizes, params, extra, |w| {
@@ -98,7 +97,7 @@ pub unsafe fn publish(
     }
     let blocks: u64 = r.blocks().map(|(_, n)| n).sum();
     BLOCKS.fetch_add(blocks, Ordering::Relaxed);
-    stats::bump(if ring.push(&r) { &RECORDS } else { &DROPPED });
+    (if ring.push(&r) { &RECORDS } else { &DROPPED }).fetch_add(1, Ordering::Relaxed);
 }
 
 /// Records written and dropped (full ring), pointer words that fell in a

@@ -1,0 +1,70 @@
+//! Kernel parameter sizes from `cuFuncGetParamInfo`, cached per function
+//! and thread: the execution id hashes a launch's argument bytes with
+//! them (launch.rs) and launch footprints scan them (footprint/).
+//!
+//! A function whose sizes the driver does not give (its first
+//! `cuFuncGetParamInfo` fails with anything but the "past the last
+//! parameter" answer) is counted, with the first such code, in the exit
+//! line: its ids hash no argument bytes and its footprints are empty.
+
+use crate::driver::{self, CuFunction, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Parameters asked of `cuFuncGetParamInfo` per function at most.
+const MAX_PARAMS: usize = 256;
+
+/// Functions (per thread) whose parameter sizes the driver refused.
+pub static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// The first refusal's CUresult (0: none yet).
+pub static FIRST_REFUSAL: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Parameter sizes per function (None: unknown). Per thread, so that a
+    /// launch takes no lock and copies nothing to find them (the lookup is
+    /// on every launch's path).
+    static PARAM_SIZES: RefCell<HashMap<usize, Option<Box<[u32]>>>> = RefCell::new(HashMap::new());
+}
+
+/// The sizes of `f`'s parameters, asked of the driver once per function
+/// and thread.
+fn ask_param_sizes(f: CuFunction) -> Option<Box<[u32]>> {
+    let info = driver::calls().and_then(|c| c.func_param_info)?;
+    let mut v = Vec::new();
+    for i in 0..MAX_PARAMS {
+        let (mut off, mut size) = (0usize, 0usize);
+        // SAFETY: cuFuncGetParamInfo on the caller's function; it fails
+        // (INVALID_VALUE) past the last parameter, so at once for a
+        // function with none.
+        let rc = unsafe { info(f, i, &mut off, &mut size) };
+        if rc != CUDA_SUCCESS {
+            if i == 0 && rc != CUDA_ERROR_INVALID_VALUE {
+                refused(rc);
+                return None;
+            }
+            break;
+        }
+        v.push(size as u32);
+    }
+    Some(v.into_boxed_slice())
+}
+
+/// Counts a function whose sizes the driver refused with `rc`.
+#[cold]
+fn refused(rc: i32) {
+    REFUSED.fetch_add(1, Ordering::Relaxed);
+    let _ =
+        FIRST_REFUSAL.compare_exchange(0, rc as u32 as u64, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+/// Calls `g` with `f`'s parameter sizes (None: unknown).
+pub(crate) fn with_param_sizes<R>(f: CuFunction, g: impl FnOnce(Option<&[u32]>) -> R) -> R {
+    PARAM_SIZES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let sizes = cache
+            .entry(f as usize)
+            .or_insert_with(|| ask_param_sizes(f));
+        g(sizes.as_deref())
+    })
+}
