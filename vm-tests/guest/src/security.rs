@@ -369,10 +369,15 @@ pub(crate) fn slots_per_uid() -> bool {
             })
         })
         .collect();
+    // Every child has its VA space before any attach: a ready token says
+    // only that *some* child is ready, and attaching a child that has not
+    // opened /dev/nvidia-uvm yet is ENOENT (seen twice on 2026-11-26).
+    for _ in &kids {
+        let _ = read_u64(&mut ready_r);
+    }
     let mut got = vec![];
     let mut handles = vec![];
     for &k in &kids {
-        let _ = read_u64(&mut ready_r);
         let mut t = target(u::TARGET_PID, k as u32, 0);
         let r = ioc(
             p.as_raw_fd(),
