@@ -6,7 +6,7 @@
 // caller passes what cuda.h requires, and the wrapper forwards it.
 #![allow(clippy::missing_safety_doc)]
 
-use crate::driver::{self, CuFunction, CuResult, CuStream, LaunchConfig};
+use crate::driver::{CuFunction, CuResult, CuStream, LaunchConfig};
 use crate::exec_id::{Hasher, Shape};
 use crate::{marker, stats};
 use std::ffi::{c_uint, c_void};
@@ -81,22 +81,11 @@ unsafe fn hash_args(
             }
         });
     } else if !extra.is_null() {
-        // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, ended by _END.
-        let (mut buf, mut len) = (std::ptr::null::<u8>(), 0usize);
-        let mut i = 0;
         // SAFETY: `extra` is an _END-terminated key/value array (cuda.h).
-        unsafe {
-            while *extra.add(i) as usize != driver::LAUNCH_PARAM_END && i < 64 {
-                match *extra.add(i) as usize {
-                    driver::LAUNCH_PARAM_BUFFER_POINTER => buf = *extra.add(i + 1) as *const u8,
-                    driver::LAUNCH_PARAM_BUFFER_SIZE => len = *(*extra.add(i + 1) as *const usize),
-                    _ => {}
-                }
-                i += 2;
-            }
-            if !buf.is_null() {
-                h.bytes(std::slice::from_raw_parts(buf, len.min(budget)));
-            }
+        let (buf, len) = unsafe { crate::params::extra_buffer(extra) };
+        if !buf.is_null() {
+            // SAFETY: the driver reads `len` bytes at `buf`: so can we.
+            h.bytes(unsafe { std::slice::from_raw_parts(buf, len.min(budget)) });
         }
     }
 }

@@ -1,6 +1,6 @@
-//! Kernel parameter sizes from `cuFuncGetParamInfo`, cached per function
-//! and thread: the execution id hashes a launch's argument bytes with
-//! them (launch.rs) and launch footprints scan them (footprint/).
+//! A launch's parameters as the execution id (launch.rs) and launch
+//! footprints (footprint/) read them: sizes from `cuFuncGetParamInfo`,
+//! cached per function and thread, or the `extra` buffer.
 //!
 //! A function whose sizes the driver does not give (its first
 //! `cuFuncGetParamInfo` fails with anything but the "past the last
@@ -10,6 +10,7 @@
 use crate::driver::{self, CuFunction, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Parameters asked of `cuFuncGetParamInfo` per function at most.
@@ -67,4 +68,25 @@ pub(crate) fn with_param_sizes<R>(f: CuFunction, g: impl FnOnce(Option<&[u32]>) 
             .or_insert_with(|| ask_param_sizes(f));
         g(sizes.as_deref())
     })
+}
+
+/// The `CU_LAUNCH_PARAM_BUFFER_POINTER` buffer of `extra` and its size.
+///
+/// # Safety
+/// `extra` is an _END-terminated key/value array (cuda.h).
+pub unsafe fn extra_buffer(extra: *mut *mut c_void) -> (*const u8, usize) {
+    let (mut buf, mut len) = (std::ptr::null::<u8>(), 0usize);
+    let mut i = 0;
+    // SAFETY: the caller's promise; at most 32 pairs are read.
+    unsafe {
+        while *extra.add(i) as usize != driver::LAUNCH_PARAM_END && i < 64 {
+            match *extra.add(i) as usize {
+                driver::LAUNCH_PARAM_BUFFER_POINTER => buf = *extra.add(i + 1) as *const u8,
+                driver::LAUNCH_PARAM_BUFFER_SIZE => len = *(*extra.add(i + 1) as *const usize),
+                _ => {}
+            }
+            i += 2;
+        }
+    }
+    (buf, len)
 }

@@ -11,7 +11,6 @@
 //! that start, so the words read at 8-byte steps from each parameter's
 //! start hold every pointer argument.
 
-use crate::driver;
 use std::ffi::c_void;
 
 /// Argument words looked at per launch at most: the 144 addresses of a
@@ -59,34 +58,14 @@ pub unsafe fn words(
         return false;
     }
     // SAFETY: `extra` is an _END-terminated key/value array (cuda.h).
-    let (buf, len) = unsafe { extra_buffer(extra) };
+    let (buf, len) = unsafe { crate::params::extra_buffer(extra) };
     !buf.is_null() && !each(buf, len)
-}
-
-/// The `CU_LAUNCH_PARAM_BUFFER_POINTER` buffer of `extra` and its size.
-///
-/// # Safety
-/// `extra` is an _END-terminated key/value array (cuda.h).
-pub unsafe fn extra_buffer(extra: *mut *mut c_void) -> (*const u8, usize) {
-    let (mut buf, mut len) = (std::ptr::null::<u8>(), 0usize);
-    let mut i = 0;
-    // SAFETY: the caller's promise; at most 32 pairs are read.
-    unsafe {
-        while *extra.add(i) as usize != driver::LAUNCH_PARAM_END && i < 64 {
-            match *extra.add(i) as usize {
-                driver::LAUNCH_PARAM_BUFFER_POINTER => buf = *extra.add(i + 1) as *const u8,
-                driver::LAUNCH_PARAM_BUFFER_SIZE => len = *(*extra.add(i + 1) as *const usize),
-                _ => {}
-            }
-            i += 2;
-        }
-    }
-    (buf, len)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver;
 
     /// `vectorized_elementwise_kernel<4, F, at::detail::Array<char*, 3>>(int
     /// N, F f, Array data)`: three parameters of 4, 1 (an empty functor)

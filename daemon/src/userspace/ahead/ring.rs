@@ -111,38 +111,16 @@ pub(super) mod tests {
     fn the_ring_is_found_by_name_and_checked() {
         let _one = ONE_RING.lock().unwrap_or_else(|e| e.into_inner());
         let me = std::process::id() as i32;
-        let name = std::ffi::CString::new(MEMFD_NAME).unwrap();
-        // SAFETY: memfd_create with a NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-        assert!(fd >= 0);
-        // SAFETY: fd is ours.
-        let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        f.set_len(RING_BYTES as u64).unwrap();
+        let (f, w) = runtime_ring();
         assert!(Mapped::find(me).is_none(), "not initialised");
         let m = Mapped::map(&f, me);
         assert!(m.is_none());
         // Initialised through a mapping of our own, as the runtime does.
-        // SAFETY: mapping our own memfd.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                RING_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        // SAFETY: the mapping just made, RING_BYTES long.
-        let w = unsafe { std::slice::from_raw_parts(p as *const AtomicU64, RING_WORDS) };
         Ring::new(w).unwrap().init(me as u32 + 1);
         assert!(Mapped::find(me).is_none(), "another writer");
         Ring::new(w).unwrap().init(me as u32);
         let m = Mapped::find(me).expect("found");
         m.ring().want(true);
         assert!(Ring::new(w).unwrap().wanted(), "one memory");
-        // SAFETY: our own mapping, once.
-        unsafe { libc::munmap(p, RING_BYTES) };
     }
 }
