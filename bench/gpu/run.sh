@@ -55,7 +55,9 @@ case_() {
   # runtime: execution ids); prescientd then attaches the launcher's child.
   # CTL_LOG=1: the runtime's exit line (its footprint counters) goes to
   # the case's bench.err; it times every launch, so it is off by default.
-  [ -n "${CTL_RUN:-}" ] && run=(env PRESCIENT_RUNTIME_LOG=${CTL_LOG:-0} "$CTL" run $CTL_RUN -- "${run[@]}")
+  # CTL_ENV="VAR=VALUE ...": more environment for the launcher (a variant's
+  # fifth field), e.g. PRESCIENT_RUNTIME=PATH for another build's runtime.
+  [ -n "${CTL_RUN:-}" ] && run=(env PRESCIENT_RUNTIME_LOG=${CTL_LOG:-0} ${CTL_ENV:-} "$CTL" run $CTL_RUN -- "${run[@]}")
   PRESCIENT_GO=$go PRESCIENT_MARKS_SOCKET=${MARKS_SOCK:-} "${run[@]}" "$@" > "$OUT/$name.bench.jsonl" 2> "$OUT/$name.bench.err" &
   local bp=$! dp= wp=$!
   if [ -n "${CTL_RUN:-}" ]; then
@@ -263,7 +265,8 @@ for w in $WHAT; do
     # "oracleW8:oracle:--workers 8;oracleM:oracle:--merge-queued 64";
     # a fourth field runs the workload under `prescientctl run FIELD4`
     # (execution ids from the runtime), e.g.
-    # "ids:prescient:--exec-ids on:--mode exec-id --no-marks";
+    # "ids:prescient:--exec-ids on:--mode exec-id --no-marks"; a fifth
+    # field is more environment for the launcher (CTL_ENV);
     # WL_VARIANTS: which workloads get them (default all).
     export STATS_MS=10
     for wl in ${ORACLE_WL:-dnn stream xf}; do
@@ -296,9 +299,9 @@ for w in $WHAT; do
         case " ${WL_VARIANTS:-$wl} " in *" $wl "*)
           IFS=';' read -ra VS <<< "${VARIANTS:-}"
           for v in "${VS[@]}"; do
-            IFS=: read -r vn vm vf vc <<< "$v"
+            IFS=: read -r vn vm vf vc ve <<< "$v"
             [ "$vm" = oracle ] && vf="--plan $OUT/${wl}_$rep.plan $vf"
-            CTL_RUN="$vc" RUNNER="$R" EXTRA="$vf" case_ ${wl}_${vn}_$rep $vm $OB -- "${A[@]}"
+            CTL_RUN="$vc" CTL_ENV="$ve" RUNNER="$R" EXTRA="$vf" case_ ${wl}_${vn}_$rep $vm $OB -- "${A[@]}"
           done ;;
         esac
       done

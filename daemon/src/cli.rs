@@ -160,16 +160,20 @@ pub struct PolicyArgs {
     /// GPU: a process that faults from a second GPU gets no plan (said).
     #[arg(long, value_name = "FILE")]
     pub record_plan: Option<PathBuf>,
-    /// Launch footprints (prescient mode, with execution ids): read the
-    /// launches the process's runtime (`prescientctl run`) publishes before
-    /// the GPU runs them, each with the managed blocks its pointer
-    /// arguments point into, and prefetch the blocks of the kernel the GPU
-    /// is on and of the ones queued behind it, in launch order, ahead of
-    /// the engine's predictions; blocks outside them are evicted first.
-    /// Off by default (see daemon/README.md, "Launch footprints").
-    #[arg(long)]
+    /// No launch footprints. By default (prescient mode, with execution
+    /// ids) prescientd reads the launches the process's runtime
+    /// (`prescientctl run`) publishes before the GPU runs them, each with
+    /// the managed blocks its pointer arguments point into, and prefetches
+    /// the blocks of the kernel the GPU is on and of the ones queued behind
+    /// it, in launch order, ahead of the engine's predictions (see
+    /// daemon/README.md, "Launch footprints").
+    #[arg(long, conflicts_with = "footprints")]
+    pub no_footprints: bool,
+    /// Launch footprints: the default since they are on (accepted for
+    /// the scripts that asked for them when they were off).
+    #[arg(long, hide = true)]
     pub footprints: bool,
-    /// With --footprints: the part of each GPU's budget (or size) the
+    /// With launch footprints: the part of each GPU's budget (or size) the
     /// launches to come may fill, in percent (25 ran faster than 50 on
     /// ResNet-50 and the encoder: BENCHMARKS-gpu.md run 61).
     #[arg(long, value_name = "PCT", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=100))]

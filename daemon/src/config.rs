@@ -107,6 +107,9 @@ pub struct UserspaceConfig {
     /// rate at which pre-evicted blocks are needed again soon
     /// (`Engine::set_regret_window`).
     pub regret_window: bool,
+    /// Prefetch the blocks of the launches a process's runtime published
+    /// ahead of the GPU (launch footprints; needs execution ids).
+    pub footprints: bool,
 }
 
 impl Default for UserspaceConfig {
@@ -117,6 +120,7 @@ impl Default for UserspaceConfig {
             queue_entries: 1 << 18,
             gate: true,
             regret_window: true,
+            footprints: true,
         }
     }
 }

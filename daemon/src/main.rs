@@ -292,7 +292,7 @@ fn loop_config(
         exec_ids: args.policy.exec_ids,
         oracle: None,
         record_plan: args.policy.record_plan,
-        footprints: args.policy.footprints,
+        footprints: !args.policy.no_footprints,
         footprint_window_pct: args.policy.footprint_window_pct,
     }
 }

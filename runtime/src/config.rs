@@ -28,8 +28,10 @@ pub struct Config {
     pub marks: bool,
     /// Write them only while the page's reader asks for them (auto mode).
     pub marks_on_request: bool,
-    /// Hash kernel arguments into ids (else function and launch shape only).
-    pub id_args: bool,
+    /// Which argument bytes an id hashes besides the function and the
+    /// launch shape (PRESCIENT_ID_ARGS: `pointers`, the default; `all`;
+    /// `0` or `none`).
+    pub id_args: IdArgs,
     /// One line at start and the counters at exit, on stderr.
     pub log: bool,
     /// Where to write every launch's id at exit (8 bytes each, little
@@ -73,7 +75,7 @@ impl Config {
             gpu_budgets,
             marks: !transparent,
             marks_on_request: mode.as_deref().is_none_or(|m| m == "auto"),
-            id_args: get(ENV_ID_ARGS).is_none_or(|v| v != "0"),
+            id_args: IdArgs::parse(get(ENV_ID_ARGS).as_deref()),
             log: get(ENV_LOG).is_some_and(|v| v == "1"),
             id_log: get(ENV_ID_LOG).filter(|p| !p.is_empty()),
             footprints: !transparent && get(ENV_FOOTPRINTS).is_none_or(|v| v != "0"),
@@ -85,6 +87,35 @@ impl Config {
                 Some("1") => true,
                 _ => !budgeted,
             },
+        }
+    }
+}
+
+/// Which of a launch's argument bytes its execution id hashes.
+///
+/// An id must repeat in the next step and tell apart the same kernel on
+/// other tensors. The tensors' addresses do both (the caching allocator
+/// hands the same blocks out again); other arguments may not: a time step
+/// (FDTD-2D's `t`) or a random-number offset changes on every launch and
+/// makes every id new (BENCHMARKS-gpu.md run 66: FDTD-2D 279 ms a step
+/// without arguments, 717 ms with all of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdArgs {
+    /// Function and launch shape only.
+    None,
+    /// Plus the argument words that point into managed memory.
+    Pointers,
+    /// Plus up to 1 KiB of argument bytes, whatever they hold.
+    All,
+}
+
+impl IdArgs {
+    /// `0`/`none`, `1`/`all`, else (`pointers`, unset or unknown) pointers.
+    fn parse(v: Option<&str>) -> IdArgs {
+        match v {
+            Some("0" | "none") => IdArgs::None,
+            Some("1" | "all") => IdArgs::All,
+            _ => IdArgs::Pointers,
         }
     }
 }
@@ -157,8 +188,15 @@ mod tests {
         assert!(!parse(&[(ENV_MODE, "transparent")]).marks);
         assert_eq!(parse(&[(ENV_BUDGET, "0")]).budget, None);
         assert_eq!(parse(&[(ENV_BUDGET, "1048576")]).budget, Some(1 << 20));
-        assert!(parse(&[]).id_args);
-        assert!(!parse(&[(ENV_ID_ARGS, "0")]).id_args);
+        assert_eq!(parse(&[]).id_args, IdArgs::Pointers);
+        assert_eq!(
+            parse(&[(ENV_ID_ARGS, "pointers")]).id_args,
+            IdArgs::Pointers
+        );
+        assert_eq!(parse(&[(ENV_ID_ARGS, "0")]).id_args, IdArgs::None);
+        assert_eq!(parse(&[(ENV_ID_ARGS, "none")]).id_args, IdArgs::None);
+        assert_eq!(parse(&[(ENV_ID_ARGS, "all")]).id_args, IdArgs::All);
+        assert_eq!(parse(&[(ENV_ID_ARGS, "1")]).id_args, IdArgs::All);
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub const MEM_LOCATION_TYPE_DEVICE: c_int = 1;
 /// the destination is a location, passed by value, and flags must be 0.
 pub type PrefetchV2 =
     unsafe extern "C" fn(CuDevicePtr, usize, MemLocation, c_uint, CuStream) -> CuResult;
+/// `cuFuncGetParamInfo` / `cuKernelGetParamInfo`: a handle, a parameter's
+/// index, and out-pointers for its offset and size.
+pub type ParamInfo = unsafe extern "C" fn(CuFunction, usize, *mut usize, *mut usize) -> CuResult;
 /// The CUDA version whose `cuCtxGetDevice` ABI is `(CUdevice *)` (13.0
 /// made it `cuCtxGetDevice_v2(CUdevice *, CUcontext)`).
 pub const CTX_GET_DEVICE_VERSION: c_int = 2000;
@@ -80,8 +83,11 @@ pub struct Calls {
     pub stream_is_capturing: unsafe extern "C" fn(CuStream, *mut c_int) -> CuResult,
     pub stream_is_capturing_ptsz: unsafe extern "C" fn(CuStream, *mut c_int) -> CuResult,
     /// `cuFuncGetParamInfo` (CUDA 12.4 on): absent from older drivers.
-    pub func_param_info:
-        Option<unsafe extern "C" fn(CuFunction, usize, *mut usize, *mut usize) -> CuResult>,
+    pub func_param_info: Option<ParamInfo>,
+    /// `cuKernelGetParamInfo` (CUDA 12.4 on): the same question for a
+    /// `CUkernel`, which CUDA 12's runtime launches in place of a
+    /// `CUfunction` and which `cuFuncGetParamInfo` may refuse.
+    pub kernel_param_info: Option<ParamInfo>,
     /// For placing fresh allocations (alloc.rs); absent: not placed.
     pub mem_prefetch: Option<PrefetchV2>,
     pub ctx_get_device: Option<unsafe extern "C" fn(*mut c_int) -> CuResult>,
@@ -155,6 +161,7 @@ impl Calls {
     /// Resolves every call; None if the driver lacks a required one.
     pub fn resolve() -> Option<Calls> {
         let param_info = resolve(c"cuFuncGetParamInfo", 0);
+        let kernel_param_info = resolve(c"cuKernelGetParamInfo", 0);
         let prefetch = resolve(c"cuMemPrefetchAsync", 0);
         let get_device = resolve_at(c"cuCtxGetDevice", CTX_GET_DEVICE_VERSION, 0);
         Some(Calls {
@@ -169,6 +176,12 @@ impl Calls {
             func_param_info: (!param_info.is_null()).then(|| {
                 // SAFETY: cuFuncGetParamInfo's ABI at API_VERSION.
                 unsafe { cast(param_info) }
+            }),
+            kernel_param_info: (!kernel_param_info.is_null()).then(|| {
+                // SAFETY: cuKernelGetParamInfo's ABI at API_VERSION:
+                // `(CUkernel, size_t, size_t *, size_t *)`, a handle as wide
+                // as a CUfunction.
+                unsafe { cast(kernel_param_info) }
             }),
             mem_prefetch: (!prefetch.is_null()).then(|| {
                 // SAFETY: at API_VERSION (13.0) the driver returns

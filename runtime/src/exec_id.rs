@@ -3,11 +3,13 @@
 //!
 //! The same launch in the next training step must get the same id, and
 //! different launches should not: the function handle, grid, block and
-//! shared memory size identify the kernel and its shape; the argument
-//! bytes (pointers included) tell apart the same kernel on different
+//! shared memory size identify the kernel and its shape; the arguments
+//! that point into managed memory tell apart the same kernel on different
 //! tensors, and stay the same across steps as long as PyTorch's caching
 //! allocator hands the same blocks out again (it does in steady state).
-//! With PRESCIENT_ID_ARGS=0 arguments are left out.
+//! Other argument bytes (a time step, a random-number offset) are left
+//! out by default: they change on every launch (config::IdArgs says
+//! which modes PRESCIENT_ID_ARGS picks).
 
 /// The launch-identity part of an id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 // caller passes what cuda.h requires, and the wrapper forwards it.
 #![allow(clippy::missing_safety_doc)]
 
+use crate::config::IdArgs;
 use crate::driver::{CuFunction, CuResult, CuStream, LaunchConfig};
 use crate::exec_id::{Hasher, Shape};
 use crate::{marker, stats};
@@ -56,7 +57,8 @@ type Coop = unsafe extern "C" fn(
     *mut *mut c_void,
 ) -> CuResult;
 
-/// Hashes the argument bytes of a launch (up to [`MAX_ARG_BYTES`]).
+/// Hashes the argument bytes of a launch (up to [`MAX_ARG_BYTES`]), in
+/// [`IdArgs::All`] mode.
 ///
 /// # Safety
 /// `params` and `extra` are the launch's own, valid as the driver requires.
@@ -108,11 +110,22 @@ unsafe fn before(
     }
     // The wrapper's own CPU time, measured only when it is printed.
     let t0 = config.log.then(Instant::now);
+    let function = shape.function as CuFunction;
+    let footprint = crate::footprint::wanted();
+    // The pointer words, scanned once for the id and the footprint.
+    let ptrs = if footprint || config.id_args == IdArgs::Pointers {
+        // SAFETY: the caller's promise.
+        unsafe { crate::footprint::pointer_words(function, params, extra) }
+    } else {
+        crate::footprint::PointerWords::default()
+    };
     let mut h = Hasher::default();
     h.shape(&shape);
-    if config.id_args {
+    match config.id_args {
+        IdArgs::None => {}
+        IdArgs::Pointers => ptrs.words.iter().for_each(|&w| h.word(w)),
         // SAFETY: the caller's promise.
-        unsafe { hash_args(&mut h, shape.function as CuFunction, params, extra) };
+        IdArgs::All => unsafe { hash_args(&mut h, function, params, extra) },
     }
     let id = h.finish();
     if config.id_log.is_some() {
@@ -122,8 +135,9 @@ unsafe fn before(
     // Before the id's write is enqueued: the daemon finds a launch in the
     // ring before the page can name it.
     let key = marker::stream_key(stream, per_thread, marker::tid());
-    // SAFETY: the caller's promise.
-    unsafe { crate::footprint::publish(id, key, shape.function as CuFunction, params, extra) };
+    if footprint {
+        crate::footprint::publish(id, key, &ptrs);
+    }
     // SAFETY: the launch's own stream.
     unsafe { marker::mark(stream, per_thread, id) };
     if let (Some(t0), Some(t1)) = (t0, t1) {

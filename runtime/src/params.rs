@@ -3,9 +3,10 @@
 //! cached per function and thread, or the `extra` buffer.
 //!
 //! A function whose sizes the driver does not give (its first
-//! `cuFuncGetParamInfo` fails with anything but the "past the last
-//! parameter" answer) is counted, with the first such code, in the exit
-//! line: its ids hash no argument bytes and its footprints are empty.
+//! `cuFuncGetParamInfo` and `cuKernelGetParamInfo` both fail with anything
+//! but the "past the last parameter" answer) is counted, with the first
+//! such code, in the exit line: its ids hash no argument bytes and its
+//! footprints are empty.
 
 use crate::driver::{self, CuFunction, CUDA_ERROR_INVALID_VALUE, CUDA_SUCCESS};
 use std::cell::RefCell;
@@ -20,6 +21,9 @@ const MAX_PARAMS: usize = 256;
 pub static REFUSED: AtomicU64 = AtomicU64::new(0);
 /// The first refusal's CUresult (0: none yet).
 pub static FIRST_REFUSAL: AtomicU64 = AtomicU64::new(0);
+/// Functions (per thread) that `cuFuncGetParamInfo` refused and
+/// `cuKernelGetParamInfo` answered.
+pub static KERNEL_ANSWERED: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     /// Parameter sizes per function (None: unknown). Per thread, so that a
@@ -29,26 +33,48 @@ thread_local! {
 }
 
 /// The sizes of `f`'s parameters, asked of the driver once per function
-/// and thread.
+/// and thread: of `cuFuncGetParamInfo`, or, where it refuses the handle,
+/// of `cuKernelGetParamInfo` (CUDA 12's runtime launches `CUkernel`s).
 fn ask_param_sizes(f: CuFunction) -> Option<Box<[u32]>> {
-    let info = driver::calls().and_then(|c| c.func_param_info)?;
+    let calls = driver::calls()?;
+    let rc = match calls.func_param_info.map(|info| sizes_from(info, f)) {
+        Some(Ok(v)) => return Some(v),
+        Some(Err(rc)) => rc,
+        None => return None,
+    };
+    match calls.kernel_param_info.map(|info| sizes_from(info, f)) {
+        Some(Ok(v)) => {
+            KERNEL_ANSWERED.fetch_add(1, Ordering::Relaxed);
+            Some(v)
+        }
+        _ => {
+            refused(rc);
+            None
+        }
+    }
+}
+
+/// Asks `info` for every parameter's size; Err(rc) when the driver
+/// refuses the first question (the handle) with anything but the "past
+/// the last parameter" answer.
+fn sizes_from(info: driver::ParamInfo, f: CuFunction) -> Result<Box<[u32]>, i32> {
     let mut v = Vec::new();
     for i in 0..MAX_PARAMS {
         let (mut off, mut size) = (0usize, 0usize);
-        // SAFETY: cuFuncGetParamInfo on the caller's function; it fails
-        // (INVALID_VALUE) past the last parameter, so at once for a
-        // function with none.
+        // SAFETY: a parameter-info call on the caller's launch handle; it
+        // fails (INVALID_VALUE) past the last parameter, so at once for a
+        // function with none, and with another code for a handle it does
+        // not take.
         let rc = unsafe { info(f, i, &mut off, &mut size) };
         if rc != CUDA_SUCCESS {
             if i == 0 && rc != CUDA_ERROR_INVALID_VALUE {
-                refused(rc);
-                return None;
+                return Err(rc);
             }
             break;
         }
         v.push(size as u32);
     }
-    Some(v.into_boxed_slice())
+    Ok(v.into_boxed_slice())
 }
 
 /// Counts a function whose sizes the driver refused with `rc`.

@@ -35,7 +35,7 @@ pub fn line() -> String {
     let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
     format!(
         "lookups_wrapped={} managed_allocs={} managed_bytes_live={} launches={} marked={} unmarked={} \
-placed={} placed_bytes={} hash_ns={} mark_ns={} param_info_refused={} param_info_first_rc={}",
+placed={} placed_bytes={} hash_ns={} mark_ns={} param_info_refused={} param_info_first_rc={} param_info_kernel={}",
         g(&WRAPPED_LOOKUPS),
         g(&MANAGED_ALLOCS),
         g(&MANAGED_BYTES),
@@ -47,7 +47,8 @@ placed={} placed_bytes={} hash_ns={} mark_ns={} param_info_refused={} param_info
         g(&HASH_NS),
         g(&MARK_NS),
         g(&crate::params::REFUSED),
-        g(&crate::params::FIRST_REFUSAL)
+        g(&crate::params::FIRST_REFUSAL),
+        g(&crate::params::KERNEL_ANSWERED)
     )
 }
 

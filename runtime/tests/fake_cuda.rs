@@ -155,8 +155,14 @@ fn every_wrapper_symbol_version_and_per_thread_variant() {
             ("id_same_launch_same", "1"),
             ("id_args_differ", "1"),
             ("id_shape_differs", "1"),
-            ("launches", "10"),
-            ("launches_after_own_write", "10"),
+            // By default an id hashes the arguments that point into
+            // managed memory, not the others; for a CUkernel too
+            // (cuKernelGetParamInfo sizes its parameters).
+            ("id_scalar_differs", "0"),
+            ("kernel_id_pointer_differs", "1"),
+            ("kernel_id_scalar_differs", "0"),
+            ("launches", "14"),
+            ("launches_after_own_write", "14"),
             ("streams_have_slots", "1"),
             ("captured_write", "1"),
             ("many_streams_after_write", "300"),
@@ -256,6 +262,25 @@ fn ids_without_arguments_ignore_argument_changes() {
             ("id_same_launch_same", "1"),
             ("id_args_differ", "0"),
             ("id_shape_differs", "1"),
+            ("id_scalar_differs", "0"),
+            ("kernel_id_pointer_differs", "0"),
+        ],
+    );
+}
+
+#[test]
+fn ids_with_all_arguments_see_scalars_too() {
+    let m = run(
+        true,
+        &[("PRESCIENT_ID_ARGS", "all"), ("PRESCIENT_MODE", "exec-id")],
+    );
+    check(
+        &m,
+        &[
+            ("id_args_differ", "1"),
+            ("id_scalar_differs", "1"),
+            ("kernel_id_pointer_differs", "1"),
+            ("kernel_id_scalar_differs", "1"),
         ],
     );
 }

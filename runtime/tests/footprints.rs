@@ -131,7 +131,11 @@ fn launches_publish_their_ids_and_the_blocks_their_pointers_point_into() {
     let c: u64 = get("c").parse().unwrap();
     assert_eq!(get("own_managed_committed"), "1");
     assert_eq!(recorded(&m, "own_managed"), blocks(&[(c + MB, c + 6 * MB)]));
-    assert_eq!(get("head"), "5");
+    // A CUkernel's pointer argument is found too (its sizes come from
+    // cuKernelGetParamInfo).
+    assert_eq!(get("kernel_committed"), "1");
+    assert_eq!(recorded(&m, "kernel"), blocks(&[(a, a + MB)]));
+    assert_eq!(get("head"), "6");
     assert_eq!(get("dropped"), "0");
 }
 

@@ -26,7 +26,8 @@
 # folder: each tgz and the log are copied there as they are made,
 # so that a call cut short still brings back what finished). DEADLINE (env,
 # seconds since the start, default 560): a model that would start later is
-# skipped and said.
+# skipped and said. UM_CASES (env): marks.sh's cases, default "driverlike
+# marks"; "foot" adds launch footprints.
 set -u
 out=$1; steps=$2; reps=$3; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -79,7 +80,7 @@ for spec in "$@"; do
     [ -n "$chosen" ] && alt_ "$m" "$m.alt-${chosen//+/-}.$r" "$chosen" "$cap"
     plain_ "$m" "$r"
   done
-  PLAIN=0 CASES="driverlike marks" bash "$here/marks.sh" "$out/$m/um" "$m" "$steps" "$reps" "$cap" \
+  PLAIN=0 CASES="${UM_CASES:-driverlike marks}" bash "$here/marks.sh" "$out/$m/um" "$m" "$steps" "$reps" "$cap" \
     > "$out/$m/um.console" 2>&1
   python3 "$here/alts_summary.py" "$out/$m" | tee "$out/$m/summary.txt" | tee -a "$out/run.log"
   tar -C "$out" --exclude=um.tgz -czf "$out/$m.tgz" "$m"

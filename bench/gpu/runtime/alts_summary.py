@@ -118,14 +118,19 @@ def ratios(m, chosen):
     r = {}
     alt = "alt-" + chosen.replace("+", "-")
     alt = alt if alt in m else None
-    if "marks" in m and alt:
-        r["prescient_vs_" + alt] = m[alt] / m["marks"]
-        # the target's own terms: "within 1.5x of" is this time ratio
-        r["prescient_time_over_" + alt] = m["marks"] / m[alt]
-    if "marks" in m and "driverlike" in m:
-        r["prescient_vs_driverlike"] = m["driverlike"] / m["marks"]
-    if "marks" in m and "plain" in m:
-        r["prescient_vs_resident"] = m["plain"] / m["marks"]
+    # Prescient: ids + marks ("prescient_"), and with launch footprints
+    # ("foot_") where marks.sh ran them.
+    for case, key in (("marks", "prescient"), ("foot", "foot")):
+        if case not in m:
+            continue
+        if alt:
+            r[f"{key}_vs_{alt}"] = m[alt] / m[case]
+            # the target's own terms: "within 1.5x of" is this time ratio
+            r[f"{key}_time_over_{alt}"] = m[case] / m[alt]
+        if "driverlike" in m:
+            r[f"{key}_vs_driverlike"] = m["driverlike"] / m[case]
+        if "plain" in m:
+            r[f"{key}_vs_resident"] = m["plain"] / m[case]
     if alt and "plain" in m:
         r[alt + "_vs_resident"] = m["plain"] / m[alt]
     return r

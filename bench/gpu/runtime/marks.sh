@@ -10,7 +10,8 @@
 # Usage: bench/gpu/runtime/marks.sh OUTDIR MODEL STEPS REPS [BUDGET]
 # (BUDGET: default half of the managed bytes a probe run counts).
 # CASES (environment): the configurations to run, default all four
-# ("driverlike transparent execid marks"); PLAIN=0 skips the plain run.
+# ("driverlike transparent execid marks"), and "foot": marks plus launch
+# footprints (prescientd --footprints); PLAIN=0 skips the plain run.
 set -u
 out=$1; model=$2; steps=$3; reps=$4; budget=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,9 +36,10 @@ if [ -z "$budget" ]; then
 fi
 echo "$budget" > "$out/budget.txt"
 
-# case NAME JOB_MODE DAEMON_MODE EXEC_IDS MARKS(0/1)
+# case NAME JOB_MODE DAEMON_MODE EXEC_IDS MARKS(0/1) [DAEMON_FLAGS...]
 case_() {
   local name=$1 jmode=$2 dmode=$3 ids=$4 marks=$5 sock="$out/$1.sock" extra=() t=$(date +%s)
+  shift 5
   rm -f "$sock"
   if [ "$marks" = 1 ]; then
     extra=(--marks-socket "$sock"); export PRESCIENT_MARKS_SOCKET="$sock"; nm=()
@@ -50,7 +52,7 @@ case_() {
     python3 "$here/jobs.py" "$model" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
   local cp=$! jp=
   for _ in $(seq 100); do jp=$(pgrep -P $cp | head -1); [ -n "$jp" ] && break; sleep 0.05; done
-  timeout 220 "$pd" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" "${extra[@]}" \
+  timeout 220 "$pd" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" "${extra[@]}" "$@" \
     --stats-json "$out/$name.stats.json" > "$out/$name.daemon.json" 2> "$out/$name.daemon.log" &
   local dp=$!
   wait $cp; echo "$name rc=$?" >> "$out/rc.txt"
@@ -66,6 +68,7 @@ for r in $(seq 1 "$reps"); do
       transparent) case_ "$model.transparent.$r" transparent prescient off 0 ;;
       execid) case_ "$model.execid.$r" exec-id prescient on 0 ;;
       marks) case_ "$model.marks.$r" exec-id prescient on 1 ;;
+      foot) case_ "$model.foot.$r" exec-id prescient on 1 --footprints ;;
     esac
   done
 done

@@ -168,6 +168,7 @@ pub fn userspace_settings(
         queue_entries: cfg.userspace.queue_entries,
         gate: cfg.userspace.gate,
         regret_window: cfg.userspace.regret_window,
+        footprints: cfg.userspace.footprints,
         stats_interval: Duration::from_millis(cfg.poll_interval_ms.min(500)),
     }
 }

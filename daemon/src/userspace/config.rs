@@ -74,8 +74,10 @@ pub struct Config {
     pub oracle: Option<OracleConfig>,
     /// `--record-plan FILE`: write the run's block sequence there at the end.
     pub record_plan: Option<PathBuf>,
-    /// `--footprints`: prefetch the blocks of the launches the process's
-    /// runtime queued ahead of the GPU (ahead/); needs execution ids.
+    /// Launch footprints (on unless `--no-footprints` or
+    /// `userspace.footprints = false`): prefetch the blocks of the launches
+    /// the process's runtime queued ahead of the GPU (ahead/); needs
+    /// execution ids.
     pub footprints: bool,
     /// The part of each GPU's limit the launches to come may take, in
     /// percent (1-100).
@@ -117,7 +119,10 @@ impl Default for Config {
             exec_ids: ExecIds::Off,
             oracle: None,
             record_plan: None,
-            footprints: false,
+            // On: 1.3-1.9x over execution ids alone on every job measured
+            // (BENCHMARKS-gpu.md runs 67-70), once the runtime sizes the
+            // parameters of CUkernel launches (run 66).
+            footprints: true,
             footprint_window_pct: 25,
         }
     }
@@ -180,6 +185,7 @@ impl Config {
             stats_interval: settings.stats_interval,
             workers: settings.workers.max(1),
             regret_window: settings.regret_window,
+            footprints: settings.footprints,
             gpu_blocks: blocks_of(settings.gpu_memory_bytes),
             gpu_memory: settings.gpu_memory.clone(),
             backoff: Some(backoff::Params::default()),
@@ -219,6 +225,8 @@ pub struct Settings {
     pub gate: bool,
     /// The regret-driven window depth (`Config::regret_window`).
     pub regret_window: bool,
+    /// Launch footprints (`Config::footprints`).
+    pub footprints: bool,
     /// How often a process's counters are published to the service.
     pub stats_interval: Duration,
 }

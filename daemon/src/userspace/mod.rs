@@ -572,6 +572,7 @@ mod tests {
             queue_entries: 1 << 12,
             gate: true,
             regret_window: true,
+            footprints: true,
             stats_interval: Duration::from_millis(100),
         })
     }

@@ -58,27 +58,24 @@ pub fn blocks_of(ex: &extents::Extents, words: &[u64], unknown_cap: u64, r: &mut
     }
 }
 
-/// Publishes one launch, if a reader asks: its encoded id, its stream's
-/// slot key and its footprint.
+/// A launch's argument words that may point into managed memory (read
+/// once per launch: the id in pointer mode and the footprint share them).
+#[derive(Default)]
+pub struct PointerWords {
+    pub words: Vec<u64>,
+    /// Words were left out (scan.rs's cap, or sizes the driver refused).
+    pub cut: bool,
+}
+
+/// The argument words of a launch of `f` within the managed range.
 ///
 /// # Safety
 /// `params` and `extra` are the launch's own, valid as the driver requires.
-pub unsafe fn publish(
-    id: u64,
-    stream_key: u64,
+pub unsafe fn pointer_words(
     f: CuFunction,
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
-) {
-    let Some(ring) = ring::ring() else { return };
-    if !ring.wanted() {
-        return;
-    }
-    let mut r = Record {
-        id: prescient_uapi::execpage::encode(id),
-        stream: stream_key,
-        ..Record::default()
-    };
+) -> PointerWords {
     let mut words = Vec::new();
     let cut = crate::params::with_param_sizes(f, |sizes| {
         // SAFETY: the caller's promise.
@@ -90,9 +87,30 @@ pub unsafe fn publish(
             })
         }
     });
-    r.truncated = cut;
+    PointerWords { words, cut }
+}
+
+/// Does a reader ask for footprints now? (One load.)
+pub fn wanted() -> bool {
+    ring::ring().is_some_and(|r| r.wanted())
+}
+
+/// Publishes one launch, if a reader asks: its encoded id, its stream's
+/// slot key and its footprint, from its pointer words.
+pub fn publish(id: u64, stream_key: u64, ptrs: &PointerWords) {
+    let Some(ring) = ring::ring() else { return };
+    if !ring.wanted() {
+        return;
+    }
+    let mut r = Record {
+        id: prescient_uapi::execpage::encode(id),
+        stream: stream_key,
+        ..Record::default()
+    };
+    r.truncated = ptrs.cut;
     let cap = crate::config::get().footprint_unknown_cap;
-    if !words.is_empty() && extents::with(|ex| blocks_of(ex, &words, cap, &mut r)).is_none() {
+    let words = &ptrs.words;
+    if !words.is_empty() && extents::with(|ex| blocks_of(ex, words, cap, &mut r)).is_none() {
         r.truncated = true;
     }
     let blocks: u64 = r.blocks().map(|(_, n)| n).sum();

@@ -132,7 +132,12 @@ int main(int argc, char **argv) {
 
     /* Launches: the first one is captured, before the page exists. */
     void *stream = (void *)0x7000;
-    uint64_t a = 0x1000, b = 7;
+    /* Two managed buffers (cuMemAlloc is managed under the runtime): ids
+     * hash the arguments that point into them. */
+    CUdeviceptr m1 = 0, m2 = 0;
+    a1(&m1, 4 << 20);
+    a1(&m2, 4 << 20);
+    uint64_t a = m1, b = 7;
     void *params[2] = {&a, &b};
     lk_t lk = (lk_t)get("cuLaunchKernel", 12000, 0);
     capture(1);
@@ -145,12 +150,31 @@ int main(int argc, char **argv) {
     uint64_t v1 = slot_value(0x7000);
     lk(fn(0), 4, 1, 1, 128, 1, 1, 0, stream, params, NULL);
     uint64_t v2 = slot_value(0x7000);
-    a = 0x2000;
+    a = m2;
     lk(fn(0), 4, 1, 1, 128, 1, 1, 0, stream, params, NULL);
     uint64_t v3 = slot_value(0x7000);
     lk(fn(0), 8, 1, 1, 128, 1, 1, 0, stream, params, NULL);
     uint64_t v4 = slot_value(0x7000);
     printf("id_written=%d id_same_launch_same=%d id_args_differ=%d id_shape_differs=%d\n", v1 != 0, v1 == v2, v1 != v3, v3 != v4);
+    /* A scalar argument (k0's 4-byte second one) that changes. */
+    b = 8;
+    lk(fn(0), 8, 1, 1, 128, 1, 1, 0, stream, params, NULL);
+    printf("id_scalar_differs=%d\n", slot_value(0x7000) != v4);
+    /* A CUkernel (cuFuncGetParamInfo refuses it): its pointer argument
+     * still tells launches apart, its 64-bit scalar only with all bytes. */
+    uint64_t ka = m1, ks = 1;
+    void *kparams[2] = {&ka, &ks};
+    lk(fn(4), 4, 1, 1, 128, 1, 1, 0, stream, kparams, NULL);
+    uint64_t k1 = slot_value(0x7000);
+    ks = 2;
+    lk(fn(4), 4, 1, 1, 128, 1, 1, 0, stream, kparams, NULL);
+    uint64_t k2 = slot_value(0x7000);
+    ka = m2;
+    lk(fn(4), 4, 1, 1, 128, 1, 1, 0, stream, kparams, NULL);
+    uint64_t k3 = slot_value(0x7000);
+    printf("kernel_id_pointer_differs=%d kernel_id_scalar_differs=%d\n", k3 != k2, k2 != k1);
+    ff(m1);
+    ff(m2);
     /* A reader asks for ids (the page's control word, bit 0). */
     want_ids(1);
     lk(fn(0), 3, 1, 1, 128, 1, 1, 0, (void *)0xA000, params, NULL);

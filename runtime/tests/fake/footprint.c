@@ -156,6 +156,12 @@ int main(int argc, char **argv) {
     lk(fn(0), 64, 1, 1, 128, 1, 1, 0, (void *)0x7000, p3, NULL);
     printf("c=%llu\n", c);
     print_record("own_managed", head0 + 4);
+    /* A CUkernel (CUDA 12+'s runtime launches these): cuFuncGetParamInfo
+     * refuses it, cuKernelGetParamInfo sizes its parameters. */
+    uint64_t kp = a, ks = 12345;
+    void *p4[2] = {&kp, &ks};
+    lk(fn(4), 64, 1, 1, 128, 1, 1, 0, (void *)0x7000, p4, NULL);
+    print_record("kernel", head0 + 5);
     printf("head=%llu dropped=%llu\n", (unsigned long long)(ring()[8] - head0),
            (unsigned long long)ring()[5]);
     return 0;
