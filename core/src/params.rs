@@ -309,6 +309,9 @@ pub const MAX_HISTORY: u64 = 1 << 23;
 /// Transparent mode: the window reads the history at most this many
 /// windows ahead of the cursor (resident blocks are claimed, not counted).
 pub const HISTORY_AHEAD: u64 = 2;
+/// Transparent mode re-plans its window from the cursor at every predicted
+/// fault on memories of at most this many blocks (`engine/plan.rs`).
+pub const REPLAN_MAX_BLOCKS: u32 = 64;
 /// The history window holds at most this part of the memory.
 pub const HISTORY_WINDOW_PART: u32 = 8;
 

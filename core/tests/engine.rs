@@ -166,6 +166,43 @@ fn transparent_history_records_prefetched_blocks_again() {
     }
 }
 
+/// Transparent mode on a small memory (24 blocks, the VM's scenario): a
+/// fault the history predicted starts a plan that offers every block the
+/// history says comes next, in order, none left to fault as a probe (the
+/// history window of `follow.rs`, 3 blocks deep here, left every second one
+/// to fault); the fault just past the plan is predicted and starts the next.
+#[test]
+fn transparent_plan_prefetches_every_expected_block_on_a_small_memory() {
+    let p = Params {
+        max_resident_blocks: 24,
+        window_blocks: 256,
+        free_max: 12,
+        ..small(Mode::Transparent)
+    };
+    let mut e = engine(p);
+    // Scattered blocks, so that no run joins them; two periods learnt.
+    let order: Vec<u64> = (0..60).map(|i| 1000 + 37 * i).collect();
+    for &b in order.iter().chain(&order) {
+        e.fault(b);
+        drain(&mut e);
+    }
+    // A plan is a quarter of the memory: 6 blocks.
+    e.fault(order[0]);
+    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
+    assert_eq!(got, order[1..7], "the first plan");
+    let s = e.stats();
+    e.fault(order[7]);
+    let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
+    assert_eq!(got, order[8..14], "the plan after the fault that ended it");
+    assert_eq!(e.stats().history_hits, s.history_hits + 1);
+    assert_eq!(e.stats().history_misses, s.history_misses);
+    assert!(got.iter().all(|&b| e.is_predicted(b)));
+    assert!(
+        !e.is_predicted(order[3]),
+        "the passed plan is not protected"
+    );
+}
+
 /// Transparent mode: a resident block the history window passes counts as
 /// used there, so a block used again and again without migrating (a hot
 /// weight, read between every two other blocks) is not taken as the least
@@ -295,7 +332,9 @@ fn params() -> impl Strategy<Value = Params> {
         1u32..6,
         prop::bool::ANY,
         1u32..64,
-        8u32..64,
+        // Both transparent followers: the plan (at most 64 blocks) and the
+        // history window.
+        8u32..160,
     )
         .prop_map(
             |(rl, assoc, succs, look, tables, transparent, window, resident)| {

@@ -27,10 +27,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-fn exercise(mode: Mode) -> u64 {
+fn exercise(mode: Mode, gpu_blocks: u32) -> u64 {
     let p = Params {
         mode,
-        ..Params::for_gpu(4096)
+        ..Params::for_gpu(gpu_blocks)
     };
     let mut e = Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
     let mut pf = [Prefetch::default(); 64];
@@ -65,6 +65,8 @@ fn engine_paths_do_not_allocate() {
     let v = std::hint::black_box(vec![1u8; 16]);
     assert!(ALLOCS.load(Ordering::SeqCst) > before);
     drop(v);
-    assert_eq!(exercise(Mode::ExecId), 0);
-    assert_eq!(exercise(Mode::Transparent), 0);
+    assert_eq!(exercise(Mode::ExecId, 4096), 0);
+    assert_eq!(exercise(Mode::Transparent, 4096), 0);
+    // A memory small enough for transparent mode's plan follower.
+    assert_eq!(exercise(Mode::Transparent, 24), 0);
 }

@@ -62,26 +62,26 @@ const SCAN_ENTRIES: usize = 64;
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Follower {
     /// The history ring's bookkeeping outside the storage.
-    history: HistoryState,
+    pub(super) history: HistoryState,
     /// The window follows the history (cursor, emit and copy are valid).
-    following: bool,
+    pub(super) following: bool,
     /// The place after the last fault the history predicted: the program
     /// is believed to be there.
-    cursor: Place,
+    pub(super) cursor: Place,
     /// The next place to emit a prefetch from.
-    emit: Place,
+    pub(super) emit: Place,
     /// The furthest place emitted from since the last jump: below it the
     /// window is walked again, offering only what is still not resident.
     furthest: Place,
     /// The next place to copy to the head.
     copy: Place,
     /// Faults in a row that the history did not predict.
-    misses: u32,
+    pub(super) misses: u32,
     /// Blocks the window may have in flight now: adapts between
     /// `MIN_HISTORY_WINDOW` and `Params::history_window`.
     pub(super) depth: u32,
     /// The last fault the history did not predict.
-    last_miss: Block,
+    pub(super) last_miss: Block,
     /// Blocks the window decided to move (probes included): the probe phase.
     emitted: u64,
 }
@@ -192,14 +192,14 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.history_window() as u32
     }
 
-    fn history_mut(&mut self) -> History<'_> {
+    pub(super) fn history_mut(&mut self) -> History<'_> {
         let l = &self.layout;
         let (ring, index) =
             self.storage[l.history.start..l.history_index.end].split_at_mut(l.history.len());
         History::new(&mut self.follower.history, ring, index)
     }
 
-    fn history_ref(&self) -> HistoryRef<'_> {
+    pub(super) fn history_ref(&self) -> HistoryRef<'_> {
         let l = &self.layout;
         HistoryRef::new(
             &self.follower.history,

@@ -14,12 +14,14 @@
 //! each event to one part:
 //! - `chain.rs`: execution-id mode's chain of per-kernel block tables;
 //! - `follow.rs`: transparent mode's history follower;
+//! - `plan.rs`: transparent mode's plan follower, on small memories;
 //! - `victims.rs`: victim selection and the regret window.
 //!
 //! The window set and frontier they share live in `crate::window`.
 
 mod chain;
 mod follow;
+mod plan;
 mod victims;
 
 use crate::block::{Block, ExecId, NONE};
@@ -301,6 +303,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             self.free_target = self.free_target.saturating_sub(1).max(self.params.free_min);
         }
         match self.params.mode {
+            Mode::Transparent if self.replans() => self.plan_fault(block),
             Mode::Transparent => self.history_fault(block, refault),
             Mode::ExecId => self.chain_fault(block),
         }
@@ -320,6 +323,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// [`Engine::chain_state`] is `Running`.
     pub fn prefetches(&mut self, out: &mut [Prefetch]) -> usize {
         let n = match self.params.mode {
+            Mode::Transparent if self.replans() => self.plan_prefetches(out),
             Mode::Transparent => self.history_prefetches(out),
             Mode::ExecId => self.chain_prefetches(out),
         };

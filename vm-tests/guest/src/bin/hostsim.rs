@@ -19,6 +19,11 @@
 //! between them, where a poll sees about one kernel in n),
 //! LOG=1 (one `faultlog:` line per fault of the 2nd half of the iterations,
 //! in the format the VM test prints, and a `faultcause:` count per iteration),
+//! WHY=1 (with LOG=1, transparent mode: one `faultwhy:` line per fault the
+//! engine is fed in the 2nd half, with what the history follower made of
+//! it: `hit` (predicted, the window moves on), `jump` (unpredicted, the
+//! window moved elsewhere), `miss` (unpredicted, recorded), `passed`
+//! (neither: a block the window had just passed, or the same block again)),
 //! STATS=1 (the engine's counters after each run).
 use prescient_core::{ChainState, Engine, Mode, Prefetch, Victim};
 use prescient_uapi::kernel_default_params;
@@ -125,6 +130,31 @@ fn worker(e: &mut Engine<Vec<u64>>, g: &mut Gpu) {
     }
 }
 
+/// Feeds fault `b` to the engine; with `why`, prints what the transparent
+/// follower made of it (the counter it moved).
+fn feed_fault(e: &mut Engine<Vec<u64>>, b: u64, why: Option<(usize, usize, u64)>) {
+    let s0 = e.stats();
+    e.fault(b);
+    let Some((it, k, base)) = why else {
+        return;
+    };
+    let s1 = e.stats();
+    let verdict = if s1.history_hits > s0.history_hits {
+        "hit"
+    } else if s1.history_jumps > s0.history_jumps {
+        "jump"
+    } else if s1.history_misses > s0.history_misses {
+        "miss"
+    } else {
+        "passed"
+    };
+    println!(
+        "faultwhy: iter {it} k {k} b {} {verdict} resident {}",
+        b - base,
+        e.resident_blocks()
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let path = args
@@ -148,6 +178,7 @@ fn main() {
         .unwrap_or(0x7f00_0000_0000u64 >> 21);
     let exec_mode = env("EXEC", 0) == 1;
     let log = env("LOG", 0) == 1;
+    let why_log = log && env("WHY", 0) == 1;
     for with in [false, true] {
         let mut p = kernel_default_params(gpu as u32);
         p.succs = env("SUCCS", p.succs);
@@ -186,6 +217,8 @@ fn main() {
             let mut by = [0u32; 5];
             for k in 0..ks.len() - 1 {
                 g.cur = k;
+                let verdict_at =
+                    (with && why_log && !exec_mode && it >= iters / 2).then_some((it, k, base));
                 let mut announced = true;
                 if with && exec_mode && !late_start {
                     if sample == 0 || k % sample == 0 {
@@ -219,7 +252,7 @@ fn main() {
                     if with && defer {
                         pending.push(b);
                     } else if with {
-                        e.fault(b);
+                        feed_fault(&mut e, b, verdict_at);
                         e.migrated_in(b);
                         worker(&mut e, &mut g);
                     }
@@ -233,7 +266,7 @@ fn main() {
                         for (f, x) in events.drain(..) {
                             match f {
                                 Some(b) => {
-                                    e.fault(b);
+                                    feed_fault(&mut e, b, verdict_at);
                                     e.migrated_in(b);
                                 }
                                 None => e.kernel_start(x),
@@ -248,7 +281,7 @@ fn main() {
                     worker(&mut e, &mut g);
                 }
                 for b in pending.drain(..) {
-                    e.fault(b);
+                    feed_fault(&mut e, b, verdict_at);
                     e.migrated_in(b);
                     worker(&mut e, &mut g);
                 }
