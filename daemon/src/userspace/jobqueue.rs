@@ -162,6 +162,13 @@ impl<J: Merge> JobQueue<J> {
         self.next_for(Role::Any)
     }
 
+    /// The next job, None if none is queued (tests: a worker that runs
+    /// when the test says).
+    #[cfg(test)]
+    pub(super) fn try_next(&self) -> Option<J> {
+        self.q.lock().ok()?.pick_for(Role::Any)
+    }
+
     /// The next job a worker of `role` takes, waiting for one; None once
     /// closed and nothing of its kind is left.
     pub(super) fn next_for(&self, role: Role) -> Option<J> {

@@ -16,7 +16,7 @@ use super::pump::{turn, Host};
 use super::route::Route;
 use super::snapshot::Snapshot;
 use super::state::Process;
-use prescient_core::{ChainState, Limit, BLOCK_BYTES, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
+use prescient_core::{ChainState, Limit, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -50,14 +50,15 @@ impl Policy for DriverLike {
     fn step(&mut self, p: &mut Process) {
         for l in p.lanes.iter_mut() {
             let Some(bb) = budget_blocks(l) else { continue };
-            while l.residency.blocks() > bb {
+            // Blocks leaving already count until they are gone, but need
+            // no second eviction.
+            while l.residency.staying_blocks() > bb {
                 let Some(v) = l.residency.pop_oldest() else {
                     break;
                 };
-                if l.residency.get(v) == 0 {
+                if !l.residency.leave(v) {
                     continue;
                 }
-                l.residency.sub(v, BLOCK_BYTES);
                 l.pre_evicted_blocks += 1;
                 p.log.victim(v);
                 p.migrator.submit(Job::to_cpu(v, 1, l.gpu.uuid));
@@ -189,8 +190,13 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         &mut l.refetch,
         &mut host,
     );
-    // A victim the driver refuses to discard is evicted.
+    // A victim the driver refuses to discard is evicted; the others are
+    // gone once UVM_DISCARD returned, here.
+    let dead = l.leaving.dead.clone();
     let refused = discard_blocks(s.fd, &mut l.leaving.dead, max_run, s.discarded, s.snap);
+    for b in dead.into_iter().filter(|b| !refused.contains(b)) {
+        l.residency.left(b, true);
+    }
     l.leaving.evict.extend(refused);
     for &v in &l.leaving.evict {
         s.log.victim(v);
@@ -208,7 +214,8 @@ mod tests {
     use crate::userspace::lanes::tests::config;
     use crate::userspace::lanes::Lanes;
     use crate::userspace::pump::turn;
-    use crate::userspace::residency::{fault_in, Residency};
+    use crate::userspace::migrator::Evicted;
+    use crate::userspace::residency::{fault_in, Left, Residency};
     use crate::userspace::route::tests::{index, table};
     use prescient_core::{Engine, Pump};
     use std::sync::Arc;
@@ -236,6 +243,22 @@ mod tests {
                 migrator: Migrator::start(Arc::new(null.into()), 0, 0, 0, 0),
                 route: Route::new(table(parents)),
                 mech: Tracker::default(),
+            }
+        }
+
+        /// The evictions queued so far, ended as the workers end them.
+        fn evicted(&mut self) -> Vec<Evicted> {
+            self.migrator.run_queued();
+            self.migrator.take_evicted()
+        }
+
+        /// Ends the queued evictions on `lanes`.
+        fn complete(&mut self, lanes: &mut [Lane]) {
+            let done = self.evicted();
+            for l in lanes {
+                for e in &done {
+                    l.eviction_ended(e);
+                }
             }
         }
 
@@ -368,7 +391,13 @@ mod tests {
                 },
             );
             assert_eq!(got, want, "prefetches after the fault on {b}");
-            ref_evicted += std::mem::take(&mut leaving.evict).len() as u64;
+            // Both turns' evictions complete before the next fault.
+            let evicted: Vec<u64> = std::mem::take(&mut leaving.evict);
+            ref_evicted += evicted.len() as u64;
+            for b in evicted {
+                assert_ne!(ledger.left(b, true), Left::Moot);
+            }
+            w.complete(std::slice::from_mut(&mut lane));
             assert_eq!(lane.residency.blocks(), ledger.blocks(), "after {b}");
             assert_eq!(lane.engine.stats(), engine.stats(), "after {b}");
             assert_eq!(lane.pre_evicted_blocks, ref_evicted, "after {b}");
@@ -400,8 +429,13 @@ mod tests {
                     .get_or_make(g, &w.cfg, false)
                     .unwrap()
                     .fault(b, true, false);
-                let l = lanes.at(g.index).unwrap();
-                sent.extend(w.turn(l).into_iter().map(|x| (g.index, x)));
+                // The turn after the fault; its evictions end, and the loop
+                // turns again before the next fault (the room is free now).
+                for _ in 0..2 {
+                    let l = lanes.at(g.index).unwrap();
+                    sent.extend(w.turn(l).into_iter().map(|x| (g.index, x)));
+                    lanes.evictions_ended(&w.evicted());
+                }
             }
         }
         let l0 = lanes.at(g0.index).unwrap();

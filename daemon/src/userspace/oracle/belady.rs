@@ -63,8 +63,14 @@ pub enum Moved {
 /// What the resident set looks like to the schedule (the daemon's ledger,
 /// or a test's set).
 pub trait Ledger {
-    /// Blocks resident now (the budget's unit).
+    /// Blocks resident now (the budget's unit), those whose eviction has
+    /// not completed and those on their way in included.
     fn blocks(&self) -> u64;
+    /// Of `blocks`, those whose eviction was started and has not
+    /// completed: no victims any more, but their room is not free yet.
+    fn leaving(&self) -> u64 {
+        0
+    }
     /// Whether `b` is wholly resident (or on its way).
     fn resident(&self, b: u64) -> bool;
     /// Whether `b` may be prefetched now.
@@ -82,6 +88,9 @@ pub struct Filled {
     pub victims: u64,
     /// Stopped: every resident block is needed before the next missing one.
     pub no_room: bool,
+    /// Missing blocks whose room is made but still leaving the GPU: they
+    /// wait for a later turn.
+    pub waiting: u64,
 }
 
 impl Schedule {
@@ -268,11 +277,11 @@ impl Schedule {
         out
     }
 
-    /// Evicts Belady's victims while `l` holds more than `budget` blocks;
-    /// returns how many left.
+    /// Evicts Belady's victims while more than `budget` blocks of `l`
+    /// stay (blocks leaving already do not); returns how many were taken.
     pub fn settle(&mut self, l: &mut impl Ledger, budget: u64) -> u64 {
         let mut n = 0;
-        while l.blocks() > budget {
+        while l.blocks() - l.leaving() > budget {
             let Some((v, _)) = self.take_victim() else {
                 break;
             };
@@ -283,19 +292,26 @@ impl Schedule {
 
     /// Prefetches the missing blocks of the next `ahead` in order, each
     /// making room under `budget` with a victim used after it; stops at
-    /// the first that has none.
+    /// the first that has none. A block goes in only while all counted
+    /// blocks, those leaving included, are under `budget`; once one has to
+    /// wait for its room to leave, the later ones only take their victims
+    /// (their evictions run meanwhile) and wait too, so the order holds.
     pub fn fill(&mut self, l: &mut impl Ledger, budget: u64, ahead: usize) -> Filled {
         let mut f = Filled::default();
         for (pos, b) in self.window(ahead, ahead.saturating_mul(64)) {
             if l.resident(b) || !l.movable(b) {
                 continue;
             }
-            while l.blocks() >= budget {
+            while l.blocks() - l.leaving() >= budget {
                 let Some((v, _)) = self.take_victim_after(pos) else {
                     f.no_room = true;
                     return f;
                 };
                 f.victims += u64::from(l.evict(v));
+            }
+            if f.waiting > 0 || l.blocks() >= budget {
+                f.waiting += 1;
+                continue;
             }
             l.prefetch(b, pos);
             self.track(b);
