@@ -323,6 +323,93 @@ mod tests {
         assert_eq!(ahead[1].done.resident, n as u64);
     }
 
+    /// UVM_MIGRATE as a worker sees it, from the driver's source: to the
+    /// CPU the call returns only once the copy is done (uvm_migrate.c adds
+    /// CPU mappings, and uvm_va_block.c's `block_map_cpu_page_to` waits on
+    /// the block's tracker first: "Don't map the CPU until prior copies
+    /// ... finish"); to the GPU with UVM_MIGRATE_FLAG_ASYNC it returns once
+    /// the copies are pushed. Here each call to the CPU waits for a permit
+    /// from the test (the copy finishing), and is counted when it returns.
+    struct SlowCpu {
+        permits: std::sync::mpsc::Sender<()>,
+        returned: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    fn slow_cpu_migrator() -> (Migrator, SlowCpu) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = std::sync::Mutex::new(rx);
+        let returned = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let r = returned.clone();
+        let mover: crate::userspace::migrator::Move = Arc::new(move |j: &Job| {
+            if !j.goes_to_gpu() {
+                rx.lock().unwrap().recv().unwrap();
+                r.fetch_add(j.blocks(), SeqCst);
+            }
+            Ok(())
+        });
+        let m = Migrator::start_with(mover, 1, 0, 0);
+        (
+            m,
+            SlowCpu {
+                permits: tx,
+                returned,
+            },
+        )
+    }
+
+    /// The budget holds on the GPU, not only in the ledger: a full lane
+    /// (32 blocks of a 64 MB budget) gets 8 upcoming blocks; each needs a
+    /// victim, and no prefetch is issued before the eviction that makes
+    /// its room has returned. At every moment the blocks on the GPU (the
+    /// 32, plus every block sent there, minus every eviction returned)
+    /// stay within the budget. (Counting a victim gone when its eviction
+    /// was queued sent all 8 at once: 40 blocks on the GPU.)
+    #[test]
+    fn prefetches_wait_until_the_evictions_making_their_room_return() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mut w = World::new(config("64M", &[0]), &[0]);
+        let (m, slow) = slow_cpu_migrator();
+        w.migrator = m;
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lanes = Lanes::default();
+        for b in 0..32 {
+            w.route.fault(index(0), b, || anyhow::bail!("known"));
+            lanes.get_or_make(gpu, &w.cfg, false).unwrap().fault(b, false, false);
+        }
+        let upcoming: Vec<u64> = (100..108).collect();
+        let mut sent = Vec::new();
+        let on_gpu = |sent: &Vec<u64>| 32 + sent.len() as u64 - slow.returned.load(SeqCst);
+        for step in 0..40 {
+            let l = lanes.at(gpu.index).unwrap();
+            sent.extend(w.turn_ahead(l, &upcoming, &mut Vec::new()));
+            assert!(on_gpu(&sent) <= 32, "step {step}: {} blocks on the GPU", on_gpu(&sent));
+            if sent.len() == upcoming.len() {
+                break;
+            }
+            // One eviction's copy finishes; the loop sees it return.
+            let before = slow.returned.load(SeqCst);
+            slow.permits.send(()).unwrap();
+            let t = std::time::Instant::now();
+            while slow.returned.load(SeqCst) == before {
+                assert!(t.elapsed().as_secs() < 10, "the worker never returned");
+                std::thread::yield_now();
+            }
+            let mut done = Vec::new();
+            while done.is_empty() {
+                done = w.migrator.take_evicted();
+            }
+            lanes.evictions_ended(&done);
+        }
+        assert_eq!(sent, upcoming, "every upcoming block went, in order");
+        let l = lanes.at(gpu.index).unwrap();
+        // 8 in, 8 victims out, each returned before its block went.
+        assert_eq!((l.residency.blocks(), l.residency.leaving_blocks()), (32, 0));
+        assert_eq!(slow.returned.load(SeqCst), 8);
+        drop(slow.permits);
+        w.migrator.finish();
+    }
+
     /// A loop over 3 passes of 40 blocks: a stream the engine learns.
     fn stream() -> Vec<u64> {
         (0..3).flat_map(|_| 1000..1040).collect()

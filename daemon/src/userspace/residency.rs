@@ -370,6 +370,69 @@ pub(super) mod tests {
         assert_eq!(l.get(B), BLOCK_BYTES);
     }
 
+    /// Our eviction counts its block until the worker's UVM_MIGRATE to
+    /// the CPU returned; the eviction's own event (ours, cause "user")
+    /// takes nothing off before that.
+    #[test]
+    fn a_block_counts_until_its_eviction_returns() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        fault_in(&mut l, &mut e, B);
+        assert!(l.leave(B));
+        assert!(!l.leave(B), "leaving once");
+        assert_eq!((l.blocks(), l.leaving_blocks(), l.staying_blocks()), (1, 1, 0));
+        assert_eq!((l.total(), l.staying_total()), (BLOCK_BYTES, 0));
+        assert_eq!(l.pop_oldest(), None, "no arrival-order candidate");
+        apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::Prescient,
+            &mig(uvm::CAUSE_USER, false, BLOCK_BYTES),
+        );
+        assert_eq!(l.total(), BLOCK_BYTES, "the event of our own eviction");
+        assert_eq!(l.left(B, true), Left::Gone);
+        assert_eq!((l.blocks(), l.total(), l.leaving_total()), (0, 0, 0));
+        assert_eq!(l.left(B, true), Left::Moot);
+    }
+
+    /// The driver refused the eviction: the block stays, counted, and is
+    /// an arrival-order candidate (a victim) again.
+    #[test]
+    fn a_refused_eviction_leaves_the_block_resident() {
+        let mut l = Residency::default();
+        l.add(B, BLOCK_BYTES);
+        assert_eq!(l.pop_oldest(), Some(B));
+        l.leave(B);
+        assert_eq!(l.left(B, false), Left::Stays);
+        assert_eq!((l.blocks(), l.leaving_blocks(), l.total()), (1, 0, BLOCK_BYTES));
+        assert_eq!(l.pop_oldest(), Some(B));
+    }
+
+    /// While its eviction runs, the GPU faults the block back (or the
+    /// driver moves part of it in): it is resident again and stays
+    /// counted when the eviction returns, the engine holding it again; the
+    /// driver evicting it meanwhile takes it off at once.
+    #[test]
+    fn arrivals_and_driver_evictions_while_leaving_win_over_the_end() {
+        let (mut l, mut e) = (Residency::default(), engine());
+        fault_in(&mut l, &mut e, B);
+        e.evicted(B); // the victim, as the shared loop takes it
+        l.leave(B);
+        fault_in(&mut l, &mut e, B);
+        assert!(e.is_resident(B), "the engine holds it again");
+        assert_eq!((l.leaving_blocks(), l.leaving_total()), (0, 0));
+        assert_eq!(l.left(B, true), Left::Moot);
+        assert_eq!(l.total(), BLOCK_BYTES);
+        l.leave(B);
+        assert!(apply_migration(
+            &mut l,
+            &mut e,
+            PolicyMode::Prescient,
+            &mig(uvm::CAUSE_EVICTION, false, BLOCK_BYTES)
+        ));
+        assert_eq!((l.blocks(), l.leaving_blocks(), l.leaving_total()), (0, 0, 0));
+        assert_eq!(l.left(B, true), Left::Moot);
+    }
+
     #[test]
     fn a_gpu_fault_counts_against_the_budget_once() {
         let (mut l, mut e) = (Residency::default(), engine());

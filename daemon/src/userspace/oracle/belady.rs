@@ -614,4 +614,85 @@ mod tests {
         // twice the budget); what is left are the stretches' disorder.
         assert!(faults < 200, "{faults} faults");
     }
+
+    /// Resident blocks whose evictions end only when the test says
+    /// (prescientd's workers: the UVM_MIGRATE to the CPU returns after the
+    /// copy); a prefetch while the counted blocks fill the budget is
+    /// counted as a breach.
+    struct Slow {
+        res: HashSet<u64>,
+        leaving: Vec<u64>,
+        budget: u64,
+        breaches: u32,
+        prefetched: u64,
+    }
+
+    impl Ledger for Slow {
+        fn blocks(&self) -> u64 {
+            self.res.len() as u64
+        }
+        fn leaving(&self) -> u64 {
+            self.leaving.len() as u64
+        }
+        fn resident(&self, b: u64) -> bool {
+            self.res.contains(&b)
+        }
+        fn movable(&mut self, _b: u64) -> bool {
+            true
+        }
+        fn evict(&mut self, b: u64) -> bool {
+            if !self.res.contains(&b) || self.leaving.contains(&b) {
+                return false;
+            }
+            self.leaving.push(b);
+            true
+        }
+        fn prefetch(&mut self, b: u64, _pos: u32) {
+            if self.res.len() as u64 >= self.budget {
+                self.breaches += 1;
+            }
+            self.res.insert(b);
+            self.prefetched += 1;
+        }
+    }
+
+    /// The loop of the test above with evictions that end after the turn:
+    /// no prefetch goes in while the blocks still leaving fill the budget,
+    /// the window's later blocks wait in order, and the loop still runs
+    /// ahead of the GPU.
+    #[test]
+    fn evictions_still_leaving_hold_the_prefetches_back() {
+        let (n, iters, budget, ahead) = (64u64, 10, 32, 8);
+        let plan: Vec<u64> = (0..iters).flat_map(|_| 0..n).collect();
+        let mut s = Schedule::new(plan.clone(), 16, 16);
+        let mut l = Slow {
+            res: HashSet::new(),
+            leaving: Vec::new(),
+            budget,
+            breaches: 0,
+            prefetched: 0,
+        };
+        let mut faults = 0;
+        for &b in &plan {
+            if !l.res.contains(&b) {
+                faults += 1;
+                s.fault(b, |x| l.res.contains(&x));
+                l.res.insert(b);
+                s.track(b);
+                s.settle(&mut l, budget);
+            }
+            // Two turns per access (the loop turns far more often than
+            // the GPU faults), the evictions ending after each.
+            for _ in 0..2 {
+                s.fill(&mut l, budget, ahead);
+                assert!(l.blocks() <= budget + 1, "only the fault's block is past it");
+                for v in l.leaving.drain(..) {
+                    l.res.remove(&v);
+                }
+            }
+        }
+        assert_eq!(l.breaches, 0);
+        assert!(l.prefetched > 0);
+        assert!(faults < 200, "{faults} faults");
+    }
 }
