@@ -213,8 +213,8 @@ mod tests {
     use crate::userspace::discard::Leaving;
     use crate::userspace::lanes::tests::config;
     use crate::userspace::lanes::Lanes;
-    use crate::userspace::pump::turn;
     use crate::userspace::migrator::Evicted;
+    use crate::userspace::pump::turn;
     use crate::userspace::residency::{fault_in, Left, Residency};
     use crate::userspace::route::tests::{index, table};
     use prescient_core::{Engine, Pump};
@@ -375,7 +375,10 @@ mod tests {
         let mut lanes = Lanes::default();
         for b in 0..32 {
             w.route.fault(index(0), b, || anyhow::bail!("known"));
-            lanes.get_or_make(gpu, &w.cfg, false).unwrap().fault(b, false, false);
+            lanes
+                .get_or_make(gpu, &w.cfg, false)
+                .unwrap()
+                .fault(b, false, false);
         }
         let upcoming: Vec<u64> = (100..108).collect();
         let mut sent = Vec::new();
@@ -383,7 +386,11 @@ mod tests {
         for step in 0..40 {
             let l = lanes.at(gpu.index).unwrap();
             sent.extend(w.turn_ahead(l, &upcoming, &mut Vec::new()));
-            assert!(on_gpu(&sent) <= 32, "step {step}: {} blocks on the GPU", on_gpu(&sent));
+            assert!(
+                on_gpu(&sent) <= 32,
+                "step {step}: {} blocks on the GPU",
+                on_gpu(&sent)
+            );
             if sent.len() == upcoming.len() {
                 break;
             }
@@ -404,7 +411,10 @@ mod tests {
         assert_eq!(sent, upcoming, "every upcoming block went, in order");
         let l = lanes.at(gpu.index).unwrap();
         // 8 in, 8 victims out, each returned before its block went.
-        assert_eq!((l.residency.blocks(), l.residency.leaving_blocks()), (32, 0));
+        assert_eq!(
+            (l.residency.blocks(), l.residency.leaving_blocks()),
+            (32, 0)
+        );
         assert_eq!(slow.returned.load(SeqCst), 8);
         drop(slow.permits);
         w.migrator.finish();

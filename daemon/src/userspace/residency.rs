@@ -379,7 +379,10 @@ pub(super) mod tests {
         fault_in(&mut l, &mut e, B);
         assert!(l.leave(B));
         assert!(!l.leave(B), "leaving once");
-        assert_eq!((l.blocks(), l.leaving_blocks(), l.staying_blocks()), (1, 1, 0));
+        assert_eq!(
+            (l.blocks(), l.leaving_blocks(), l.staying_blocks()),
+            (1, 1, 0)
+        );
         assert_eq!((l.total(), l.staying_total()), (BLOCK_BYTES, 0));
         assert_eq!(l.pop_oldest(), None, "no arrival-order candidate");
         apply_migration(
@@ -403,7 +406,10 @@ pub(super) mod tests {
         assert_eq!(l.pop_oldest(), Some(B));
         l.leave(B);
         assert_eq!(l.left(B, false), Left::Stays);
-        assert_eq!((l.blocks(), l.leaving_blocks(), l.total()), (1, 0, BLOCK_BYTES));
+        assert_eq!(
+            (l.blocks(), l.leaving_blocks(), l.total()),
+            (1, 0, BLOCK_BYTES)
+        );
         assert_eq!(l.pop_oldest(), Some(B));
     }
 
@@ -429,7 +435,10 @@ pub(super) mod tests {
             PolicyMode::Prescient,
             &mig(uvm::CAUSE_EVICTION, false, BLOCK_BYTES)
         ));
-        assert_eq!((l.blocks(), l.leaving_blocks(), l.leaving_total()), (0, 0, 0));
+        assert_eq!(
+            (l.blocks(), l.leaving_blocks(), l.leaving_total()),
+            (0, 0, 0)
+        );
         assert_eq!(l.left(B, true), Left::Moot);
     }
 

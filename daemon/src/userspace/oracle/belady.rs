@@ -685,7 +685,10 @@ mod tests {
             // the GPU faults), the evictions ending after each.
             for _ in 0..2 {
                 s.fill(&mut l, budget, ahead);
-                assert!(l.blocks() <= budget + 1, "only the fault's block is past it");
+                assert!(
+                    l.blocks() <= budget + 1,
+                    "only the fault's block is past it"
+                );
                 for v in l.leaving.drain(..) {
                     l.res.remove(&v);
                 }
