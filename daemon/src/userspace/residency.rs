@@ -181,8 +181,10 @@ impl Residency {
 /// about blocks that entered or left the GPU. Returns true for a block the
 /// driver evicted on its fault path.
 ///
-/// Our own migrations (cause "user"; we issue only those) entered or left
-/// the ledger when we issued them, so their events are not applied again.
+/// Our own migrations (cause "user"; we issue only those) entered the
+/// ledger when we issued them, and leave it when the worker's UVM_MIGRATE
+/// to the CPU returns (`Residency::left`), so their events are not applied
+/// again.
 /// They come late: the driver records them on copy completion, through a
 /// queue. By then we may have pre-evicted a block we prefetched, or the GPU
 /// may have faulted back a block we evicted. Applying them then made the
