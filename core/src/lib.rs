@@ -29,4 +29,4 @@ pub use block::{
 pub use engine::{ChainState, Engine, EngineError, Prefetch, Stats, Victim};
 pub use exec_table::NO_EXEC;
 pub use params::{Mode, Param, ParamError, Params};
-pub use pump::{Admit, Host, Limit, Pump, Pumped, Why, DEFAULT_WATERMARK_PCT};
+pub use pump::{Admit, Host, Limit, Pump, Pumped, Room, Why, DEFAULT_WATERMARK_PCT};

@@ -13,14 +13,34 @@
 //! reserve ([`Engine::free_target`]: up on every eviction the driver had to
 //! make on the fault path, down on every refault of a pre-evicted block).
 //!
+//! # Blocks on their way out
+//! A block counts as resident until its eviction has completed: a host whose
+//! evictions complete later than [`Host::evict`] returns (prescientd's
+//! workers) counts them in [`Host::resident_blocks`] and says how many in
+//! [`Host::leaving_blocks`]. They are no victims any more (the engine forgot
+//! them), but their memory is not free yet: prescientd counted a block gone
+//! when its eviction was queued, and admitted prefetches into room that was
+//! not free (GPU runs 58 and 60: 1.12-1.31x the budget).
+//!
+//! Victims are taken until the blocks that *stay* (resident minus leaving)
+//! are under `limit`; a prefetch is admitted only while *all* counted blocks
+//! (leaving ones and prefetches in flight included) are under the capacity,
+//! the budget itself. The reserve between the two (`free_target`, at least
+//! 2.5% of the budget: [`crate::Params::for_gpu`]) is how many evictions can
+//! be on their way while prefetches still go in. For a host whose evictions
+//! complete at once the second rule never binds: the first keeps resident
+//! below `limit`, at most the capacity.
+//!
 //! # One round ([`Pump::round`])
-//! 1. Settle: while more than `limit` blocks are resident, take the engine's
-//!    victims (dead blocks are discarded, live ones evicted).
+//! 1. Settle: while more than `limit` blocks stay resident, take the
+//!    engine's victims (dead blocks are discarded, live ones evicted).
 //! 2. Prefetch: take candidates from the engine (soonest needed first); for
-//!    each one not resident, make room (resident below `limit`, one victim at
-//!    a time) and hand it to the host. Stop at `max_prefetches`, when the
-//!    host has no capacity left, or when no victim is left (every resident
-//!    block is predicted: the candidate is kept for the next round).
+//!    each one not resident, make room (staying blocks below `limit`, one
+//!    victim at a time) and hand it to the host if it fits under the
+//!    capacity now. Stop at `max_prefetches`, when the host has no capacity
+//!    left, when no victim is left (every resident block is predicted), or
+//!    when the room made is still leaving (`waiting`); the candidate is kept
+//!    for the next round in the last two cases.
 //!
 //! Candidates the engine emitted but the round did not reach stay queued in
 //! the [`Pump`] until the next round; a fault starts a new prediction window
@@ -44,11 +64,22 @@ const REFILL_TRIES: usize = 64;
 
 /// What a host does for the pump: count, evict and migrate blocks.
 pub trait Host {
-    /// Blocks of this address space the host counts on the GPU.
+    /// Blocks of this address space the host counts on the GPU: those
+    /// whose eviction has not completed and those whose prefetch is in
+    /// flight included.
     ///
     /// `engine_count` is the engine's own ledger count: a host that keeps no
     /// ledger of its own (prescient.ko) returns it.
     fn resident_blocks(&self, engine_count: u32) -> u64;
+
+    /// Of [`Host::resident_blocks`], those whose eviction was started
+    /// ([`Host::evict`] returned true) and has not completed: still on the
+    /// GPU, no victims any more. A host whose evictions complete before
+    /// `evict` returns (prescient.ko migrates synchronously; the simulator
+    /// delays the prefetch that needs the room instead) keeps the default.
+    fn leaving_blocks(&self) -> u64 {
+        0
+    }
 
     /// True if `block` is on the GPU already, as far as the host knows.
     ///
@@ -95,6 +126,18 @@ pub enum Why {
     Room,
 }
 
+/// Where [`make_room`] left the room for one more block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Room {
+    /// It fits under the capacity now: admit it.
+    Free,
+    /// Victims are on their way out; it fits once their evictions
+    /// complete (a later round).
+    Leaving,
+    /// The engine had no victim left (every resident block is predicted).
+    None,
+}
+
 /// How far resident blocks may grow before pre-eviction starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limit {
@@ -133,6 +176,9 @@ pub struct Pumped {
     pub failed: u32,
     /// The round stopped because no victim was left to make room.
     pub no_room: bool,
+    /// The round stopped because the room made for the next candidate is
+    /// still leaving the GPU (its evictions have not completed).
+    pub waiting: bool,
     /// Another round would do more now: candidates are queued or the chain
     /// still runs, and this round found room.
     pub more: bool,
@@ -202,12 +248,20 @@ impl Pump {
                 done.already_resident += 1;
                 continue;
             }
-            let cap = limit.blocks(engine.free_target());
-            if !room_for_one(engine, cap, host, &mut done) {
-                // Everything resident is predicted: keep the candidate.
-                self.push_front(p);
-                done.no_room = true;
-                break;
+            match room(engine, limit, host, &mut done) {
+                Room::Free => {}
+                Room::Leaving => {
+                    // Its room is on the way: keep the candidate.
+                    self.push_front(p);
+                    done.waiting = true;
+                    break;
+                }
+                Room::None => {
+                    // Everything resident is predicted: keep the candidate.
+                    self.push_front(p);
+                    done.no_room = true;
+                    break;
+                }
             }
             match host.prefetch(p) {
                 Admit::Issued => {
@@ -219,8 +273,11 @@ impl Pump {
             }
         }
         // Without room another round cannot move anything until an event
-        // (a fault, a kernel start, an eviction) changes what is resident.
-        done.more = !done.no_room && (self.len > 0 || engine.chain_state() == ChainState::Running);
+        // (a fault, a kernel start, an eviction completing) changes what is
+        // resident.
+        done.more = !done.no_room
+            && !done.waiting
+            && (self.len > 0 || engine.chain_state() == ChainState::Running);
         done
     }
 
@@ -258,8 +315,8 @@ impl Pump {
     }
 }
 
-/// Evicts until at most `cap` blocks are resident. False if the engine ran
-/// out of victims first.
+/// Evicts until at most `cap` blocks stay resident. False if the engine
+/// ran out of victims first.
 fn settle<S, H>(engine: &mut Engine<S>, cap: u64, host: &mut H, done: &mut Pumped) -> bool
 where
     S: DerefMut<Target = [u64]>,
@@ -269,31 +326,39 @@ where
 }
 
 /// Makes room under `limit` for one block the host brings in outside a
-/// round (prescientd: a discarded block marked alive again). False if the
-/// engine ran out of victims first.
-pub fn make_room<S, H>(engine: &mut Engine<S>, limit: Limit, host: &mut H) -> bool
+/// round (prescientd: a discarded block marked alive again, the blocks of
+/// the launches to come); the host admits it only on [`Room::Free`].
+pub fn make_room<S, H>(engine: &mut Engine<S>, limit: Limit, host: &mut H) -> Room
+where
+    S: DerefMut<Target = [u64]>,
+    H: Host + ?Sized,
+{
+    room(engine, limit, host, &mut Pumped::default())
+}
+
+/// Evicts until fewer than `limit` blocks stay resident (room for one more
+/// once the victims are gone), then says whether one more fits under the
+/// capacity now, the blocks still leaving counted.
+fn room<S, H>(engine: &mut Engine<S>, limit: Limit, host: &mut H, done: &mut Pumped) -> Room
 where
     S: DerefMut<Target = [u64]>,
     H: Host + ?Sized,
 {
     let cap = limit.blocks(engine.free_target());
-    room_for_one(engine, cap, host, &mut Pumped::default())
-}
-
-/// Evicts until fewer than `cap` blocks are resident: room for one more.
-/// False if the engine ran out of victims first.
-fn room_for_one<S, H>(engine: &mut Engine<S>, cap: u64, host: &mut H, done: &mut Pumped) -> bool
-where
-    S: DerefMut<Target = [u64]>,
-    H: Host + ?Sized,
-{
-    evict_down_to(engine, cap.saturating_sub(1), Why::Room, host, done)
+    if !evict_down_to(engine, cap.saturating_sub(1), Why::Room, host, done) {
+        return Room::None;
+    }
+    if host.resident_blocks(engine.resident_blocks()) < limit.capacity_blocks.max(1) {
+        Room::Free
+    } else {
+        Room::Leaving
+    }
 }
 
 /// Takes the engine's victims, a batch at a time, until at most `target`
-/// blocks are resident. False when a batch freed nothing (no victim, or the
-/// host refused every one). Each freed victim frees one block, so the work
-/// is bounded by the excess.
+/// blocks stay resident (blocks already leaving do not stay). False when a
+/// batch freed nothing (no victim, or the host refused every one). Each
+/// freed victim frees one block, so the work is bounded by the excess.
 fn evict_down_to<S, H>(
     engine: &mut Engine<S>,
     target: u64,
@@ -307,7 +372,8 @@ where
 {
     let mut batch = [Victim::default(); VICTIM_BATCH];
     loop {
-        let resident = host.resident_blocks(engine.resident_blocks());
+        let counted = host.resident_blocks(engine.resident_blocks());
+        let resident = counted.saturating_sub(host.leaving_blocks());
         if resident <= target {
             return true;
         }

@@ -26,6 +26,34 @@ struct Gpu {
     prefetched: Vec<u64>,
     /// Prefetches the link takes this round (None: unlimited).
     link_slots: Option<usize>,
+    /// Evictions complete only when the test says so (`complete`), as
+    /// prescientd's do: its workers' UVM_MIGRATE to the CPU returns once
+    /// the copy is done (uvm_migrate.c maps the CPU pages after
+    /// `uvm_tracker_wait` on the block), after the round that queued it.
+    slow_evictions: bool,
+    /// Blocks whose eviction started and has not completed, oldest first:
+    /// still in `resident`.
+    leaving: Vec<u64>,
+    /// With slow evictions, the capacity a prefetch must fit under, and
+    /// the prefetches that did not (resident, leaving ones included, at the
+    /// capacity already when it was issued).
+    capacity: u64,
+    over_capacity: usize,
+}
+
+impl Gpu {
+    /// The oldest `n` evictions complete; with `fail`, the driver refused
+    /// them and the blocks stay, so the engine counts them again.
+    fn complete(&mut self, e: &mut Engine<Vec<u64>>, n: usize, fail: bool) {
+        let n = n.min(self.leaving.len());
+        for b in self.leaving.drain(..n) {
+            if fail {
+                e.migrated_in(b);
+            } else {
+                self.resident.remove(&b);
+            }
+        }
+    }
 }
 
 impl Host for Gpu {
@@ -35,8 +63,16 @@ impl Host for Gpu {
     fn is_resident(&self, block: u64, _engine_says: bool) -> bool {
         self.resident.contains(&block)
     }
+    fn leaving_blocks(&self) -> u64 {
+        self.leaving.len() as u64
+    }
     fn evict(&mut self, v: Victim, _why: Why) -> bool {
-        if self.pinned.contains(&v.block) || !self.resident.remove(&v.block) {
+        if self.pinned.contains(&v.block) || self.leaving.contains(&v.block) {
+            return false;
+        }
+        if self.slow_evictions && self.resident.contains(&v.block) {
+            self.leaving.push(v.block);
+        } else if !self.resident.remove(&v.block) {
             return false;
         }
         if v.discard {
@@ -55,6 +91,9 @@ impl Host for Gpu {
         }
         if let Some(s) = self.link_slots.as_mut() {
             *s -= 1;
+        }
+        if self.slow_evictions && self.resident.len() as u64 >= self.capacity {
+            self.over_capacity += 1;
         }
         self.resident.insert(p.block);
         self.prefetched.push(p.block);
@@ -227,6 +266,71 @@ fn the_watermark_keeps_part_of_the_capacity_free() {
     assert_eq!(gpu.resident.len(), 90);
 }
 
+/// Evictions that complete after the round (prescientd's workers): the
+/// victims' room is not free until they do, so the round queues them and
+/// waits; the reserve between the limit and the capacity (here a 50%
+/// watermark) is how many can be on their way while prefetches go in.
+#[test]
+fn prefetches_wait_for_the_evictions_that_make_their_room() {
+    let mut e = engine();
+    let mut gpu = Gpu {
+        slow_evictions: true,
+        capacity: 12,
+        ..Gpu::default()
+    };
+    learned(&mut e, &mut gpu, 12);
+    e.kernel_start(0);
+    let half = Limit {
+        capacity_blocks: 12,
+        watermark_pct: 50,
+    };
+    let mut pump = Pump::new();
+    let done = pump.round(&mut e, half, usize::MAX, &mut gpu);
+    // Settling queued 6 victims, the first candidate 1 more; none has left.
+    assert_eq!((done.evicted, done.prefetched), (7, 0));
+    assert!(done.waiting && !done.no_room && !done.more);
+    assert_eq!((gpu.resident.len(), gpu.leaving.len()), (12, 7));
+    assert_eq!(pump.queued(), 5, "the candidate is kept");
+    // Nothing completed: another round admits nothing and evicts nothing.
+    let again = pump.round(&mut e, half, usize::MAX, &mut gpu);
+    assert_eq!((again.evicted, again.prefetched), (0, 0));
+    gpu.complete(&mut e, 7, false);
+    let done = pump.round(&mut e, half, usize::MAX, &mut gpu);
+    // All five go in while their victims (four) are still on their way:
+    // 10 counted, under the capacity of 12.
+    assert_eq!(gpu.prefetched, blocks_of(2).collect::<Vec<_>>());
+    assert_eq!((done.evicted, done.waiting), (4, false));
+    assert_eq!((gpu.resident.len(), gpu.leaving.len()), (10, 4));
+    assert_eq!(gpu.over_capacity, 0);
+}
+
+/// An eviction the driver refused leaves its block resident: it counts
+/// again, is a victim again, and its room never came.
+#[test]
+fn a_failed_eviction_gives_no_room_and_its_block_is_a_victim_again() {
+    let mut e = engine();
+    let mut gpu = Gpu {
+        slow_evictions: true,
+        capacity: 6,
+        ..Gpu::default()
+    };
+    learned(&mut e, &mut gpu, 6);
+    e.kernel_start(0);
+    let mut pump = Pump::new();
+    let done = pump.round(&mut e, limit(6), usize::MAX, &mut gpu);
+    assert_eq!((done.evicted, done.prefetched), (1, 0));
+    let victim = gpu.leaving[0];
+    gpu.complete(&mut e, 1, true);
+    assert!(e.is_resident(victim) && gpu.resident.contains(&victim));
+    let done = pump.round(&mut e, limit(6), usize::MAX, &mut gpu);
+    assert_eq!((done.evicted, done.prefetched), (1, 0));
+    assert_eq!(gpu.resident.len(), 6);
+    gpu.complete(&mut e, 1, false);
+    let done = pump.round(&mut e, limit(6), usize::MAX, &mut gpu);
+    assert_eq!(done.prefetched, 1);
+    assert_eq!(gpu.over_capacity, 0);
+}
+
 #[derive(Clone, Debug)]
 enum Event {
     Kernel(u32),
@@ -276,6 +380,66 @@ proptest! {
                         prop_assert_eq!(e.is_resident(b), gpu.resident.contains(&b), "block {}", b);
                     }
                 }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Slow {
+    Kernel(u32),
+    Touch(u64),
+    Complete(usize),
+    Fail(usize),
+    Round { max: usize },
+}
+
+fn slow_event() -> impl Strategy<Value = Slow> {
+    prop_oneof![
+        (1u32..6).prop_map(Slow::Kernel),
+        (0u64..64).prop_map(Slow::Touch),
+        (0usize..6).prop_map(Slow::Complete),
+        (0usize..3).prop_map(Slow::Fail),
+        (0usize..20).prop_map(|max| Slow::Round { max }),
+    ]
+}
+
+proptest! {
+    /// With evictions that complete later (or fail), no prefetch is
+    /// admitted while the resident blocks, those still leaving included,
+    /// fill the capacity; only faults (the driver's) go past it. The engine
+    /// holds exactly the resident blocks that are not leaving.
+    #[test]
+    fn admitted_and_leaving_blocks_never_exceed_the_capacity(
+        events in proptest::collection::vec(slow_event(), 1..300),
+        capacity in 4u64..24,
+        watermark in 50u32..=100,
+    ) {
+        let mut e = engine();
+        let mut gpu = Gpu { slow_evictions: true, capacity, ..Gpu::default() };
+        let l = Limit { capacity_blocks: capacity, watermark_pct: watermark };
+        let mut pump = Pump::new();
+        for ev in events {
+            match ev {
+                Slow::Kernel(k) => e.kernel_start(k),
+                Slow::Touch(b) => {
+                    if !gpu.resident.contains(&b) {
+                        demand(&mut e, &mut gpu, b);
+                        pump.restart();
+                    }
+                }
+                Slow::Complete(n) => gpu.complete(&mut e, n, false),
+                Slow::Fail(n) => gpu.complete(&mut e, n, true),
+                Slow::Round { max } => {
+                    let done = pump.round(&mut e, l, max, &mut gpu);
+                    prop_assert!(done.prefetched as usize <= max);
+                    prop_assert!(!(done.waiting && done.no_room));
+                }
+            }
+            prop_assert_eq!(gpu.over_capacity, 0);
+            for b in 0..64 {
+                let staying = gpu.resident.contains(&b) && !gpu.leaving.contains(&b);
+                prop_assert_eq!(e.is_resident(b), staying, "block {}", b);
             }
         }
     }

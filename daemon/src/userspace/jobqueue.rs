@@ -6,9 +6,13 @@
 //! prefetch, and one FIFO put each prefetch behind the evictions queued
 //! before it (GPU run 40: stream with the oracle, 94 jobs queued on
 //! average, 4 of 4 workers busy, the copy engine idle a third of the
-//! time). A prefetch is what the GPU waits for; an eviction only keeps the
-//! budget, whose ledger already counts the block gone. Evictions still get
-//! a share, so the GPU's real residency stays near the ledger's.
+//! time). A prefetch is what the GPU waits for. Evictions still get a
+//! share: the ledger counts an evicted block until its UVM_MIGRATE to the
+//! CPU returns (residency.rs), and a prefetch that needs its room is not
+//! issued before (core's pump.rs), so an eviction left waiting holds
+//! prefetches back. (Until the ledger followed evictions to their end it
+//! counted a block gone when queued, and the budget overshot: GPU runs 58
+//! and 60.)
 //!
 //! With `merge_blocks` set, a job that continues the last one queued in
 //! its direction (same destination, adjacent blocks) joins it, up to that
@@ -16,8 +20,9 @@
 //! stream under the oracle, had all 4 workers busy, 272 jobs queued on
 //! average and half its prefetches single 2 MB blocks, while the copy
 //! engine moved data to the GPU 1.23 s of the run. Only jobs still waiting
-//! merge, so nothing queued is delayed, and the ledger (which counted
-//! each block when it was queued) is unchanged.
+//! merge, so nothing queued is delayed, and the ledger is unchanged (it
+//! counted each prefetch when it was queued, and counts each evicted block
+//! until its merged job returns).
 //!
 //! Workers have a [`Role`]. With prefetch workers (`--prefetch-workers`),
 //! those take only prefetches and the others take evictions first. Why
@@ -160,6 +165,13 @@ impl<J: Merge> JobQueue<J> {
     #[cfg(test)]
     pub(super) fn next(&self) -> Option<J> {
         self.next_for(Role::Any)
+    }
+
+    /// The next job, None if none is queued (tests: a worker that runs
+    /// when the test says).
+    #[cfg(test)]
+    pub(super) fn try_next(&self) -> Option<J> {
+        self.q.lock().ok()?.pick_for(Role::Any)
     }
 
     /// The next job a worker of `role` takes, waiting for one; None once

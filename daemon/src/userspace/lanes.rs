@@ -19,9 +19,9 @@
 use super::config::{engine_params, Config};
 use super::discard::Leaving;
 use super::marks::Mark;
-use super::migrator::{gpu_bytes, Counters};
+use super::migrator::{gpu_bytes, Counters, Evicted};
 use super::mode::PolicyMode;
-use super::residency::{fault_in, Residency};
+use super::residency::{fault_in, Left, Residency};
 use super::snapshot::EngineView;
 use prescient_core::{Engine, Pump, Stats};
 use prescient_uapi::control::{Applied, GpuLane};
@@ -52,6 +52,9 @@ pub(super) struct Lane {
     pub(super) refetch: Vec<u64>,
     /// The engine learnt a fault this turn (the policy restarts its pump).
     pub(super) faulted: bool,
+    /// An eviction of this lane completed since the policy last looked:
+    /// room is free (the oracle looks at its window again).
+    pub(super) evictions_ended: bool,
     /// The last block this GPU faulted on (a run of faults on one block is
     /// learnt once).
     pub(super) last_fault_block: u64,
@@ -87,6 +90,7 @@ impl Lane {
             pump: Pump::new(),
             refetch: Vec::new(),
             faulted: false,
+            evictions_ended: false,
             last_fault_block: u64::MAX,
             fault_blocks: 0,
             max_resident_bytes: 0,
@@ -122,6 +126,25 @@ impl Lane {
         let both = before.map(|x| (x, self.engine.stats()));
         fault_in(&mut self.residency, &mut self.engine, b);
         Some(both)
+    }
+}
+
+impl Lane {
+    /// One of this lane's evictions ended (`Lanes::evictions_ended`);
+    /// returns the blocks the driver refused.
+    pub(super) fn eviction_ended(&mut self, e: &Evicted) -> u64 {
+        let mut refused = 0;
+        for b in e.blocks() {
+            match self.residency.left(b, e.left) {
+                Left::Gone => self.evictions_ended = true,
+                Left::Stays => {
+                    self.engine.migrated_in(b);
+                    refused += 1;
+                }
+                Left::Moot => {}
+            }
+        }
+        refused
     }
 }
 
@@ -200,6 +223,21 @@ impl Lanes {
                 l.engine.evicted(b);
             }
         }
+    }
+
+    /// Applies the evictions that ended to the ledgers of the lanes that
+    /// chose them: blocks that left stop counting; blocks the driver
+    /// refused stay, and are the engine's again (victims again). Returns
+    /// the blocks refused.
+    pub(super) fn evictions_ended(&mut self, done: &[Evicted]) -> u64 {
+        let mut refused = 0;
+        for e in done {
+            // A lane that went with its GPU has nothing to count.
+            if let Some(l) = self.lanes.iter_mut().find(|l| l.gpu.uuid == e.from()) {
+                refused += l.eviction_ended(e);
+            }
+        }
+        refused
     }
 
     /// Drops the lanes whose GPU is no longer at its index in the table

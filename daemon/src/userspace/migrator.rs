@@ -217,11 +217,38 @@ impl Busy {
     }
 }
 
+/// An eviction that ended: its UVM_MIGRATE to the CPU returned, and the
+/// blocks `left` the GPU, or the driver refused and they stay (the ledger
+/// counted them until now: residency.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Evicted {
+    pub(super) job: Job,
+    pub(super) left: bool,
+}
+
+impl Evicted {
+    /// The GPU whose lane chose the blocks.
+    pub(super) fn from(&self) -> [u8; 16] {
+        self.job.from
+    }
+
+    /// The job's blocks.
+    pub(super) fn blocks(&self) -> std::ops::Range<u64> {
+        let first = self.job.base >> BLOCK_SHIFT;
+        first..first + self.job.blocks()
+    }
+}
+
+/// What a worker calls for one job: UVM_MIGRATE, or a test's double.
+pub(super) type Move = Arc<dyn Fn(&Job) -> Result<(), uvm::IoctlError> + Send + Sync>;
+
 /// The worker pool of one process and the queue that feeds it.
 pub(super) struct Migrator {
     queue: Arc<JobQueue<Job>>,
     handles: Vec<JoinHandle<()>>,
     pub(super) counters: Arc<Counters>,
+    /// Evictions that ended since the loop last took them.
+    evicted: Arc<Mutex<Vec<Evicted>>>,
 }
 
 impl Migrator {
@@ -238,7 +265,20 @@ impl Migrator {
         prefetch_workers: usize,
         merge_blocks: u64,
     ) -> Migrator {
+        let mover: Move =
+            Arc::new(move |j: &Job| uvm::migrate(fd.as_raw_fd(), j.base, j.len, j.dest, flags));
+        Self::start_with(mover, workers, prefetch_workers, merge_blocks)
+    }
+
+    /// As `start`, each job moved by `mover`.
+    pub(super) fn start_with(
+        mover: Move,
+        workers: usize,
+        prefetch_workers: usize,
+        merge_blocks: u64,
+    ) -> Migrator {
         let counters = Arc::new(Counters::default());
+        let evicted = Arc::new(Mutex::new(Vec::new()));
         let busy = Arc::new(Mutex::new(Busy {
             inflight: [0; 2],
             since: Instant::now(),
@@ -248,15 +288,30 @@ impl Migrator {
         let handles = roles
             .into_iter()
             .map(|role| {
-                let (fd, q, c, busy) = (fd.clone(), queue.clone(), counters.clone(), busy.clone());
-                std::thread::spawn(move || worker(fd, q, role, flags, c, busy))
+                let w = Worker {
+                    mover: mover.clone(),
+                    queue: queue.clone(),
+                    c: counters.clone(),
+                    busy: busy.clone(),
+                    evicted: evicted.clone(),
+                };
+                std::thread::spawn(move || w.run(role))
             })
             .collect();
         Migrator {
             queue,
             handles,
             counters,
+            evicted,
         }
+    }
+
+    /// The evictions that ended since the last call.
+    pub(super) fn take_evicted(&self) -> Vec<Evicted> {
+        self.evicted
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 
     /// Queues `j` (prefetches before evictions: jobqueue.rs); dropped
@@ -275,6 +330,10 @@ impl Migrator {
             Pushed::Refused => {
                 c.queued.fetch_sub(1, Relaxed);
                 c.dropped_jobs.fetch_add(1, Relaxed);
+                if !j.to_gpu {
+                    // Never issued: the blocks stay, and count again.
+                    push_evicted(&self.evicted, j, false);
+                }
                 return;
             }
         }
@@ -289,6 +348,18 @@ impl Migrator {
     pub(super) fn drain(&self) -> Vec<Job> {
         self.queue.close();
         std::iter::from_fn(|| self.queue.next()).collect()
+    }
+
+    /// Runs every queued job at once as a worker whose UVM_MIGRATE
+    /// succeeds would, evictions ending (tests: a migrator with no workers
+    /// completes its evictions when the test says). Returns the jobs.
+    #[cfg(test)]
+    pub(super) fn run_queued(&self) -> Vec<Job> {
+        let jobs: Vec<Job> = std::iter::from_fn(|| self.queue.try_next()).collect();
+        for j in jobs.iter().filter(|j| !j.to_gpu) {
+            push_evicted(&self.evicted, *j, true);
+        }
+        jobs
     }
 
     /// Lets the workers finish what is queued and waits for them.
@@ -310,28 +381,53 @@ fn roles(workers: usize, prefetch: usize) -> Vec<Role> {
         .collect()
 }
 
-/// One worker: migrates the jobs of its role until the queue closes.
-fn worker(
-    fd: Arc<OwnedFd>,
+/// Records an ended eviction for the loop.
+fn push_evicted(to: &Mutex<Vec<Evicted>>, job: Job, left: bool) {
+    if let Ok(mut v) = to.lock() {
+        v.push(Evicted { job, left });
+    }
+}
+
+/// What one worker thread holds.
+struct Worker {
+    mover: Move,
     queue: Arc<JobQueue<Job>>,
-    role: Role,
-    flags: u32,
     c: Arc<Counters>,
     busy: Arc<Mutex<Busy>>,
-) {
-    while let Some(job) = queue.next_for(role) {
-        c.queued.fetch_sub(1, Relaxed);
-        let k = usize::from(!job.to_gpu);
-        c.sizes[k][size_bucket(job.blocks())].fetch_add(1, Relaxed);
-        if let Ok(mut b) = busy.lock() {
-            b.change(k, 1, &c);
+    evicted: Arc<Mutex<Vec<Evicted>>>,
+}
+
+impl Worker {
+    /// Migrates the jobs of `role` until the queue closes.
+    fn run(self, role: Role) {
+        let c = &self.c;
+        while let Some(job) = self.queue.next_for(role) {
+            c.queued.fetch_sub(1, Relaxed);
+            let k = usize::from(!job.to_gpu);
+            c.sizes[k][size_bucket(job.blocks())].fetch_add(1, Relaxed);
+            if let Ok(mut b) = self.busy.lock() {
+                b.change(k, 1, c);
+            }
+            let r = (self.mover)(&job);
+            if let Ok(mut b) = self.busy.lock() {
+                b.change(k, -1, c);
+            }
+            count(c, &job, r);
+            if !job.to_gpu {
+                push_evicted(&self.evicted, job, evicted_left(r));
+            }
         }
-        let r = uvm::migrate(fd.as_raw_fd(), job.base, job.len, job.dest, flags);
-        if let Ok(mut b) = busy.lock() {
-            b.change(k, -1, &c);
-        }
-        count(&c, &job, r);
     }
+}
+
+/// Whether an eviction's blocks left the GPU: it succeeded, or the memory
+/// was freed meanwhile (NV_ERR_INVALID_ADDRESS: no range any more). Any
+/// other error may have stopped part-way (UVM_MIGRATE stops at a block's
+/// error): the blocks count as staying, and those that did leave are
+/// cheap victims again (migrating CPU-resident memory to the CPU copies
+/// nothing).
+fn evicted_left(r: Result<(), uvm::IoctlError>) -> bool {
+    matches!(r, Ok(()) | Err(uvm::IoctlError::Rm(NV_ERR_INVALID_ADDRESS)))
 }
 
 /// Counts one finished job; warns about the first few failures.

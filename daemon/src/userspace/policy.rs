@@ -16,7 +16,7 @@ use super::pump::{turn, Host};
 use super::route::Route;
 use super::snapshot::Snapshot;
 use super::state::Process;
-use prescient_core::{ChainState, Limit, BLOCK_BYTES, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
+use prescient_core::{ChainState, Limit, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -50,14 +50,15 @@ impl Policy for DriverLike {
     fn step(&mut self, p: &mut Process) {
         for l in p.lanes.iter_mut() {
             let Some(bb) = budget_blocks(l) else { continue };
-            while l.residency.blocks() > bb {
+            // Blocks leaving already count until they are gone, but need
+            // no second eviction.
+            while l.residency.staying_blocks() > bb {
                 let Some(v) = l.residency.pop_oldest() else {
                     break;
                 };
-                if l.residency.get(v) == 0 {
+                if !l.residency.leave(v) {
                     continue;
                 }
-                l.residency.sub(v, BLOCK_BYTES);
                 l.pre_evicted_blocks += 1;
                 p.log.victim(v);
                 p.migrator.submit(Job::to_cpu(v, 1, l.gpu.uuid));
@@ -189,8 +190,13 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         &mut l.refetch,
         &mut host,
     );
-    // A victim the driver refuses to discard is evicted.
+    // A victim the driver refuses to discard is evicted; the others are
+    // gone once UVM_DISCARD returned, here.
+    let dead = l.leaving.dead.clone();
     let refused = discard_blocks(s.fd, &mut l.leaving.dead, max_run, s.discarded, s.snap);
+    for b in dead.into_iter().filter(|b| !refused.contains(b)) {
+        l.residency.left(b, true);
+    }
     l.leaving.evict.extend(refused);
     for &v in &l.leaving.evict {
         s.log.victim(v);
@@ -207,8 +213,9 @@ mod tests {
     use crate::userspace::discard::Leaving;
     use crate::userspace::lanes::tests::config;
     use crate::userspace::lanes::Lanes;
+    use crate::userspace::migrator::Evicted;
     use crate::userspace::pump::turn;
-    use crate::userspace::residency::{fault_in, Residency};
+    use crate::userspace::residency::{fault_in, Left, Residency};
     use crate::userspace::route::tests::{index, table};
     use prescient_core::{Engine, Pump};
     use std::sync::Arc;
@@ -236,6 +243,22 @@ mod tests {
                 migrator: Migrator::start(Arc::new(null.into()), 0, 0, 0, 0),
                 route: Route::new(table(parents)),
                 mech: Tracker::default(),
+            }
+        }
+
+        /// The evictions queued so far, ended as the workers end them.
+        fn evicted(&mut self) -> Vec<Evicted> {
+            self.migrator.run_queued();
+            self.migrator.take_evicted()
+        }
+
+        /// Ends the queued evictions on `lanes`.
+        fn complete(&mut self, lanes: &mut [Lane]) {
+            let done = self.evicted();
+            for l in lanes {
+                for e in &done {
+                    l.eviction_ended(e);
+                }
             }
         }
 
@@ -298,6 +321,103 @@ mod tests {
         let again = w.turn_ahead(&mut lane, &upcoming, &mut ahead);
         assert!(again.is_empty());
         assert_eq!(ahead[1].done.resident, n as u64);
+    }
+
+    /// UVM_MIGRATE as a worker sees it, from the driver's source: to the
+    /// CPU the call returns only once the copy is done (uvm_migrate.c adds
+    /// CPU mappings, and uvm_va_block.c's `block_map_cpu_page_to` waits on
+    /// the block's tracker first: "Don't map the CPU until prior copies
+    /// ... finish"); to the GPU with UVM_MIGRATE_FLAG_ASYNC it returns once
+    /// the copies are pushed. Here each call to the CPU waits for a permit
+    /// from the test (the copy finishing), and is counted when it returns.
+    struct SlowCpu {
+        permits: std::sync::mpsc::Sender<()>,
+        returned: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    fn slow_cpu_migrator() -> (Migrator, SlowCpu) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = std::sync::Mutex::new(rx);
+        let returned = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let r = returned.clone();
+        let mover: crate::userspace::migrator::Move = Arc::new(move |j: &Job| {
+            if !j.goes_to_gpu() {
+                rx.lock().unwrap().recv().unwrap();
+                r.fetch_add(j.blocks(), SeqCst);
+            }
+            Ok(())
+        });
+        let m = Migrator::start_with(mover, 1, 0, 0);
+        (
+            m,
+            SlowCpu {
+                permits: tx,
+                returned,
+            },
+        )
+    }
+
+    /// The budget holds on the GPU, not only in the ledger: a full lane
+    /// (32 blocks of a 64 MB budget) gets 8 upcoming blocks; each needs a
+    /// victim, and no prefetch is issued before the eviction that makes
+    /// its room has returned. At every moment the blocks on the GPU (the
+    /// 32, plus every block sent there, minus every eviction returned)
+    /// stay within the budget. (Counting a victim gone when its eviction
+    /// was queued sent all 8 at once: 40 blocks on the GPU.)
+    #[test]
+    fn prefetches_wait_until_the_evictions_making_their_room_return() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mut w = World::new(config("64M", &[0]), &[0]);
+        let (m, slow) = slow_cpu_migrator();
+        w.migrator = m;
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lanes = Lanes::default();
+        for b in 0..32 {
+            w.route.fault(index(0), b, || anyhow::bail!("known"));
+            lanes
+                .get_or_make(gpu, &w.cfg, false)
+                .unwrap()
+                .fault(b, false, false);
+        }
+        let upcoming: Vec<u64> = (100..108).collect();
+        let mut sent = Vec::new();
+        let on_gpu = |sent: &Vec<u64>| 32 + sent.len() as u64 - slow.returned.load(SeqCst);
+        for step in 0..40 {
+            let l = lanes.at(gpu.index).unwrap();
+            sent.extend(w.turn_ahead(l, &upcoming, &mut Vec::new()));
+            assert!(
+                on_gpu(&sent) <= 32,
+                "step {step}: {} blocks on the GPU",
+                on_gpu(&sent)
+            );
+            if sent.len() == upcoming.len() {
+                break;
+            }
+            // One eviction's copy finishes; the loop sees it return.
+            let before = slow.returned.load(SeqCst);
+            slow.permits.send(()).unwrap();
+            let t = std::time::Instant::now();
+            while slow.returned.load(SeqCst) == before {
+                assert!(t.elapsed().as_secs() < 10, "the worker never returned");
+                std::thread::yield_now();
+            }
+            let mut done = Vec::new();
+            while done.is_empty() {
+                done = w.migrator.take_evicted();
+            }
+            lanes.evictions_ended(&done);
+        }
+        assert_eq!(sent, upcoming, "every upcoming block went, in order");
+        let l = lanes.at(gpu.index).unwrap();
+        // 8 in, 8 victims out, each returned before its block went.
+        assert_eq!(
+            (l.residency.blocks(), l.residency.leaving_blocks()),
+            (32, 0)
+        );
+        assert_eq!(slow.returned.load(SeqCst), 8);
+        drop(slow.permits);
+        w.migrator.finish();
     }
 
     /// A loop over 3 passes of 40 blocks: a stream the engine learns.
@@ -368,7 +488,13 @@ mod tests {
                 },
             );
             assert_eq!(got, want, "prefetches after the fault on {b}");
-            ref_evicted += std::mem::take(&mut leaving.evict).len() as u64;
+            // Both turns' evictions complete before the next fault.
+            let evicted: Vec<u64> = std::mem::take(&mut leaving.evict);
+            ref_evicted += evicted.len() as u64;
+            for b in evicted {
+                assert_ne!(ledger.left(b, true), Left::Moot);
+            }
+            w.complete(std::slice::from_mut(&mut lane));
             assert_eq!(lane.residency.blocks(), ledger.blocks(), "after {b}");
             assert_eq!(lane.engine.stats(), engine.stats(), "after {b}");
             assert_eq!(lane.pre_evicted_blocks, ref_evicted, "after {b}");
@@ -400,8 +526,13 @@ mod tests {
                     .get_or_make(g, &w.cfg, false)
                     .unwrap()
                     .fault(b, true, false);
-                let l = lanes.at(g.index).unwrap();
-                sent.extend(w.turn(l).into_iter().map(|x| (g.index, x)));
+                // The turn after the fault; its evictions end, and the loop
+                // turns again before the next fault (the room is free now).
+                for _ in 0..2 {
+                    let l = lanes.at(g.index).unwrap();
+                    sent.extend(w.turn(l).into_iter().map(|x| (g.index, x)));
+                    lanes.evictions_ended(&w.evicted());
+                }
             }
         }
         let l0 = lanes.at(g0.index).unwrap();

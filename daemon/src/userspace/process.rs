@@ -66,8 +66,10 @@ pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Resu
             tracing::warn!(pid = p.snap.pid, "a prefetch's GPU is not in the process's VA space (NV_ERR_INVALID_DEVICE): reading its processor table again");
             p.reread_gpus();
         }
+        p.evictions_ended();
         p.tick();
         policy.step(&mut p);
+        p.high_water();
         if p.fatal.is_some() {
             return Turn::Stop;
         }
@@ -466,12 +468,35 @@ impl Process {
         }
     }
 
+    /// The evictions the workers finished since the last turn: their
+    /// blocks leave the ledgers (or stay, refused).
+    fn evictions_ended(&mut self) {
+        let done = self.migrator.take_evicted();
+        if !done.is_empty() {
+            self.snap.evict_refused_blocks += self.lanes.evictions_ended(&done);
+        }
+    }
+
+    /// The highest the ledgers counted on the GPU, blocks still leaving
+    /// included (`Snapshot::budget_high_water_bytes`).
+    fn high_water(&mut self) {
+        let (mut all, mut leaving) = (0, 0);
+        for l in self.lanes.iter() {
+            all += l.residency.total();
+            leaving += l.residency.leaving_total();
+        }
+        let s = &mut self.snap;
+        s.budget_high_water_bytes = s.budget_high_water_bytes.max(all);
+        s.leaving_bytes = leaving;
+    }
+
     /// The per-turn counters: peak residency, back-off, copy throughput.
     fn tick(&mut self) {
+        self.high_water();
         let s = &mut self.snap;
         let mut total = 0;
         for l in self.lanes.iter_mut() {
-            let t = l.residency.total();
+            let t = l.residency.staying_total();
             l.max_resident_bytes = l.max_resident_bytes.max(t);
             total += t;
         }
@@ -529,6 +554,8 @@ impl Process {
     /// Waits for the workers, reads the last events, publishes once more.
     fn finish(mut self, session: &Session) -> Snapshot {
         self.migrator.finish();
+        self.evictions_ended();
+        self.high_water();
         self.log.flush();
         session.drain_rest(|_| {});
         if let Some(r) = self.recorder.as_mut() {

@@ -8,12 +8,12 @@ use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::discard::Leaving;
 use super::mechanism::Tracker;
-use super::migrator::{runs, sorted_runs, Job, Migrator};
+use super::migrator::{runs, Job, Migrator};
 use super::residency::{fault_in, Residency};
 use super::route::Route;
 use super::snapshot::Snapshot;
 use prescient_core::pump::{self, Admit, Why};
-use prescient_core::{Block, Engine, Limit, Prefetch, Pump, Victim, BLOCK_BYTES};
+use prescient_core::{Block, Engine, Limit, Prefetch, Pump, Room, Victim, BLOCK_BYTES};
 use prescient_uvm::Gpu;
 use std::collections::HashSet;
 
@@ -45,18 +45,32 @@ pub(super) struct Host<'a> {
 }
 
 impl prescient_core::Host for Host<'_> {
+    /// Every block the ledger counts: prefetches issued and evictions not
+    /// completed included.
     fn resident_blocks(&self, _engine_count: u32) -> u64 {
         self.residency.blocks()
     }
 
+    fn leaving_blocks(&self) -> u64 {
+        self.residency.leaving_blocks()
+    }
+
+    /// A leaving block counts as resident: prefetching it while its
+    /// eviction is queued would race that eviction (the workers take
+    /// prefetches first), and the ledger would keep a block the CPU has.
     fn is_resident(&self, block: Block, _engine_says: bool) -> bool {
         self.residency.get(block) >= BLOCK_BYTES
     }
 
-    /// Takes the victim off the ledger and queues it: dead blocks are
-    /// discarded, the others evicted, at the end of the turn.
+    /// Marks the victim leaving and queues it: dead blocks are discarded
+    /// (their room is free once UVM_DISCARD returns, this turn), the others
+    /// evicted by the workers (free once their UVM_MIGRATE returns).
     fn evict(&mut self, v: Victim, _why: Why) -> bool {
-        self.residency.sub(v.block, BLOCK_BYTES);
+        if !self.residency.leave(v.block) {
+            // Not counted (a fault of another GPU took it), or leaving
+            // already: nothing to free here.
+            return self.residency.get(v.block) == 0;
+        }
         if v.discard && self.discard {
             self.leaving.dead.push(v.block);
         } else {
@@ -99,6 +113,44 @@ impl prescient_core::Host for Host<'_> {
     }
 }
 
+/// Brings back the discarded blocks of `refetch` that fit, in block
+/// order, making room for each: they are about to be used. Those without
+/// room now wait in `refetch` for a later turn (their fault, if it comes
+/// first, brings them; they are then resident and dropped here). Returns
+/// the blocks sent to the lane's GPU.
+fn refetch(
+    engine: &mut Engine<Vec<u64>>,
+    limit: Limit,
+    refetch: &mut Vec<u64>,
+    host: &mut Host,
+) -> Vec<u64> {
+    // A block with no GPU to go to stays where it is (its fault brings it).
+    let before = refetch.len();
+    let (route, gpu) = (host.route, host.gpu);
+    refetch.retain(|&b| route.destination(b, gpu.index) == Some(gpu));
+    host.snap.prefetch_no_gpu += (before - refetch.len()) as u64;
+    refetch.sort_unstable();
+    refetch.dedup();
+    let mut admitted = Vec::new();
+    let mut kept = Vec::new();
+    for b in refetch.drain(..) {
+        if host.residency.get(b) >= BLOCK_BYTES {
+            continue;
+        }
+        if !kept.is_empty() || pump::make_room(engine, limit, host) != Room::Free {
+            kept.push(b);
+            continue;
+        }
+        fault_in(host.residency, engine, b);
+        admitted.push(b);
+    }
+    *refetch = kept;
+    for (s, l) in runs(admitted.iter().copied(), host.max_run) {
+        host.migrator.submit(Job::to_gpu(s, l, gpu.uuid));
+    }
+    admitted
+}
+
 /// The UVM_MIGRATE jobs of `blocks` (in the engine's order) to `gpu`:
 /// runs of consecutive blocks, at most `max` long.
 pub(super) fn prefetch_jobs(blocks: &[u64], gpu: Gpu, max: u64) -> Vec<Job> {
@@ -109,8 +161,7 @@ pub(super) fn prefetch_jobs(blocks: &[u64], gpu: Gpu, max: u64) -> Vec<Job> {
 }
 
 /// One turn of one lane: brings back the discarded blocks in `refetch`
-/// (room made for each, but never refused: they are about to be used),
-/// then one round of the shared loop under `limit`, up to
+/// (`refetch`), then one round of the shared loop under `limit`, up to
 /// `max_prefetches`; the prefetches go to the workers in runs of
 /// consecutive blocks, to the lane's GPU. Returns the blocks sent there.
 pub(super) fn turn(
@@ -121,28 +172,18 @@ pub(super) fn turn(
     refetch: &mut Vec<u64>,
     host: &mut Host,
 ) -> Vec<u64> {
-    // A block with no GPU to go to stays where it is (its fault brings it).
-    let before = refetch.len();
-    let (route, gpu) = (host.route, host.gpu);
-    refetch.retain(|&b| route.destination(b, gpu.index) == Some(gpu));
-    host.snap.prefetch_no_gpu += (before - refetch.len()) as u64;
-    let mut sent = Vec::new();
-    for (s, l) in sorted_runs(refetch, host.max_run) {
-        for b in s..s + l {
-            pump::make_room(engine, limit, host);
-            fault_in(host.residency, engine, b);
-        }
-        host.migrator.submit(Job::to_gpu(s, l, gpu.uuid));
-        sent.extend(s..s + l);
-    }
+    let mut sent = self::refetch(engine, limit, refetch, host);
     let done = pump.round(engine, limit, max_prefetches, host);
     host.snap.prefetch_resident += u64::from(done.already_resident);
     if done.no_room {
         // Everything resident is predicted.
         host.snap.prefetch_no_room += 1;
     }
+    if done.waiting {
+        host.snap.prefetch_wait_evictions += 1;
+    }
     let issued = std::mem::take(&mut host.issued);
-    for j in prefetch_jobs(&issued, gpu, host.max_run) {
+    for j in prefetch_jobs(&issued, host.gpu, host.max_run) {
         host.migrator.submit(j);
     }
     sent.extend(issued);
@@ -210,10 +251,16 @@ mod tests {
             &mut Vec::new(),
             &mut host,
         );
-        let left = l.blocks();
-        assert!(left <= 8, "{left} blocks resident");
-        assert_eq!(e.resident_blocks() as u64, left);
-        assert_eq!(leaving.evict.len() as u64, 40 - left);
+        // The victims are on their way out: they count until they are gone.
+        let stay = l.staying_blocks();
+        assert!(stay <= 8, "{stay} blocks stay");
+        assert_eq!(l.blocks(), 40);
+        assert_eq!(e.resident_blocks() as u64, stay);
+        assert_eq!(leaving.evict.len() as u64, 40 - stay);
+        for &b in &leaving.evict {
+            assert_eq!(l.left(b, true), crate::userspace::residency::Left::Gone);
+        }
+        assert_eq!(l.blocks(), stay);
     }
 
     /// A host over `l` for the lane of `gpu` (no workers: the queue only

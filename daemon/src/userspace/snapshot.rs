@@ -64,7 +64,22 @@ pub struct Snapshot {
     pub dropped_migration_events: u64,
     pub resident_bytes: u64,
     pub resident_blocks: u64,
+    /// The most bytes the ledger counted resident, not counting blocks
+    /// whose eviction was queued and had not completed (what it counted
+    /// before evictions were followed to their end: runs up to 60).
     pub max_resident_bytes: u64,
+    /// The most bytes on the GPU for the process as far as the ledger
+    /// knows, at any point the loop looked (after each drain of events and
+    /// after each turn's decisions): resident blocks, prefetches issued and
+    /// evictions not completed, summed over its GPUs. Against
+    /// `budget_bytes` (per GPU): what the budget really held. Our own
+    /// admissions never take it past the budget; faults the driver serves
+    /// between two turns can.
+    pub budget_high_water_bytes: u64,
+    /// Bytes whose eviction was queued or running and had not completed, now.
+    pub leaving_bytes: u64,
+    /// Evicted blocks the driver refused to move (they stayed, and counted).
+    pub evict_refused_blocks: u64,
     pub prefetch_ops: u64,
     pub prefetch_bytes: u64,
     pub prefetch_errors: u64,
@@ -88,6 +103,9 @@ pub struct Snapshot {
     /// Prefetch rounds stopped under the budget because every resident block
     /// was predicted.
     pub prefetch_no_room: u64,
+    /// Prefetch rounds stopped because the room made for the next block was
+    /// still leaving the GPU (its evictions had not completed).
+    pub prefetch_wait_evictions: u64,
     /// Predicted blocks not prefetched because no GPU of the process's
     /// table faulted on them or last (route.rs): never a guessed GPU.
     pub prefetch_no_gpu: u64,

@@ -9,7 +9,7 @@
 //! known queue; outside it, the engine's tables decide).
 
 use prescient_core::pump::{self, Admit, Host};
-use prescient_core::{Engine, Limit, Prefetch};
+use prescient_core::{Engine, Limit, Prefetch, Room};
 use std::ops::DerefMut;
 
 /// Blocks of the window made most recently migrated per turn at most.
@@ -24,10 +24,14 @@ pub(in crate::userspace) struct Issued {
     /// The round stopped: no victim was left outside the engine's own
     /// predictions.
     pub(in crate::userspace) no_room: bool,
+    /// The round stopped: the room made for the next block was still
+    /// leaving the GPU (its evictions had not completed).
+    pub(in crate::userspace) waiting: bool,
 }
 
 /// Prefetches the blocks of `window` (in order of use) that are not
-/// resident, at most `max`, making room for each under `limit`.
+/// resident, at most `max`, making room for each under `limit`; stops at
+/// the first whose room is not free yet (its victims are still leaving).
 pub(in crate::userspace) fn issue<S, H>(
     engine: &mut Engine<S>,
     limit: Limit,
@@ -58,9 +62,16 @@ where
             done.resident += 1;
             continue;
         }
-        if !pump::make_room(engine, limit, host) {
-            done.no_room = true;
-            break;
+        match pump::make_room(engine, limit, host) {
+            Room::Free => {}
+            Room::Leaving => {
+                done.waiting = true;
+                break;
+            }
+            Room::None => {
+                done.no_room = true;
+                break;
+            }
         }
         match host.prefetch(Prefetch { block: b, ahead: 0 }) {
             Admit::Issued => {
@@ -139,13 +150,12 @@ mod tests {
             watermark_pct: 100,
         };
         let upcoming = [20, 3, 21, 0, 22];
-        let done = issue(&mut e, limit, &mut host, &upcoming, 256);
+        // Each victim's room is free once its eviction completes: one
+        // block per turn here (a budget of 8 has no reserve to pipeline).
+        let (prefetched, turns) = until_done(&mut e, limit, &mut host, &upcoming);
         assert_eq!(host.issued, [20, 21, 22]);
-        assert_eq!(
-            (done.prefetched, done.resident, done.no_room),
-            (3, 2, false)
-        );
-        let out: Vec<u64> = leaving.evict.clone();
+        assert_eq!((prefetched, turns), (3, 4));
+        let out: Vec<u64> = host.leaving.evict.clone();
         assert_eq!(out.len(), 3);
         assert!(out.iter().all(|v| !upcoming.contains(v)), "victims {out:?}");
         for b in upcoming {
@@ -174,8 +184,34 @@ mod tests {
         };
         let w = window(&up, 8, 50);
         assert_eq!(w, &up[..4]);
-        let done = issue(&mut e, limit, &mut host, w, 256);
-        assert_eq!(done.prefetched, 4);
+        let (prefetched, _) = until_done(&mut e, limit, &mut host, w);
+        assert_eq!(prefetched, 4);
         assert!(l.blocks() <= 8);
+    }
+
+    /// Issues `window` turn after turn, the turn's evictions completing
+    /// after it, until a turn stops for no eviction; the ledger, blocks
+    /// still leaving included, stays within the limit's capacity at every
+    /// turn. Returns the blocks prefetched and the turns.
+    fn until_done(
+        e: &mut prescient_core::Engine<Vec<u64>>,
+        limit: Limit,
+        host: &mut DaemonHost,
+        window: &[u64],
+    ) -> (u64, u32) {
+        let (mut prefetched, mut turns, mut ended) = (0, 0, host.leaving.evict.len());
+        loop {
+            let done = issue(e, limit, host, window, 256);
+            turns += 1;
+            prefetched += done.prefetched;
+            assert!(host.residency.blocks() <= limit.capacity_blocks);
+            for &b in &host.leaving.evict[ended..] {
+                host.residency.left(b, true);
+            }
+            ended = host.leaving.evict.len();
+            if !done.waiting || turns > 64 {
+                return (prefetched, turns);
+            }
+        }
     }
 }

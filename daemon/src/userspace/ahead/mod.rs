@@ -48,6 +48,9 @@ pub struct AheadStats {
     pub resident_blocks: u64,
     pub declined_blocks: u64,
     pub no_room: u64,
+    /// Turns that stopped to wait for evictions to complete (the room made
+    /// for the next block was still leaving the GPU).
+    pub waiting: u64,
     /// The window's size in blocks at the last turn, and the launches
     /// queued at the last snapshot.
     pub window_blocks: u64,
@@ -137,6 +140,7 @@ impl Ahead {
             s.resident_blocks += d.resident;
             s.declined_blocks += d.declined;
             s.no_room += u64::from(d.no_room);
+            s.waiting += u64::from(d.waiting);
         }
         s.window_blocks = window;
     }

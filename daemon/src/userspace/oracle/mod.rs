@@ -57,6 +57,9 @@ pub struct OracleStats {
     pub victims_over_budget: u64,
     /// Windows stopped because every resident block is needed sooner.
     pub no_room: u64,
+    /// Window blocks held back because their room was still leaving the
+    /// GPU (evictions not completed), summed over the looks.
+    pub waiting: u64,
     /// Prefetched blocks evicted before the cursor reached their use.
     pub evicted_before_use: u64,
     /// Window looks that passed over a block because the CPU took it
