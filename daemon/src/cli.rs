@@ -380,6 +380,11 @@ pub struct TuningArgs {
     /// 2 MB blocks in one UVM_MIGRATE; 0: never.
     #[arg(long, value_name = "BLOCKS", default_value_t = 64)]
     pub merge_queued: u64,
+    /// Under a budget, the engine's smallest reserve in percent of it:
+    /// evictions that may be on their way while prefetches still go in
+    /// (BENCHMARKS-gpu.md run 74). A research knob.
+    #[arg(long, hide = true, value_name = "PCT", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub reserve_pct: u32,
 }
 
 /// Reads an octal permission mode (`666`, `0o600`).

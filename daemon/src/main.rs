@@ -276,6 +276,7 @@ fn loop_config(
         async_migrate: !args.tuning.sync_migrate,
         max_coalesce_blocks: args.tuning.coalesce_blocks.max(1),
         merge_queued_blocks: args.tuning.merge_queued,
+        reserve_pct: args.tuning.reserve_pct,
         // The next-use order and the sweep were experiments; their flags
         // are gone (core drops them in the same change).
         regret_window: !args.policy.no_regret_window,

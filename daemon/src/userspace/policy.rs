@@ -368,7 +368,14 @@ mod tests {
     #[test]
     fn prefetches_wait_until_the_evictions_making_their_room_return() {
         use std::sync::atomic::Ordering::SeqCst;
-        let mut w = World::new(config("64M", &[0]), &[0]);
+        // No reserve (1% of 32 blocks: 0), as the engine's own 2.5% gives
+        // here: each prefetch then needs exactly one eviction to return,
+        // which the steps below release one at a time.
+        let cfg = Config {
+            reserve_pct: 1,
+            ..config("64M", &[0])
+        };
+        let mut w = World::new(cfg, &[0]);
         let (m, slow) = slow_cpu_migrator();
         w.migrator = m;
         let gpu = w.route.table().gpu(index(0)).unwrap();
