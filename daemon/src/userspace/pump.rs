@@ -191,7 +191,7 @@ pub(super) fn turn(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::userspace::config::base_params;
     use crate::userspace::residency::fault_in;
@@ -214,31 +214,12 @@ mod tests {
         assert_eq!((l.blocks(), e.resident_blocks()), (40, 40));
         assert_eq!(e.stats().ledger_overflow, 0);
         // One turn of pre-eviction brings both back under the budget.
-        let null = std::fs::File::open("/dev/null").unwrap();
-        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0, 0);
-        let (mut leaving, mut log, mut snap) =
-            (Leaving::default(), BlockLog::off(), Snapshot::default());
-        let (mut uncertain, mut discarded) = (HashSet::new(), HashSet::new());
-        let mut host = Host {
-            residency: &mut l,
-            leaving: &mut leaving,
-            discard: false,
-            uncertain: &mut uncertain,
-            discarded: &mut discarded,
-            backoff: None,
-            log: &mut log,
-            snap: &mut snap,
-            migrator: &migrator,
-            route: &Route::default(),
-            gpu: prescient_uvm::Gpu {
-                index: 1,
-                uuid: [1; 16],
-            },
-            other_gpu: &mut 0,
-            max_run: 16,
-            issued: Vec::new(),
-            mech: &mut Tracker::default(),
+        let (mut parts, route) = (parts(), Route::default());
+        let gpu = prescient_uvm::Gpu {
+            index: 1,
+            uuid: [1; 16],
         };
+        let mut host = host(&mut parts, &mut l, &route, gpu);
         let limit = Limit {
             capacity_blocks: 8,
             watermark_pct: 100,
@@ -256,16 +237,17 @@ mod tests {
         assert!(stay <= 8, "{stay} blocks stay");
         assert_eq!(l.blocks(), 40);
         assert_eq!(e.resident_blocks() as u64, stay);
-        assert_eq!(leaving.evict.len() as u64, 40 - stay);
-        for &b in &leaving.evict {
+        let evict = std::mem::take(&mut parts.leaving.evict);
+        assert_eq!(evict.len() as u64, 40 - stay);
+        for &b in &evict {
             assert_eq!(l.left(b, true), crate::userspace::residency::Left::Gone);
         }
         assert_eq!(l.blocks(), stay);
     }
 
     /// A host over `l` for the lane of `gpu` (no workers: the queue only
-    /// fills).
-    fn host<'a>(
+    /// fills): the daemon's tests of a turn share it.
+    pub(in crate::userspace) fn host<'a>(
         parts: &'a mut Parts,
         l: &'a mut Residency,
         route: &'a Route,
@@ -290,8 +272,9 @@ mod tests {
         }
     }
 
-    struct Parts {
-        leaving: Leaving,
+    /// What a test host borrows besides the ledger.
+    pub(in crate::userspace) struct Parts {
+        pub(in crate::userspace) leaving: Leaving,
         uncertain: HashSet<u64>,
         discarded: HashSet<u64>,
         log: BlockLog,
@@ -301,7 +284,7 @@ mod tests {
         mech: Tracker,
     }
 
-    fn parts() -> Parts {
+    pub(in crate::userspace) fn parts() -> Parts {
         let null = std::fs::File::open("/dev/null").unwrap();
         Parts {
             leaving: Leaving::default(),

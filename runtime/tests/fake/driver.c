@@ -40,15 +40,6 @@ static void *get(const char *sym, int version, unsigned long long flags) {
 
 #include "page.h"
 
-/* The value in the slot some stream owns with `key` (0 if none). */
-static uint64_t slot_value(uint64_t key) {
-    volatile uint64_t *pg = page();
-    if (!pg) return 0;
-    for (int i = 0; i < 252; i++)
-        if (pg[8 + 2 * i] == key) return pg[8 + 2 * i + 1];
-    return 0;
-}
-
 /* The write flags the v2 memops refused. */
 static void flags_check(void) {
     long (*refused)(void) = FAKE("fake_refused_write_flags", long (*)(void));

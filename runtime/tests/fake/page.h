@@ -11,27 +11,46 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The page the runtime made, found as the daemon finds it. */
-static volatile uint64_t *page(void) {
-    static volatile uint64_t *pg;
-    if (pg) return pg;
+/* Maps the memfd named `name` among this process's descriptors (as
+ * prescientd finds the runtime's page and launch ring), `bytes` long;
+ * NULL if there is none. */
+static volatile uint64_t *map_memfd(const char *name, size_t bytes) {
+    volatile uint64_t *p = NULL;
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
-    char path[512], link[512];
+    char path[512], link[512], want[128];
+    snprintf(want, sizeof want, "memfd:%s", name);
     while (d && (e = readdir(d))) {
         snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
         ssize_t n = readlink(path, link, sizeof link - 1);
         if (n <= 0) continue;
         link[n] = 0;
-        if (strstr(link, "memfd:prescient-exec-page")) {
+        if (strstr(link, want)) {
             int fd = open(path, O_RDWR);
-            pg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             close(fd);
+            p = m == MAP_FAILED ? NULL : m;
             break;
         }
     }
     if (d) closedir(d);
-    return pg == MAP_FAILED ? NULL : pg;
+    return p;
+}
+
+/* The page the runtime made, found as the daemon finds it. */
+static volatile uint64_t *page(void) {
+    static volatile uint64_t *pg;
+    if (!pg) pg = map_memfd("prescient-exec-page", 4096);
+    return pg;
+}
+
+/* The value in the page slot the stream `key` owns (0 if none). */
+static inline uint64_t slot_value(uint64_t key) {
+    volatile uint64_t *pg = page();
+    if (!pg) return 0;
+    for (int i = 0; i < 252; i++)
+        if (pg[8 + 2 * i] == key) return pg[8 + 2 * i + 1];
+    return 0;
 }
 
 /* Sets or clears WANT_IDS (the control word's bit 0), as a reader does. */

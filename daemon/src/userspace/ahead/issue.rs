@@ -94,19 +94,13 @@ pub(in crate::userspace) fn window(upcoming: &[u64], limit_blocks: u64, pct: u32
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::userspace::blocklog::BlockLog;
     use crate::userspace::config::base_params;
-    use crate::userspace::discard::Leaving;
-    use crate::userspace::mechanism::Tracker;
-    use crate::userspace::migrator::Migrator;
+    use crate::userspace::pump::tests::{host as test_host, parts};
     use crate::userspace::pump::Host as DaemonHost;
     use crate::userspace::residency::{fault_in, Residency};
     use crate::userspace::route::tests::{index, table};
     use crate::userspace::route::Route;
-    use crate::userspace::snapshot::Snapshot;
     use prescient_core::BLOCK_BYTES;
-    use std::collections::HashSet;
-    use std::sync::Arc;
 
     /// Under a budget of 8 blocks with 0-7 resident (7 migrated last), the
     /// launches to come use 20, 3, 21, 0, 22: the three new blocks come in
@@ -120,31 +114,11 @@ mod tests {
         for b in 0..8 {
             fault_in(&mut l, &mut e, b);
         }
-        let null = std::fs::File::open("/dev/null").unwrap();
-        let migrator = Migrator::start(Arc::new(null.into()), 0, 0, 0, 0);
         let mut route = Route::new(table(&[0]));
         route.fault(index(0), 0, || anyhow::bail!("known"));
         let gpu = route.table().gpu(index(0)).unwrap();
-        let (mut leaving, mut log, mut snap) =
-            (Leaving::default(), BlockLog::off(), Snapshot::default());
-        let (mut unc, mut disc) = (HashSet::new(), HashSet::new());
-        let mut host = DaemonHost {
-            residency: &mut l,
-            leaving: &mut leaving,
-            discard: false,
-            uncertain: &mut unc,
-            discarded: &mut disc,
-            backoff: None,
-            log: &mut log,
-            snap: &mut snap,
-            migrator: &migrator,
-            route: &route,
-            gpu,
-            other_gpu: &mut 0,
-            max_run: 16,
-            issued: Vec::new(),
-            mech: &mut Tracker::default(),
-        };
+        let mut parts = parts();
+        let mut host = test_host(&mut parts, &mut l, &route, gpu);
         let limit = Limit {
             capacity_blocks: 8,
             watermark_pct: 100,
@@ -165,23 +139,7 @@ mod tests {
         // A window as large as the budget: nothing outside it to evict
         // once the window is all there is.
         let up: Vec<u64> = (100..120).collect();
-        let mut host = DaemonHost {
-            residency: &mut l,
-            leaving: &mut leaving,
-            discard: false,
-            uncertain: &mut unc,
-            discarded: &mut disc,
-            backoff: None,
-            log: &mut log,
-            snap: &mut snap,
-            migrator: &migrator,
-            route: &route,
-            gpu,
-            other_gpu: &mut 0,
-            max_run: 16,
-            issued: Vec::new(),
-            mech: &mut Tracker::default(),
-        };
+        let mut host = test_host(&mut parts, &mut l, &route, gpu);
         let w = window(&up, 8, 50);
         assert_eq!(w, &up[..4]);
         let (prefetched, _) = until_done(&mut e, limit, &mut host, w);
