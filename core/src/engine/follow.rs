@@ -120,10 +120,21 @@ struct Located {
 }
 
 /// What one step of the follower's window produced.
-enum Step {
+/// One step of a transparent-mode window (this file's or plan.rs's).
+pub(super) enum Step {
     Next,
     Stop,
     Offer(Block),
+}
+
+/// What the history holds at the window's emit place.
+pub(super) enum AtEmit {
+    /// The head (or a place the ring overwrote): nothing more to emit.
+    Head,
+    /// The place's entry was used up; emit moved to the next entry.
+    Moved,
+    /// Block `b`, needed at history offset `o` (emit not moved yet).
+    Block { b: Block, o: u64 },
 }
 
 /// The offsets of `b`'s places in the history (none for NONE); returns how
@@ -511,12 +522,23 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
 
     /// Fills `out` with the history window's next blocks; returns how many.
     pub(super) fn history_prefetches(&mut self, out: &mut [Prefetch]) -> usize {
+        let w = self.history_window();
+        self.offer_steps(out, |e| e.history_step(w))
+    }
+
+    /// Runs a window's `step` until `out` is full, the step stops or the
+    /// chain pauses (at most `STEPS_PER_SLOT` steps per slot); returns how
+    /// many blocks were offered.
+    pub(super) fn offer_steps(
+        &mut self,
+        out: &mut [Prefetch],
+        mut step: impl FnMut(&mut Self) -> Step,
+    ) -> usize {
         let mut n = 0;
         let mut steps = STEPS_PER_SLOT * out.len();
-        let w = self.history_window();
         while n < out.len() && steps > 0 && self.state == ChainState::Running {
             steps -= 1;
-            match self.history_step(w) {
+            match step(self) {
                 Step::Next => {}
                 Step::Stop => break,
                 Step::Offer(b) => {
@@ -526,6 +548,26 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             }
         }
         n
+    }
+
+    /// The block at the window's emit place; moves emit past a used-up
+    /// entry.
+    pub(super) fn at_emit(&mut self) -> AtEmit {
+        let emit = self.follower.emit;
+        let Some(e) = self.history_ref().entry(emit.pos) else {
+            return AtEmit::Head;
+        };
+        if emit.off >= e.len {
+            self.follower.emit = Place {
+                pos: emit.pos + 1,
+                off: 0,
+            };
+            return AtEmit::Moved;
+        }
+        AtEmit::Block {
+            b: e.head + emit.off,
+            o: e.offset + emit.off,
+        }
     }
 
     /// One step of the history window: the next place, at most one offer.
@@ -548,25 +590,18 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             self.history_rearm();
             return Step::Next;
         }
-        let emit = self.follower.emit;
-        let Some(e) = self.history_ref().entry(emit.pos) else {
-            // Reached the head (or the ring overwrote the place).
-            self.state = ChainState::Paused;
-            return Step::Stop;
+        let (b, o) = match self.at_emit() {
+            AtEmit::Head => {
+                self.state = ChainState::Paused;
+                return Step::Stop;
+            }
+            AtEmit::Moved => return Step::Next,
+            AtEmit::Block { b, o } => (b, o),
         };
-        if emit.off >= e.len {
-            self.follower.emit = Place {
-                pos: emit.pos + 1,
-                off: 0,
-            };
-            return Step::Next;
-        }
-        let o = e.offset + emit.off;
         if !rewalk && o >= self.running.seq.saturating_add(HISTORY_AHEAD * w) {
             self.state = ChainState::Paused;
             return Step::Stop;
         }
-        let b = e.head + emit.off;
         let f = &mut self.follower;
         f.emit.off += 1;
         f.furthest = f.furthest.max(f.emit);

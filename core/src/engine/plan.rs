@@ -30,7 +30,8 @@
 //! Each predicted fault walks one plan, so only memories of at most
 //! [`REPLAN_MAX_BLOCKS`] blocks use it; larger ones keep `follow.rs`.
 
-use super::{ChainState, Engine, Prefetch, STEPS_PER_SLOT};
+use super::follow::{AtEmit, Step};
+use super::{ChainState, Engine, Prefetch};
 use crate::block::{Block, NONE};
 use crate::history::Place;
 use crate::params::REPLAN_MAX_BLOCKS;
@@ -54,12 +55,6 @@ const PLAN_JUMP_AFTER: u32 = 3;
 const PLAN_SPAN: u64 = 64;
 
 /// What one step of a plan produced.
-enum PlanStep {
-    Next,
-    Stop,
-    Offer(Block),
-}
-
 impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// True if transparent mode runs the plan follower (a memory of at most
     /// `REPLAN_MAX_BLOCKS` blocks).
@@ -209,59 +204,41 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
 
     /// Fills `out` with the plan's next blocks; returns how many.
     pub(super) fn plan_prefetches(&mut self, out: &mut [Prefetch]) -> usize {
-        let mut n = 0;
-        let mut steps = STEPS_PER_SLOT * out.len();
-        while n < out.len() && steps > 0 && self.state == ChainState::Running {
-            steps -= 1;
-            match self.plan_step() {
-                PlanStep::Next => {}
-                PlanStep::Stop => break,
-                PlanStep::Offer(b) => {
-                    out[n] = Prefetch { block: b, ahead: 0 };
-                    n += 1;
-                }
-            }
-        }
-        n
+        self.offer_steps(out, Self::plan_step)
     }
 
     /// One step of the plan: the next place, at most one offer.
-    fn plan_step(&mut self) -> PlanStep {
+    fn plan_step(&mut self) -> Step {
         let plan = self.plan_blocks();
         if !self.follower.following || u64::from(self.window.claimed) >= plan {
             self.state = ChainState::Paused;
-            return PlanStep::Stop;
+            return Step::Stop;
         }
-        let emit = self.follower.emit;
-        let Some(e) = self.history_ref().entry(emit.pos) else {
-            self.state = ChainState::Paused;
-            return PlanStep::Stop;
+        let pos = self.follower.emit.pos;
+        let (b, o) = match self.at_emit() {
+            AtEmit::Head => {
+                self.state = ChainState::Paused;
+                return Step::Stop;
+            }
+            AtEmit::Moved => return Step::Next,
+            AtEmit::Block { b, o } => (b, o),
         };
-        if emit.off >= e.len {
-            self.follower.emit = Place {
-                pos: emit.pos + 1,
-                off: 0,
-            };
-            return PlanStep::Next;
-        }
-        let o = e.offset + emit.off;
         if o >= self.running.seq.saturating_add(plan * PLAN_SPAN) {
             self.state = ChainState::Paused;
-            return PlanStep::Stop;
+            return Step::Stop;
         }
-        let b = e.head + emit.off;
         self.follower.emit.off += 1;
         let (gen, now) = (self.window.generation, self.running.seq);
-        if claim_at(self.window_set_mut(), gen, now, b, o, emit.pos) != Visit::Emit {
+        if claim_at(self.window_set_mut(), gen, now, b, o, pos) != Visit::Emit {
             // Claimed earlier in this plan: now protected until this use too.
-            return PlanStep::Next;
+            return Step::Next;
         }
         self.window.claimed += 1;
         if self.regions().ledger.contains(b) {
             // Resident and needed: to the back of the victim order.
             self.regions().ledger.use_at(b, o + 1, u64::MAX);
-            return PlanStep::Next;
+            return Step::Next;
         }
-        PlanStep::Offer(b)
+        Step::Offer(b)
     }
 }
