@@ -111,9 +111,9 @@ unsafe fn before(
     // The wrapper's own CPU time, measured only when it is printed.
     let t0 = config.log.then(Instant::now);
     let function = shape.function as CuFunction;
-    let footprint = crate::footprint::wanted();
+    let ring = crate::footprint::asked();
     // The pointer words, scanned once for the id and the footprint.
-    let ptrs = if footprint || config.id_args == IdArgs::Pointers {
+    let ptrs = if ring.is_some() || config.id_args == IdArgs::Pointers {
         // SAFETY: the caller's promise.
         unsafe { crate::footprint::pointer_words(function, params, extra) }
     } else {
@@ -135,8 +135,8 @@ unsafe fn before(
     // Before the id's write is enqueued: the daemon finds a launch in the
     // ring before the page can name it.
     let key = marker::stream_key(stream, per_thread, marker::tid());
-    if footprint {
-        crate::footprint::publish(id, key, &ptrs);
+    if let Some(ring) = &ring {
+        crate::footprint::publish(ring, id, key, &ptrs);
     }
     // SAFETY: the launch's own stream.
     unsafe { marker::mark(stream, per_thread, id) };

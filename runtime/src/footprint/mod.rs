@@ -22,7 +22,7 @@ pub mod scan;
 
 use crate::driver::CuFunction;
 use crate::marks::blocks::BLOCK_SHIFT;
-use prescient_uapi::launchring::Record;
+use prescient_uapi::launchring::{Record, Ring};
 use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,18 +90,14 @@ pub unsafe fn pointer_words(
     PointerWords { words, cut }
 }
 
-/// Does a reader ask for footprints now? (One load.)
-pub fn wanted() -> bool {
-    ring::ring().is_some_and(|r| r.wanted())
+/// The ring, while a reader asks for footprints (one load when none does).
+pub fn asked() -> Option<Ring<'static>> {
+    ring::ring().filter(|r| r.wanted())
 }
 
-/// Publishes one launch, if a reader asks: its encoded id, its stream's
-/// slot key and its footprint, from its pointer words.
-pub fn publish(id: u64, stream_key: u64, ptrs: &PointerWords) {
-    let Some(ring) = ring::ring() else { return };
-    if !ring.wanted() {
-        return;
-    }
+/// Publishes one launch into `ring` (one [`asked`] gave): its encoded id,
+/// its stream's slot key and its footprint, from its pointer words.
+pub fn publish(ring: &Ring<'_>, id: u64, stream_key: u64, ptrs: &PointerWords) {
     let mut r = Record {
         id: prescient_uapi::execpage::encode(id),
         stream: stream_key,
