@@ -16,6 +16,7 @@ out=$1; reps=${2:-2}; steps=${3:-8}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 ctl="$root/target/release/prescientctl"; pd="$root/target/release/prescientd"
+. "$here/../lib/attach.sh"
 mkdir -p "$out"
 t_start=$(date +%s)
 log() { echo "[ahead $(date +%T)] $*" | tee -a "$out/run.log"; }
@@ -24,26 +25,12 @@ python3 -c 'import torch; print("torch", torch.__version__)' >> "$out/gpu.txt" 2
 
 # case_ DIR MODEL BUDGET NAME JOB_MODE DAEMON_MODE EXEC_IDS MARKS(0/1) DAEMON_FLAGS...
 case_() {
-  local d=$1 model=$2 budget=$3 name=$4 jmode=$5 dmode=$6 ids=$7 marks=$8; shift 8
-  local sock="$d/$name.sock" extra=() nm=() t=$(date +%s)
+  local d=$1 model=$2 budget=$3 name=$4 jmode=$5 dmode=$6 ids=$7 marks=$8 t
+  shift 8
+  t=$(date +%s)
   if [ $(( t - t_start )) -gt "${DEADLINE_S:-540}" ]; then log "$name skipped (time)"; return; fi
-  rm -f "$sock"
-  if [ "$marks" = 1 ]; then
-    extra=(--marks-socket "$sock"); export PRESCIENT_MARKS_SOCKET="$sock"
-  else
-    unset PRESCIENT_MARKS_SOCKET; nm=(--no-marks)
-  fi
-  PRESCIENT_RUNTIME_LOG=1 "$ctl" run --budget "$budget" --mode "$jmode" "${nm[@]}" -- \
-    python3 "$here/jobs.py" "$model" "$steps" > "$d/$name.jsonl" 2> "$d/$name.err" &
-  local cp=$! jp=
-  for _ in $(seq 100); do jp=$(pgrep -P $cp | head -1); [ -n "$jp" ] && break; sleep 0.05; done
-  timeout 200 "$pd" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" "${extra[@]}" "$@" \
-    --stats-json "$d/$name.stats.json" > "$d/$name.daemon.json" 2> "$d/$name.daemon.log" &
-  local dp=$!
-  wait $cp; echo "$name rc=$?" >> "$d/rc.txt"
-  wait $dp
-  unset PRESCIENT_MARKS_SOCKET
-  log "$name $(( $(date +%s) - t )) s"
+  attach_case "$d" "$name" "$budget" "$jmode" "$dmode" "$ids" "$marks" 200 "$@" -- \
+    python3 "$here/jobs.py" "$model" "$steps"
 }
 
 model_() {

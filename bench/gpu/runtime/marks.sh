@@ -17,6 +17,7 @@ out=$1; model=$2; steps=$3; reps=$4; budget=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 ctl="$root/target/release/prescientctl"; pd="$root/target/release/prescientd"
+. "$here/../lib/attach.sh"
 mkdir -p "$out"
 log() { echo "[marks $(date +%T)] $*" | tee -a "$out/run.log"; }
 job() { python3 "$here/jobs.py" "$model" "$steps"; }
@@ -36,29 +37,12 @@ if [ -z "$budget" ]; then
 fi
 echo "$budget" > "$out/budget.txt"
 
-# case NAME JOB_MODE DAEMON_MODE EXEC_IDS MARKS(0/1) [DAEMON_FLAGS...]
+# case_ NAME JOB_MODE DAEMON_MODE EXEC_IDS MARKS(0/1) [DAEMON_FLAGS...]
 case_() {
-  local name=$1 jmode=$2 dmode=$3 ids=$4 marks=$5 sock="$out/$1.sock" extra=() t=$(date +%s)
+  local name=$1 jmode=$2 dmode=$3 ids=$4 marks=$5
   shift 5
-  rm -f "$sock"
-  if [ "$marks" = 1 ]; then
-    extra=(--marks-socket "$sock"); export PRESCIENT_MARKS_SOCKET="$sock"; nm=()
-  else
-    unset PRESCIENT_MARKS_SOCKET; nm=(--no-marks)
-  fi
-  # No `timeout` around the launcher: the job must be its direct child
-  # (pgrep -P below; run 45 attached `timeout`'s child, the launcher).
-  PRESCIENT_RUNTIME_LOG=1 "$ctl" run --budget "$budget" --mode "$jmode" "${nm[@]}" -- \
-    python3 "$here/jobs.py" "$model" "$steps" > "$out/$name.jsonl" 2> "$out/$name.err" &
-  local cp=$! jp=
-  for _ in $(seq 100); do jp=$(pgrep -P $cp | head -1); [ -n "$jp" ] && break; sleep 0.05; done
-  timeout 220 "$pd" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" "${extra[@]}" "$@" \
-    --stats-json "$out/$name.stats.json" > "$out/$name.daemon.json" 2> "$out/$name.daemon.log" &
-  local dp=$!
-  wait $cp; echo "$name rc=$?" >> "$out/rc.txt"
-  wait $dp
-  unset PRESCIENT_MARKS_SOCKET
-  log "$name $(( $(date +%s) - t )) s"
+  attach_case "$out" "$name" "$budget" "$jmode" "$dmode" "$ids" "$marks" 220 "$@" -- \
+    python3 "$here/jobs.py" "$model" "$steps"
 }
 cases=${CASES:-driverlike transparent execid marks}
 for r in $(seq 1 "$reps"); do
