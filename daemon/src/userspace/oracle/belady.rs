@@ -542,15 +542,46 @@ mod tests {
             .unwrap()
     }
 
-    /// A set of resident blocks whose prefetches land at once.
-    struct Set {
+    /// Resident blocks whose prefetches land at once. With `slow`, their
+    /// evictions end only when the test says (`end_evictions`; prescientd's
+    /// workers: the UVM_MIGRATE to the CPU returns after the copy), without
+    /// it at once. A prefetch while the counted blocks fill the budget is
+    /// counted as a breach.
+    struct Host {
         res: HashSet<u64>,
+        slow: bool,
+        leaving: Vec<u64>,
+        budget: u64,
+        breaches: u32,
         prefetched: u64,
     }
 
-    impl Ledger for Set {
+    impl Host {
+        fn new(budget: u64, slow: bool) -> Host {
+            Host {
+                res: HashSet::new(),
+                slow,
+                leaving: Vec::new(),
+                budget,
+                breaches: 0,
+                prefetched: 0,
+            }
+        }
+
+        /// The evictions started so far complete.
+        fn end_evictions(&mut self) {
+            for v in self.leaving.drain(..) {
+                self.res.remove(&v);
+            }
+        }
+    }
+
+    impl Ledger for Host {
         fn blocks(&self) -> u64 {
             self.res.len() as u64
+        }
+        fn leaving(&self) -> u64 {
+            self.leaving.len() as u64
         }
         fn resident(&self, b: u64) -> bool {
             self.res.contains(&b)
@@ -559,9 +590,19 @@ mod tests {
             true
         }
         fn evict(&mut self, b: u64) -> bool {
-            self.res.remove(&b)
+            if !self.slow {
+                return self.res.remove(&b);
+            }
+            if !self.res.contains(&b) || self.leaving.contains(&b) {
+                return false;
+            }
+            self.leaving.push(b);
+            true
         }
         fn prefetch(&mut self, b: u64, _pos: u32) {
+            if self.res.len() as u64 >= self.budget {
+                self.breaches += 1;
+            }
             self.res.insert(b);
             self.prefetched += 1;
         }
@@ -584,10 +625,7 @@ mod tests {
             }
         }
         let mut s = Schedule::new(plan.clone(), 16, 16);
-        let mut l = Set {
-            res: HashSet::new(),
-            prefetched: 0,
-        };
+        let mut l = Host::new(budget, false);
         let mut faults = 0;
         for (i, &b) in run.iter().enumerate() {
             if !l.res.contains(&b) {
@@ -615,47 +653,6 @@ mod tests {
         assert!(faults < 200, "{faults} faults");
     }
 
-    /// Resident blocks whose evictions end only when the test says
-    /// (prescientd's workers: the UVM_MIGRATE to the CPU returns after the
-    /// copy); a prefetch while the counted blocks fill the budget is
-    /// counted as a breach.
-    struct Slow {
-        res: HashSet<u64>,
-        leaving: Vec<u64>,
-        budget: u64,
-        breaches: u32,
-        prefetched: u64,
-    }
-
-    impl Ledger for Slow {
-        fn blocks(&self) -> u64 {
-            self.res.len() as u64
-        }
-        fn leaving(&self) -> u64 {
-            self.leaving.len() as u64
-        }
-        fn resident(&self, b: u64) -> bool {
-            self.res.contains(&b)
-        }
-        fn movable(&mut self, _b: u64) -> bool {
-            true
-        }
-        fn evict(&mut self, b: u64) -> bool {
-            if !self.res.contains(&b) || self.leaving.contains(&b) {
-                return false;
-            }
-            self.leaving.push(b);
-            true
-        }
-        fn prefetch(&mut self, b: u64, _pos: u32) {
-            if self.res.len() as u64 >= self.budget {
-                self.breaches += 1;
-            }
-            self.res.insert(b);
-            self.prefetched += 1;
-        }
-    }
-
     /// The loop of the test above with evictions that end after the turn:
     /// no prefetch goes in while the blocks still leaving fill the budget,
     /// the window's later blocks wait in order, and the loop still runs
@@ -665,13 +662,7 @@ mod tests {
         let (n, iters, budget, ahead) = (64u64, 10, 32, 8);
         let plan: Vec<u64> = (0..iters).flat_map(|_| 0..n).collect();
         let mut s = Schedule::new(plan.clone(), 16, 16);
-        let mut l = Slow {
-            res: HashSet::new(),
-            leaving: Vec::new(),
-            budget,
-            breaches: 0,
-            prefetched: 0,
-        };
+        let mut l = Host::new(budget, true);
         let mut faults = 0;
         for &b in &plan {
             if !l.res.contains(&b) {
@@ -689,9 +680,7 @@ mod tests {
                     l.blocks() <= budget + 1,
                     "only the fault's block is past it"
                 );
-                for v in l.leaving.drain(..) {
-                    l.res.remove(&v);
-                }
+                l.end_evictions();
             }
         }
         assert_eq!(l.breaches, 0);
