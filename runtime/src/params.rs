@@ -85,8 +85,22 @@ fn refused(rc: i32) {
         FIRST_REFUSAL.compare_exchange(0, rc as u32 as u64, Ordering::Relaxed, Ordering::Relaxed);
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Lookups on this thread: a launch's tests count them (one per launch).
+    pub(crate) static LOOKUPS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Sets `f`'s sizes as if the driver had given them (tests have no driver).
+#[cfg(test)]
+pub(crate) fn seed(f: CuFunction, sizes: &[u32]) {
+    PARAM_SIZES.with(|cache| cache.borrow_mut().insert(f as usize, Some(sizes.into())));
+}
+
 /// Calls `g` with `f`'s parameter sizes (None: unknown).
 pub(crate) fn with_param_sizes<R>(f: CuFunction, g: impl FnOnce(Option<&[u32]>) -> R) -> R {
+    #[cfg(test)]
+    LOOKUPS.with(|n| n.set(n.get() + 1));
     PARAM_SIZES.with(|cache| {
         let mut cache = cache.borrow_mut();
         let sizes = cache

@@ -84,7 +84,12 @@ fn recorded(m: &HashMap<String, String>, name: &str) -> BTreeSet<u64> {
 
 #[test]
 fn launches_publish_their_ids_and_the_blocks_their_pointers_point_into() {
-    let m = run(&[]);
+    check_launches(&run(&[]));
+}
+
+/// The records and ids footprint.c's launches must give (each run's
+/// tensors at their own addresses `a`, `b` and `c`).
+fn check_launches(m: &HashMap<String, String>) {
     let get = |k: &str| {
         m.get(k)
             .map(String::as_str)
@@ -110,14 +115,14 @@ fn launches_publish_their_ids_and_the_blocks_their_pointers_point_into() {
         (a + 2 * MB, a + 5 * MB),
         (b + 10 * MB, b + 10 * MB + 4096),
     ]);
-    assert_eq!(recorded(&m, "elementwise"), want);
+    assert_eq!(recorded(m, "elementwise"), want);
     // Foreach: a live tensor, and two pointers with no block known: the
     // segment from each, to its end; the numels are no pointers.
     let want = blocks(&[(a, a + MB), (b + 40 * MB, b + 96 * MB)]);
     for name in ["foreach", "extra"] {
         assert_eq!(get(&format!("{name}_committed")), "1", "{name}");
         assert_eq!(get(&format!("{name}_truncated")), "0", "{name}");
-        assert_eq!(recorded(&m, name), want, "{name}");
+        assert_eq!(recorded(m, name), want, "{name}");
     }
     // A freed tensor's pointer stands for 64 MB of its segment.
     let want = blocks(&[
@@ -125,16 +130,16 @@ fn launches_publish_their_ids_and_the_blocks_their_pointers_point_into() {
         (a + 2 * MB, a + 5 * MB),
         (b + 10 * MB, b + 74 * MB),
     ]);
-    assert_eq!(recorded(&m, "after_free"), want);
+    assert_eq!(recorded(m, "after_free"), want);
     // The job's own managed allocation is known too: from the pointer to
     // the allocation's end.
     let c: u64 = get("c").parse().unwrap();
     assert_eq!(get("own_managed_committed"), "1");
-    assert_eq!(recorded(&m, "own_managed"), blocks(&[(c + MB, c + 6 * MB)]));
+    assert_eq!(recorded(m, "own_managed"), blocks(&[(c + MB, c + 6 * MB)]));
     // A CUkernel's pointer argument is found too (its sizes come from
     // cuKernelGetParamInfo).
     assert_eq!(get("kernel_committed"), "1");
-    assert_eq!(recorded(&m, "kernel"), blocks(&[(a, a + MB)]));
+    assert_eq!(recorded(m, "kernel"), blocks(&[(a, a + MB)]));
     assert_eq!(get("head"), "6");
     assert_eq!(get("dropped"), "0");
 }
@@ -157,4 +162,12 @@ fn unknown_pointers_can_stand_for_their_own_block_only() {
         (b + 90 * MB, b + 90 * MB + 1),
     ]);
     assert_eq!(recorded(&m, "foreach"), want);
+}
+
+/// PRESCIENT_ID_ARGS=all (ids over every argument byte; one lookup of the
+/// sizes per launch gives the id and the footprint both): the default
+/// mode's records, and the page gets the id the ring has.
+#[test]
+fn ids_over_all_arguments_keep_the_footprints() {
+    check_launches(&run(&[("PRESCIENT_ID_ARGS", "all")]));
 }

@@ -20,7 +20,6 @@ pub mod extents;
 pub mod ring;
 pub mod scan;
 
-use crate::driver::CuFunction;
 use crate::marks::blocks::BLOCK_SHIFT;
 use prescient_uapi::launchring::{Record, Ring};
 use std::ffi::c_void;
@@ -67,26 +66,26 @@ pub struct PointerWords {
     pub cut: bool,
 }
 
-/// The argument words of a launch of `f` within the managed range.
+/// The argument words of a launch within the managed range; `sizes`: its
+/// function's parameter sizes ([`crate::params::with_param_sizes`], which
+/// the caller looks up once for the id and the footprint).
 ///
 /// # Safety
 /// `params` and `extra` are the launch's own, valid as the driver requires.
 pub unsafe fn pointer_words(
-    f: CuFunction,
+    sizes: Option<&[u32]>,
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> PointerWords {
     let mut words = Vec::new();
-    let cut = crate::params::with_param_sizes(f, |sizes| {
-        // SAFETY: the caller's promise.
-        unsafe {
-            scan::words(sizes, params, extra, |w| {
-                if extents::maybe_managed(w) {
-                    words.push(w);
-                }
-            })
-        }
-    });
+    // SAFETY: the caller's promise.
+    let cut = unsafe {
+        scan::words(sizes, params, extra, |w| {
+            if extents::maybe_managed(w) {
+                words.push(w);
+            }
+        })
+    };
     PointerWords { words, cut }
 }
 
