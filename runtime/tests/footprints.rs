@@ -110,6 +110,11 @@ fn check_launches(m: &HashMap<String, String>) {
     );
     assert_eq!(get("elementwise_stream"), (0x7000).to_string());
     assert_eq!(get("elementwise_truncated"), "0");
+    assert_eq!(
+        get("elementwise_guessed"),
+        "0",
+        "every pointer in a live block"
+    );
     let want = blocks(&[
         (a, a + MB),
         (a + 2 * MB, a + 5 * MB),
@@ -122,6 +127,7 @@ fn check_launches(m: &HashMap<String, String>) {
     for name in ["foreach", "extra"] {
         assert_eq!(get(&format!("{name}_committed")), "1", "{name}");
         assert_eq!(get(&format!("{name}_truncated")), "0", "{name}");
+        assert_eq!(get(&format!("{name}_guessed")), "1", "{name}");
         assert_eq!(recorded(m, name), want, "{name}");
     }
     // A freed tensor's pointer stands for 64 MB of its segment.
@@ -131,15 +137,22 @@ fn check_launches(m: &HashMap<String, String>) {
         (b + 10 * MB, b + 74 * MB),
     ]);
     assert_eq!(recorded(m, "after_free"), want);
+    assert_eq!(get("after_free_guessed"), "1");
     // The job's own managed allocation is known too: from the pointer to
     // the allocation's end.
     let c: u64 = get("c").parse().unwrap();
     assert_eq!(get("own_managed_committed"), "1");
     assert_eq!(recorded(m, "own_managed"), blocks(&[(c + MB, c + 6 * MB)]));
+    assert_eq!(
+        get("own_managed_guessed"),
+        "1",
+        "no allocator's block there"
+    );
     // A CUkernel's pointer argument is found too (its sizes come from
     // cuKernelGetParamInfo).
     assert_eq!(get("kernel_committed"), "1");
     assert_eq!(recorded(m, "kernel"), blocks(&[(a, a + MB)]));
+    assert_eq!(get("kernel_guessed"), "0");
     assert_eq!(get("head"), "6");
     assert_eq!(get("dropped"), "0");
 }

@@ -30,7 +30,8 @@
 //! first written, `2 pos + 1` while the writer of position `pos` writes it,
 //! `2 pos + 2` once committed. `id` is the execution id as the page holds
 //! it ([`execpage::encode`](crate::execpage::encode)d); `stream` the
-//! stream's slot key; `meta` the range count (bits 0-7) and [`TRUNCATED`];
+//! stream's slot key; `meta` the range count (bits 0-7), [`TRUNCATED`]
+//! and [`GUESSED`];
 //! each range packs its first block (bits 0-31) and block count (bits
 //! 32-63). `check` is a hash of the position and every other word.
 //!
@@ -82,6 +83,11 @@ pub const WANT: u64 = 1;
 /// Meta bit: the launch pointed into more ranges than the record holds,
 /// or had more argument words than the runtime scans.
 pub const TRUNCATED: u64 = 1 << 8;
+/// Meta bit: some range is a guess, not a block the process's allocator
+/// handed out: a pointer into a managed allocation where no live block was
+/// known stands for the allocation from the pointer on, capped. Such a
+/// range says where the launch starts reading, not all it will use.
+pub const GUESSED: u64 = 1 << 9;
 /// Polls a reader waits on an uncommitted record while later ones are
 /// claimed before it skips it.
 pub const STUCK_POLLS: u32 = 1000;
@@ -95,6 +101,8 @@ pub struct Record {
     pub stream: u64,
     /// More ranges or argument words than were recorded.
     pub truncated: bool,
+    /// Some range is a guess ([`GUESSED`]).
+    pub guessed: bool,
     /// Ranges in use.
     pub n: usize,
     /// `(first block, block count)` pairs, packed ([`pack`]).
@@ -107,6 +115,7 @@ impl Default for Record {
             id: 0,
             stream: 0,
             truncated: false,
+            guessed: false,
             n: 0,
             ranges: [0; MAX_RANGES],
         }
@@ -136,7 +145,8 @@ impl Record {
     }
 
     fn meta(&self) -> u64 {
-        self.n as u64 | if self.truncated { TRUNCATED } else { 0 }
+        let flag = |on: bool, bit: u64| if on { bit } else { 0 };
+        self.n as u64 | flag(self.truncated, TRUNCATED) | flag(self.guessed, GUESSED)
     }
 }
 
@@ -301,6 +311,7 @@ impl<'a> Ring<'a> {
             id: body[0],
             stream: body[1],
             truncated: body[2] & TRUNCATED != 0,
+            guessed: body[2] & GUESSED != 0,
             n,
             ..Record::default()
         };

@@ -27,6 +27,7 @@ use prescient_core::{Engine, Pump, Stats};
 use prescient_uapi::control::{Applied, GpuLane};
 use prescient_uvm::Gpu;
 use std::collections::HashSet;
+use std::time::Instant;
 
 /// What one GPU of a process carries from turn to turn.
 pub(super) struct Lane {
@@ -63,6 +64,9 @@ pub(super) struct Lane {
     pub(super) max_resident_bytes: u64,
     pub(super) pre_evicted_blocks: u64,
     pub(super) prefetch_other_gpu: u64,
+    /// When the launches to come were last ordered for victim choice
+    /// (ahead/issue.rs `order_upcoming`).
+    pub(super) upcoming_ordered: Option<Instant>,
 }
 
 impl Lane {
@@ -96,6 +100,7 @@ impl Lane {
             max_resident_bytes: 0,
             pre_evicted_blocks: 0,
             prefetch_other_gpu: 0,
+            upcoming_ordered: None,
         })
     }
 }

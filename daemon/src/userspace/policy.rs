@@ -5,6 +5,7 @@
 //! Both act per GPU (lanes.rs): each GPU's blocks against its own budget.
 
 use super::ahead::issue;
+use super::ahead::queue::Listed;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::config::Config;
@@ -19,6 +20,7 @@ use super::state::Process;
 use prescient_core::{ChainState, Limit, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, RawFd};
+use std::time::Instant;
 
 /// Prefetches one turn issues at most (the engine is asked again next turn).
 const PREFETCHES_PER_TURN: usize = 256;
@@ -77,12 +79,14 @@ impl Policy for Prescient {
         // The blocks of the launches to come (--footprints), lent by the
         // ring's reader for the turn.
         let upcoming = p.ahead.as_mut().map(|a| a.take_upcoming());
+        let listed = p.ahead.as_ref().map(|a| a.listed()).unwrap_or_default();
         let mut ahead = Vec::new();
         for l in p.lanes.iter_mut() {
             let issued = lane_turn(
                 l,
                 &mut Shared {
                     upcoming: upcoming.as_deref().unwrap_or_default(),
+                    listed,
                     ahead: &mut ahead,
                     cfg: &p.cfg,
                     fd: p.fd.as_raw_fd(),
@@ -121,8 +125,10 @@ struct Issued {
 /// What every lane's turn shares: the process's settings, sets and workers.
 struct Shared<'a> {
     /// The blocks of the launches to come, in order (empty without
-    /// --footprints), and what each lane's round of them did.
+    /// --footprints), how many of them are the running launches' and
+    /// whether some are guesses, and what each lane's round of them did.
     upcoming: &'a [u64],
+    listed: Listed,
     ahead: &'a mut Vec<Issued>,
     cfg: &'a Config,
     fd: RawFd,
@@ -173,6 +179,14 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         mech: s.mech,
     };
     if !s.upcoming.is_empty() {
+        let now = Instant::now();
+        let due = l
+            .upcoming_ordered
+            .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY);
+        if due && issue::orders_queue(s.listed, limit.capacity_blocks) {
+            l.upcoming_ordered = Some(now);
+            issue::order_upcoming(&mut l.engine, s.upcoming);
+        }
         // The launches to come first, in their order: known, not guessed.
         let lb = limit.blocks(l.engine.free_target());
         let w = issue::window(s.upcoming, lb, s.cfg.footprint_window_pct);
@@ -277,6 +291,11 @@ mod tests {
                 l,
                 &mut Shared {
                     upcoming,
+                    // One launch, known exactly: the list is the running launch's.
+                    listed: Listed {
+                        running: upcoming.len(),
+                        guessed: false,
+                    },
                     ahead,
                     cfg: &self.cfg,
                     fd: -1,

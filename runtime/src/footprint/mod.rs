@@ -31,7 +31,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const MAX_EXTENTS: usize = 256;
 
 /// The blocks of the extents in `words`, merged where they touch, as
-/// `r`'s ranges (`r.truncated` when some were left out).
+/// `r`'s ranges (`r.truncated` when some were left out, `r.guessed` when
+/// some pointer fell in no live block: its extent is a capped guess).
 pub fn blocks_of(ex: &extents::Extents, words: &[u64], unknown_cap: u64, r: &mut Record) {
     let mut spans: Vec<Range<u64>> = Vec::with_capacity(words.len().min(MAX_EXTENTS));
     for &w in words {
@@ -41,6 +42,7 @@ pub fn blocks_of(ex: &extents::Extents, words: &[u64], unknown_cap: u64, r: &mut
         }
         if let Some((e, live)) = ex.extent(w, unknown_cap) {
             (if live { &PTRS_LIVE } else { &PTRS_UNKNOWN }).fetch_add(1, Ordering::Relaxed);
+            r.guessed |= !live;
             spans.push(e.start >> BLOCK_SHIFT..((e.end - 1) >> BLOCK_SHIFT) + 1);
         }
     }

@@ -45,13 +45,13 @@ static volatile uint64_t *ring(void) {
     return r;
 }
 
-/* Prints record `pos`: its id, stream, truncation and ranges. */
+/* Prints record `pos`: its id, stream, truncation, guessed flag and ranges. */
 static void print_record(const char *name, uint64_t pos) {
     volatile uint64_t *w = ring() + RING_HEADER + (pos % RING_CAPACITY) * RECORD_WORDS;
     int n = (int)(w[4] & 0xff);
-    printf("%s_committed=%d %s_id=%llu %s_stream=%llu %s_truncated=%d %s_ranges=", name,
-           w[0] == 2 * pos + 2, name, (unsigned long long)w[2], name, (unsigned long long)w[3],
-           name, (w[4] >> 8) & 1, name);
+    printf("%s_committed=%d %s_id=%llu %s_stream=%llu %s_truncated=%d %s_guessed=%d %s_ranges=",
+           name, w[0] == 2 * pos + 2, name, (unsigned long long)w[2], name,
+           (unsigned long long)w[3], name, (w[4] >> 8) & 1, name, (w[4] >> 9) & 1, name);
     for (int i = 0; i < n; i++)
         printf("%s%llu:%llu", i ? "," : "", (unsigned long long)(w[5 + i] & 0xffffffff),
                (unsigned long long)(w[5 + i] >> 32));

@@ -10,11 +10,13 @@ fn ring_words() -> Vec<AtomicU64> {
 }
 
 /// The record the test writes for position `k` of its own count: its
-/// content names `k`, so a delivered record says which write it was.
+/// content names `k`, so a delivered record says which write it was
+/// (every other one has guessed ranges, so the flag makes the trip too).
 fn record_for(k: u64) -> Record {
     let mut r = Record {
         id: k.wrapping_mul(0x1000_0000_01b3) | 1,
         stream: 0x7000 + (k % 3),
+        guessed: k % 2 == 1,
         ..Record::default()
     };
     for i in 0..(k % (MAX_RANGES as u64 + 3)) {
