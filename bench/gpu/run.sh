@@ -266,7 +266,8 @@ for w in $WHAT; do
     # a fourth field runs the workload under `prescientctl run FIELD4`
     # (execution ids from the runtime), e.g.
     # "ids:prescient:--exec-ids on:--mode exec-id --no-marks"; a fifth
-    # field is more environment for the launcher (CTL_ENV);
+    # field is more environment for the launcher (CTL_ENV), a sixth
+    # another prescientd for the case (PD_CASE: an A/B of two builds);
     # WL_VARIANTS: which workloads get them (default all).
     export STATS_MS=10
     for wl in ${ORACLE_WL:-dnn stream xf}; do
@@ -299,9 +300,9 @@ for w in $WHAT; do
         case " ${WL_VARIANTS:-$wl} " in *" $wl "*)
           IFS=';' read -ra VS <<< "${VARIANTS:-}"
           for v in "${VS[@]}"; do
-            IFS=: read -r vn vm vf vc ve <<< "$v"
+            IFS=: read -r vn vm vf vc ve vp <<< "$v"
             [ "$vm" = oracle ] && vf="--plan $OUT/${wl}_$rep.plan $vf"
-            CTL_RUN="$vc" CTL_ENV="$ve" RUNNER="$R" EXTRA="$vf" case_ ${wl}_${vn}_$rep $vm $OB -- "${A[@]}"
+            PD_CASE="$vp" CTL_RUN="$vc" CTL_ENV="$ve" RUNNER="$R" EXTRA="$vf" case_ ${wl}_${vn}_$rep $vm $OB -- "${A[@]}"
           done ;;
         esac
       done

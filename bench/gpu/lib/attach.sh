@@ -13,7 +13,8 @@
 #   DAEMON_FLAGS) for at most LIMIT_S seconds: DIR/NAME.stats.json,
 #   DIR/NAME.daemon.json, DIR/NAME.daemon.log. Appends "NAME rc=STATUS"
 #   (the launcher's) to DIR/rc.txt and logs the seconds the case took.
-# ctl and pd come from the sourcing script (see above).
+# ctl and pd come from the sourcing script (see above); PD_CASE (environment)
+# names another prescientd for this case (an A/B of two builds in one run).
 # shellcheck disable=SC2154
 attach_case() {
   local d=$1 name=$2 budget=$3 jmode=$4 dmode=$5 ids=$6 marks=$7 limit=$8
@@ -34,7 +35,7 @@ attach_case() {
     "$@" > "$d/$name.jsonl" 2> "$d/$name.err" &
   cp=$!
   for _ in $(seq 100); do jp=$(pgrep -P $cp | head -1); [ -n "$jp" ] && break; sleep 0.05; done
-  timeout "$limit" "$pd" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" \
+  timeout "$limit" "${PD_CASE:-$pd}" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" \
     "${extra[@]}" "${flags[@]}" \
     --stats-json "$d/$name.stats.json" > "$d/$name.daemon.json" 2> "$d/$name.daemon.log" &
   dp=$!

@@ -14,7 +14,7 @@ import statistics
 import sys
 
 WARM = 3
-CONFIGS = ["driverlike", "marks", "foot", "foot25", "foot25u", "foot10"]
+CONFIGS = ["driverlike", "marks", "foot", "foot25", "foot25u", "foot10", "foot25B"]
 
 
 def steps_of(path):

@@ -11,7 +11,8 @@
 # (BUDGET: default half of the managed bytes a probe run counts).
 # CASES (environment): the configurations to run, default all four
 # ("driverlike transparent execid marks"), and "foot": marks plus launch
-# footprints (prescientd --footprints); PLAIN=0 skips the plain run.
+# footprints (prescientd --footprints), "footB" the same with the prescientd
+# that PD_B (environment) names; PLAIN=0 skips the plain run.
 set -u
 out=$1; model=$2; steps=$3; reps=$4; budget=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,6 +54,7 @@ for r in $(seq 1 "$reps"); do
       execid) case_ "$model.execid.$r" exec-id prescient on 0 ;;
       marks) case_ "$model.marks.$r" exec-id prescient on 1 ;;
       foot) case_ "$model.foot.$r" exec-id prescient on 1 --footprints ;;
+      footB) PD_CASE=${PD_B:?footB needs PD_B} case_ "$model.footB.$r" exec-id prescient on 1 --footprints ;;
     esac
   done
 done

@@ -13,7 +13,7 @@ import statistics
 import sys
 
 WARM = 3
-CONFIGS = ["driverlike", "transparent", "execid", "marks", "foot", "service"]
+CONFIGS = ["driverlike", "transparent", "execid", "marks", "foot", "footB", "service"]
 
 
 def steps_of(path):
@@ -83,7 +83,8 @@ def main():
     m = {c: statistics.median(v) for c, v in med.items()}
     print("median over reps (ms): " + ", ".join(f"{c}={m[c]:.1f}" for c in CONFIGS if c in m))
     for a, b in [("execid", "transparent"), ("execid", "driverlike"), ("marks", "transparent"),
-                 ("marks", "driverlike"), ("marks", "execid"), ("foot", "driverlike"), ("foot", "marks")]:
+                 ("marks", "driverlike"), ("marks", "execid"), ("foot", "driverlike"), ("foot", "marks"),
+                 ("footB", "driverlike"), ("foot", "footB")]:
         if a in m and b in m:
             print(f"{a} vs {b}: {m[b] / m[a]:.2f}x")
 
