@@ -1,0 +1,36 @@
+#!/bin/bash
+# Run 78: victims ordered over the whole queue of launches to come while the running launches fit in half the budget
+# ("new": ahead/issue.rs order_upcoming, every 1 ms) against the build
+# before ("old": only the footprint window ordered), both with
+# Prescient's shipping defaults (`prescientctl run`, pointer ids, launch
+# footprints, 6% reserve); the new build also with 2 or 3 of its 8
+# workers taking only prefetches ("newpw2", "newpw3") and with 12
+# workers, 4 of them prefetch-only ("neww12"); driver-like beside; 2 repetitions; dnn with every
+# block's movements logged (BLOCK_LOG=1, all its cases). Pressure only
+# from the budget prescientd enforces (half of each workload's managed
+# memory).
+set -u
+S=$(cd "$(dirname "$0")" && pwd); BIN=$S/target/release; R=$S/bench/gpu/run.sh
+T0=$(date +%s); left() { echo $(( 575 - ($(date +%s) - T0) )); }
+nvidia-smi --query-gpu=name,uuid,memory.total,memory.used,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
+export PRESCIENTD=$BIN/prescientd PRESCIENTCTL=$BIN/prescientctl NO_PRESCIENT=1 NO_ORACLE=1
+C="--mode exec-id --no-marks"; OLD=$BIN/prescientd.old
+VOLD="old:prescient:--exec-ids on:$C::$OLD"; VNEW="new:prescient:--exec-ids on:$C"
+VNEW2="newpw2:prescient:--exec-ids on --prefetch-workers 2:$C"; VNEW3="newpw3:prescient:--exec-ids on --prefetch-workers 3:$C"
+VW12="neww12:prescient:--exec-ids on --workers 12 --prefetch-workers 4:$C"
+one() {  # one workload: NAME ITERS TIMEOUT_CAP VARIANTS [ENV=VAL]
+  local t=$(left); [ $t -gt $3 ] && t=$3
+  [ $t -lt 40 ] && { echo "$1 skipped: $(left) s left" >> "$OUT/run78.log"; return; }
+  env ${5:-X=} OUT=$OUT/$1 WHAT=oracle ORACLE_WL=$1 REPS="1 2" ITERS=$2 VARIANTS="$4" timeout $t bash "$R" > "$OUT/$1.log" 2>&1
+  echo "$1 done after $(( $(date +%s) - T0 )) s" >> "$OUT/run78.log"
+}
+one dnn 6 110 "$VOLD;$VNEW;$VNEW2;$VNEW3;$VW12" BLOCK_LOG=1
+one stream 6 170 "$VOLD;$VNEW;$VNEW2;$VW12"
+one fdtd 5 110 "$VOLD;$VNEW;$VW12"
+one xf 6 160 "$VOLD;$VNEW;$VW12"
+cd "$OUT" && for w in xf stream fdtd dnn; do
+  sed -n '/cudaMemcpy H2D/,$p' $w.log | grep -v '^  \[' > table_$w.txt 2>/dev/null
+done
+tar czf run78.tgz xf stream fdtd dnn xf.log stream.log fdtd.log dnn.log gpu.csv 2>/dev/null
+rm -rf xf stream fdtd dnn xf.log stream.log fdtd.log dnn.log
+cat table_*.txt; cat run78.log; ls -la
