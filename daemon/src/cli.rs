@@ -178,6 +178,12 @@ pub struct PolicyArgs {
     /// ResNet-50 and the encoder: BENCHMARKS-gpu.md run 61).
     #[arg(long, value_name = "PCT", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub footprint_window_pct: u32,
+    /// With launch footprints: victims follow the whole queue of launches
+    /// to come, not only the window (BENCHMARKS-gpu.md runs 77-82: faster
+    /// on the transformer and ResNet-50, slower on the encoder and dnn).
+    /// A research knob, off by default.
+    #[arg(long, hide = true)]
+    pub order_queue: bool,
 }
 
 impl PolicyArgs {

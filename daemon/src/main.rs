@@ -295,6 +295,7 @@ fn loop_config(
         record_plan: args.policy.record_plan,
         footprints: !args.policy.no_footprints,
         footprint_window_pct: args.policy.footprint_window_pct,
+        order_queue: args.policy.order_queue,
     }
 }
 

@@ -14,7 +14,8 @@
 #   DIR/NAME.daemon.json, DIR/NAME.daemon.log. Appends "NAME rc=STATUS"
 #   (the launcher's) to DIR/rc.txt and logs the seconds the case took.
 # ctl and pd come from the sourcing script (see above); PD_CASE (environment)
-# names another prescientd for this case (an A/B of two builds in one run).
+# names another prescientd for this case (an A/B of two builds in one run);
+# BLOCK_LOG=1 (environment) logs every block's movements to DIR/NAME.blocks.tsv.
 # shellcheck disable=SC2154
 attach_case() {
   local d=$1 name=$2 budget=$3 jmode=$4 dmode=$5 ids=$6 marks=$7 limit=$8
@@ -29,6 +30,7 @@ attach_case() {
   else
     unset PRESCIENT_MARKS_SOCKET; nm=(--no-marks)
   fi
+  [ -n "${BLOCK_LOG:-}" ] && extra+=(--block-log "$d/$name.blocks.tsv")
   # No `timeout` around the launcher: the job must be its direct child
   # (pgrep -P below; run 45 attached `timeout`'s child, the launcher).
   PRESCIENT_RUNTIME_LOG=1 "$ctl" run --budget "$budget" --mode "$jmode" "${nm[@]}" -- \

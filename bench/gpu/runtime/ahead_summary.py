@@ -86,7 +86,7 @@ def row(d, model, config, rep):
         m = a.get("matched", 0)
         r.update({
             "records": a.get("records_read"), "dropped": a.get("records_dropped"),
-            "skipped": a.get("records_skipped"), "truncated": a.get("truncated"),
+            "skipped": a.get("records_skipped"), "truncated": a.get("truncated"), "guessed": a.get("guessed"),
             "matched": m, "unmatched": a.get("unmatched"), "ran_unseen": a.get("ran_unseen"),
             "queued_mean": a.get("queued_sum", 0) / m if m else None,
             "queued_p50": quantile(a.get("queued_hist", []), 0.5),

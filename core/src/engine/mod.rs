@@ -28,7 +28,7 @@ use crate::block::{Block, ExecId, NONE};
 use crate::block_table::Geometry;
 use crate::exec_table::{ExecTable, NO_EXEC};
 use crate::layout::Layout;
-use crate::ledger::{Ledger, LedgerState};
+use crate::ledger::{Ledger, LedgerState, Residency};
 use crate::params::{Mode, ParamError, Params};
 use crate::window::{window_seq, Window};
 use chain::Chain;
@@ -379,6 +379,12 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     /// True if the ledger holds `block` as resident.
     pub fn is_resident(&mut self, block: Block) -> bool {
         self.regions().ledger.contains(block)
+    }
+
+    /// True if the ledger holds `block` as resident and live (not
+    /// declared dead: a dead one waits to be discarded).
+    pub fn is_live(&mut self, block: Block) -> bool {
+        self.regions().ledger.residency(block) == Some(Residency::Live)
     }
 
     /// The next stamp of the table clock.

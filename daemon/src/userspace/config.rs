@@ -89,6 +89,12 @@ pub struct Config {
     /// The part of each GPU's limit the launches to come may take, in
     /// percent (1-100).
     pub footprint_window_pct: u32,
+    /// Victims follow the whole queue of launches to come
+    /// (ahead/issue.rs `order_upcoming`), not only the window: off by
+    /// default (`--order-queue`, hidden; GPU runs 77-82 in
+    /// BENCHMARKS-gpu.md: faster on the transformer and ResNet-50, slower
+    /// on the encoder and dnn).
+    pub order_queue: bool,
 }
 
 impl Default for Config {
@@ -132,6 +138,7 @@ impl Default for Config {
             // parameters of CUkernel launches (run 66).
             footprints: true,
             footprint_window_pct: 25,
+            order_queue: false,
         }
     }
 }

@@ -5,7 +5,6 @@
 //! Both act per GPU (lanes.rs): each GPU's blocks against its own budget.
 
 use super::ahead::issue;
-use super::ahead::queue::Listed;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::config::Config;
@@ -79,14 +78,12 @@ impl Policy for Prescient {
         // The blocks of the launches to come (--footprints), lent by the
         // ring's reader for the turn.
         let upcoming = p.ahead.as_mut().map(|a| a.take_upcoming());
-        let listed = p.ahead.as_ref().map(|a| a.listed()).unwrap_or_default();
         let mut ahead = Vec::new();
         for l in p.lanes.iter_mut() {
             let issued = lane_turn(
                 l,
                 &mut Shared {
                     upcoming: upcoming.as_deref().unwrap_or_default(),
-                    listed,
                     ahead: &mut ahead,
                     cfg: &p.cfg,
                     fd: p.fd.as_raw_fd(),
@@ -125,10 +122,8 @@ struct Issued {
 /// What every lane's turn shares: the process's settings, sets and workers.
 struct Shared<'a> {
     /// The blocks of the launches to come, in order (empty without
-    /// --footprints), how many of them are the running launches' and
-    /// whether some are guesses, and what each lane's round of them did.
+    /// --footprints), and what each lane's round of them did.
     upcoming: &'a [u64],
-    listed: Listed,
     ahead: &'a mut Vec<Issued>,
     cfg: &'a Config,
     fd: RawFd,
@@ -183,7 +178,7 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         let due = l
             .upcoming_ordered
             .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY);
-        if due && issue::orders_queue(s.listed, limit.capacity_blocks) {
+        if s.cfg.order_queue && due {
             l.upcoming_ordered = Some(now);
             issue::order_upcoming(&mut l.engine, s.upcoming);
         }
@@ -291,11 +286,6 @@ mod tests {
                 l,
                 &mut Shared {
                     upcoming,
-                    // One launch, known exactly: the list is the running launch's.
-                    listed: Listed {
-                        running: upcoming.len(),
-                        guessed: false,
-                    },
                     ahead,
                     cfg: &self.cfg,
                     fd: -1,
@@ -340,6 +330,40 @@ mod tests {
         let again = w.turn_ahead(&mut lane, &upcoming, &mut ahead);
         assert!(again.is_empty());
         assert_eq!(ahead[1].done.resident, n as u64);
+    }
+
+    /// `--order-queue`: a full lane's turn with launches to come that use
+    /// resident blocks 40, 20 and 30 (in that order, beyond a 16-block
+    /// window of blocks not resident) leaves them the last victims, 30
+    /// before 20 before 40; off (the default) the engine's order stands,
+    /// least recently migrated first.
+    #[test]
+    fn with_order_queue_the_queued_blocks_go_last_the_one_used_last_first() {
+        for on in [false, true] {
+            let cfg = Config {
+                order_queue: on,
+                ..config("128M", &[0])
+            };
+            let mut w = World::new(cfg, &[0]);
+            let gpu = w.route.table().gpu(index(0)).unwrap();
+            let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
+            for b in 0..64 {
+                w.route.fault(index(0), b, || anyhow::bail!("known"));
+                lane.fault(b, false, false);
+            }
+            let mut upcoming: Vec<u64> = (1000..1016).collect();
+            upcoming.extend([40, 20, 30]);
+            w.turn_ahead(&mut lane, &upcoming, &mut Vec::new());
+            let mut out = [prescient_core::Victim::default(); 64];
+            let n = lane.engine.victims(&mut out);
+            let order: Vec<u64> = out[..n].iter().map(|v| v.block).collect();
+            let at = |b: u64| order.iter().position(|&x| x == b);
+            if on {
+                assert_eq!(&order[n - 3..], [30, 20, 40], "{order:?}");
+            } else {
+                assert!(at(20) < at(30) && at(30) < at(40), "{order:?}");
+            }
+        }
     }
 
     /// UVM_MIGRATE as a worker sees it, from the driver's source: to the

@@ -2,23 +2,22 @@
 //! the lane's limit, ahead of the engine's own predictions.
 //!
 //! Victims stay the engine's choice (dead blocks first, then the least
-//! recently migrated), with one change: the resident blocks of the
-//! launches to come are made the most recently migrated, the ones used
-//! soonest last, so that blocks no queued launch uses go first and, among
-//! the queued ones, the one used last goes first: Belady's choice within
-//! the known queue (outside it, the engine's tables decide). The window
-//! is ordered every turn; the whole queue every `ORDER_EVERY`
-//! (`order_upcoming`), since a pass over it costs about 90 us at 4096
-//! blocks.
+//! recently migrated), with one change: before the round every resident
+//! block of the window is made the most recently migrated, the ones used
+//! soonest last, so that blocks outside the window go first and, among
+//! the window's, the one used last goes first (Belady's choice within the
+//! window; outside it, the engine's tables decide).
 //!
-//! Why the whole queue and not only the window: with the window alone,
-//! a block the next launch uses and a block no launch uses were equal
-//! victims. GPU run 76, dnn (a 1 GiB input and four 256 MB layers under a
-//! 1 GiB budget, each kernel reading its input twice): 2,269 victims an
-//! iteration, 1,171 of them back on the GPU in the same iteration, 4.9 GB
-//! to the GPU a step where Belady's choice needs 2.2.
+//! `--order-queue` (hidden, off) does the same over the whole queue every
+//! `ORDER_EVERY` (`order_upcoming`; about 90 us at 4096 blocks): blocks no
+//! queued launch uses go first. GPU runs 77-82 in BENCHMARKS-gpu.md: the
+//! transformer 1.25-1.32x faster and ResNet-50 1.05-1.13x, but the encoder
+//! 1.7-2.6x slower (its victims came back by the driver's faults about a
+//! step later instead of by prefetch: three times the faults) and dnn
+//! 1.7-3x slower (the first 64 MB of each buffer, a guessed footprint, kept
+//! while its first kernel streamed 1.25 GiB twice). Not understood well
+//! enough to ship.
 
-use super::queue::Listed;
 use prescient_core::pump::{self, Admit, Host};
 use prescient_core::{Engine, Limit, Prefetch, Room};
 use std::ops::DerefMut;
@@ -26,9 +25,9 @@ use std::time::Duration;
 
 /// Blocks of the window made most recently migrated per turn at most.
 const MAX_TOUCH: usize = 512;
-/// How often the whole queue's blocks are ordered for victim choice
-/// (`order_upcoming`); between passes, blocks migrated in go to the
-/// most recent end, which is where blocks about to be used belong.
+/// With `--order-queue`: how often the whole queue's blocks are ordered
+/// for victim choice (`order_upcoming`); between passes, blocks migrated
+/// in go to the most recent end, where blocks about to be used belong.
 pub(in crate::userspace) const ORDER_EVERY: Duration = Duration::from_millis(1);
 
 /// What one round did.
@@ -100,43 +99,27 @@ where
     done
 }
 
-/// Makes the resident blocks of `upcoming` (the launches to come, in
-/// order of use) the most recently migrated, the one used soonest last,
-/// so that the engine's victims are blocks no queued launch uses first,
-/// then queued ones from the one used last on. Returns how many were
-/// resident. The window (the first blocks) is ordered again by `issue`.
+/// Makes the resident live blocks of `upcoming` (the launches to come,
+/// in order of use) the most recently migrated, the one used soonest
+/// last, so that the engine's victims are blocks no queued launch uses
+/// first, then queued ones from the one used last on. Returns how many
+/// were touched. The window (the first blocks) is ordered again by
+/// `issue`. A block declared dead stays dead: the list is computed when
+/// the queue changes and can hold a block freed since, and making it
+/// most recently migrated would move it to the live list (evicted with a
+/// copy instead of discarded).
 pub(in crate::userspace) fn order_upcoming<S>(engine: &mut Engine<S>, upcoming: &[u64]) -> u64
 where
     S: DerefMut<Target = [u64]>,
 {
     let mut resident = 0;
     for &b in upcoming.iter().rev() {
-        if engine.is_resident(b) {
+        if engine.is_live(b) {
             engine.migrated_in(b);
             resident += 1;
         }
     }
     resident
-}
-
-/// Whether the whole queue is ordered for victim choice: only while every
-/// listed launch's blocks are known (no guessed range) and the running
-/// launches' fit in half the lane's capacity.
-///
-/// Why: the order claims each listed block is used by its launch. A
-/// guessed range (a pointer into an allocation with no allocator's block
-/// known: the first 64 MB from the pointer) is where a launch starts, not
-/// what it uses: GPU runs 77-78, dnn (plain cudaMallocManaged buffers, a
-/// 1 GiB input and four 256 MB layers under a 1 GiB budget) kept the first
-/// 32 blocks of all five buffers at the most recent end, a third of the
-/// budget, while its first kernel streamed 640 blocks twice: 4,350 faults
-/// an iteration against 1,420, 434-586 ms a step against 191-262. And a
-/// running launch larger than the memory thrashes within itself in an
-/// order nobody knows; its blocks are left to the engine (least recently
-/// migrated first), as before. Launches known exactly gained: the
-/// transformer 150.8 -> 120.2 ms a step (run 77), 172.5 -> 130.3 (run 78).
-pub(in crate::userspace) fn orders_queue(listed: Listed, capacity_blocks: u64) -> bool {
-    !listed.guessed && (listed.running as u64).saturating_mul(2) <= capacity_blocks
 }
 
 /// The window of a lane: the first `pct` percent of its limit's blocks
@@ -203,10 +186,12 @@ mod tests {
     }
 
     /// With 0-7 resident (migrated in that order) and launches to come
-    /// that use 3, 20 (not resident), 1 and 5, in that order: the victims
-    /// are the blocks no launch uses, least recently migrated first, then
-    /// the queued ones from the one used last (5) to the one used first
-    /// (3). Without the ordering the engine would give 0-7 in order.
+    /// that use 3, 20 (not resident), 1, 6 (declared dead since the list
+    /// was made) and 5, in that order: the dead block is still discarded
+    /// first, then the victims are the blocks no launch uses, least
+    /// recently migrated first, then the queued ones from the one used
+    /// last (5) to the one used first (3). Without the ordering the engine
+    /// would give 6, then 0-7 in order.
     #[test]
     fn victims_are_blocks_no_launch_uses_then_the_queued_one_used_last() {
         let p = base_params(Some(8 * BLOCK_BYTES), 1024);
@@ -215,34 +200,16 @@ mod tests {
         for b in 0..8 {
             fault_in(&mut l, &mut e, b);
         }
-        assert_eq!(order_upcoming(&mut e, &[3, 20, 1, 5]), 3);
+        assert!(e.mark_dead(6));
+        assert_eq!(order_upcoming(&mut e, &[3, 20, 1, 6, 5]), 3);
         let mut out = [prescient_core::Victim::default(); 8];
         assert_eq!(e.victims(&mut out), 8);
-        let got: Vec<u64> = out.iter().map(|v| v.block).collect();
-        assert_eq!(got, [0, 2, 4, 6, 7, 5, 1, 3]);
-    }
-
-    /// The queue is ordered only when no listed launch has a guessed
-    /// range and the running launches fit in half the capacity: a launch
-    /// of 640 blocks under 512 is left to the engine, 512 under 2048 and
-    /// small launches are ordered, guesses never.
-    #[test]
-    fn only_known_launches_that_fit_in_half_the_memory_order_the_queue() {
-        let known = |running| Listed {
-            running,
-            guessed: false,
-        };
-        assert!(!orders_queue(known(640), 512));
-        assert!(orders_queue(known(512), 2048));
-        assert!(orders_queue(known(256), 512));
-        assert!(!orders_queue(known(257), 512));
-        assert!(orders_queue(known(0), 0));
-        assert!(!orders_queue(known(usize::MAX), u64::MAX - 1));
-        let guessed = Listed {
-            running: 64,
-            guessed: true,
-        };
-        assert!(!orders_queue(guessed, 512));
+        let got: Vec<(u64, bool)> = out.iter().map(|v| (v.block, v.discard)).collect();
+        let want: Vec<(u64, bool)> = [6, 0, 2, 4, 7, 5, 1, 3]
+            .iter()
+            .map(|&b| (b, b == 6))
+            .collect();
+        assert_eq!(got, want);
     }
 
     /// Issues `window` turn after turn, the turn's evictions completing

@@ -23,7 +23,7 @@ mod ring;
 mod turn;
 
 use prescient_uapi::launchring::{Reader, CAPACITY};
-use queue::{Listed, Queue, QueueStats};
+use queue::{Queue, QueueStats};
 use serde::Serialize;
 
 /// Blocks of upcoming launches computed at most (each lane takes its
@@ -63,9 +63,6 @@ pub(super) struct Ahead {
     reader: Reader,
     pub(super) queue: Queue,
     upcoming: Vec<u64>,
-    /// How many of `upcoming` are the running launches' blocks, and
-    /// whether some are guesses.
-    listed: Listed,
     /// The queue's generations the list was computed at.
     upcoming_gen: Option<u64>,
     seen_gen: u64,
@@ -85,7 +82,6 @@ impl Ahead {
             reader,
             queue: Queue::default(),
             upcoming: Vec::new(),
-            listed: Listed::default(),
             upcoming_gen: None,
             seen_gen: 0,
             wanted: true,
@@ -128,17 +124,11 @@ impl Ahead {
         let stale = self.upcoming_gen != Some(self.queue.front_generation)
             || (self.upcoming.len() < MAX_UPCOMING && self.seen_gen != self.queue.generation);
         if stale {
-            self.listed = self.queue.upcoming(MAX_UPCOMING, &mut self.upcoming);
+            self.queue.upcoming(MAX_UPCOMING, &mut self.upcoming);
             self.upcoming_gen = Some(self.queue.front_generation);
             self.seen_gen = self.queue.generation;
         }
         std::mem::take(&mut self.upcoming)
-    }
-
-    /// How many of the upcoming blocks are the running launches' (the
-    /// first of the list), and whether some are guesses.
-    pub(super) fn listed(&self) -> Listed {
-        self.listed
     }
 
     /// Takes back the upcoming blocks and counts what a turn did.
@@ -209,8 +199,6 @@ mod tests {
         a.queue.started(0x7000, 3);
         let up = a.take_upcoming();
         assert_eq!(up, [30, 31, 40, 41]);
-        assert_eq!(a.listed().running, 2);
-        assert!(!a.listed().guessed);
         a.put_back(up, &[], 4);
         let s = a.snapshot();
         assert_eq!(
