@@ -179,7 +179,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "PCT", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub footprint_window_pct: u32,
     /// With launch footprints: victims follow the whole queue of launches
-    /// to come, not only the window (BENCHMARKS-gpu.md runs 77-82: faster
+    /// to come, not only the window (BENCHMARKS-gpu.md runs 77-83: faster
     /// on the transformer and ResNet-50, slower on the encoder and dnn).
     /// A research knob, off by default.
     #[arg(long, hide = true)]

@@ -91,7 +91,7 @@ pub struct Config {
     pub footprint_window_pct: u32,
     /// Victims follow the whole queue of launches to come
     /// (ahead/issue.rs `order_upcoming`), not only the window: off by
-    /// default (`--order-queue`, hidden; GPU runs 77-82 in
+    /// default (`--order-queue`, hidden; GPU runs 77-83 in
     /// BENCHMARKS-gpu.md: faster on the transformer and ResNet-50, slower
     /// on the encoder and dnn).
     pub order_queue: bool,

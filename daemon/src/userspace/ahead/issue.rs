@@ -10,13 +10,14 @@
 //!
 //! `--order-queue` (hidden, off) does the same over the whole queue every
 //! `ORDER_EVERY` (`order_upcoming`; about 90 us at 4096 blocks): blocks no
-//! queued launch uses go first. GPU runs 77-82 in BENCHMARKS-gpu.md: the
+//! queued launch uses go first. GPU runs 77-83 in BENCHMARKS-gpu.md: the
 //! transformer 1.25-1.32x faster and ResNet-50 1.05-1.13x, but the encoder
-//! 1.7-2.6x slower (its victims came back by the driver's faults about a
-//! step later instead of by prefetch: three times the faults) and dnn
-//! 1.7-3x slower (the first 64 MB of each buffer, a guessed footprint, kept
-//! while its first kernel streamed 1.25 GiB twice). Not understood well
-//! enough to ship.
+//! slower in three runs of four (median of 10 repetitions 365 ms against
+//! 250; its victims came back by the driver's faults about a step later
+//! instead of by prefetch: two to three times the faults) and dnn 1.7-3x
+//! slower (the first 64 MB of each buffer, a guessed footprint, kept while
+//! its first kernel streamed 1.25 GiB twice). Not understood well enough
+//! to ship.
 
 use prescient_core::pump::{self, Admit, Host};
 use prescient_core::{Engine, Limit, Prefetch, Room};
