@@ -174,13 +174,14 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         mech: s.mech,
     };
     if !s.upcoming.is_empty() {
-        let now = Instant::now();
-        let due = l
-            .upcoming_ordered
-            .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY);
-        if s.cfg.order_queue && due {
-            l.upcoming_ordered = Some(now);
-            issue::order_upcoming(&mut l.engine, s.upcoming);
+        if s.cfg.order_queue {
+            let now = Instant::now();
+            if l.upcoming_ordered
+                .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY)
+            {
+                l.upcoming_ordered = Some(now);
+                issue::order_upcoming(&mut l.engine, s.upcoming);
+            }
         }
         // The launches to come first, in their order: known, not guessed.
         let lb = limit.blocks(l.engine.free_target());
