@@ -64,7 +64,7 @@ fn managed(dptr: *mut CuDevicePtr, bytes: usize) -> CuResult {
     if rc == CUDA_SUCCESS {
         // SAFETY: the driver wrote *dptr on success.
         let addr = unsafe { *dptr };
-        record(addr, bytes);
+        record(addr, bytes, false);
         if crate::config::get().place_fresh {
             place(calls, addr, bytes);
         }
@@ -74,7 +74,7 @@ fn managed(dptr: *mut CuDevicePtr, bytes: usize) -> CuResult {
 
 /// Records a live managed allocation: its size (the budget's free bytes,
 /// `cuMemFree`), marks, launch footprints and the execution-id page.
-fn record(addr: CuDevicePtr, bytes: usize) {
+fn record(addr: CuDevicePtr, bytes: usize, own: bool) {
     stats::bump(&stats::MANAGED_ALLOCS);
     stats::MANAGED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
     LIVE.lock()
@@ -84,7 +84,7 @@ fn record(addr: CuDevicePtr, bytes: usize) {
     // A fresh range may reuse addresses of one freed earlier: none of
     // it may be dead at the daemon (marks/mod.rs).
     crate::marks::allocated(addr, bytes as u64);
-    crate::footprint::extents::managed_allocated(addr, bytes as u64);
+    crate::footprint::extents::managed_allocated(addr, bytes as u64, own);
     crate::marker::setup_early();
 }
 
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn mem_alloc_managed(
     let rc = unsafe { f(dptr, bytes, flags) };
     if rc == CUDA_SUCCESS && !dptr.is_null() {
         // SAFETY: the driver wrote *dptr on success.
-        record(unsafe { *dptr }, bytes);
+        record(unsafe { *dptr }, bytes, true);
     }
     rc
 }

@@ -343,7 +343,7 @@ mod tests {
     fn a_launch_looks_its_parameter_sizes_up_once_at_most() {
         let f = 0x5a17 as CuFunction;
         seed(f, &SIZES);
-        crate::footprint::extents::managed_allocated(DATA[0], 8 << 20);
+        crate::footprint::extents::managed_allocated(DATA[0], 8 << 20, false);
         let n = (1i32 << 20).to_ne_bytes();
         let data: Vec<u8> = DATA.iter().flat_map(|w| w.to_ne_bytes()).collect();
         let (id, words, lookups) = launch(f, false, true, true);

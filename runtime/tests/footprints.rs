@@ -138,15 +138,15 @@ fn check_launches(m: &HashMap<String, String>) {
     ]);
     assert_eq!(recorded(m, "after_free"), want);
     assert_eq!(get("after_free_guessed"), "1");
-    // The job's own managed allocation is known too: from the pointer to
-    // the allocation's end.
+    // The job's own managed allocation stands for itself, no guess: from
+    // the pointer to the allocation's end.
     let c: u64 = get("c").parse().unwrap();
     assert_eq!(get("own_managed_committed"), "1");
     assert_eq!(recorded(m, "own_managed"), blocks(&[(c + MB, c + 6 * MB)]));
     assert_eq!(
         get("own_managed_guessed"),
-        "1",
-        "no allocator's block there"
+        "0",
+        "a buffer the job allocated itself"
     );
     // A CUkernel's pointer argument is found too (its sizes come from
     // cuKernelGetParamInfo).

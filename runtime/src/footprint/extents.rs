@@ -1,10 +1,16 @@
 //! Where a pointer argument's data lies: the managed allocations the
 //! runtime made (alloc.rs) and, within them, the live blocks PyTorch's
 //! caching allocator handed out (its ALLOC events, marks/mod.rs). A
-//! pointer into a live block stands for that block; a pointer into a
-//! managed allocation with no known block stands for the allocation from
-//! the pointer on, capped (at [`UNKNOWN_CAP`] unless the launcher says:
-//! PRESCIENT_FOOTPRINT_UNKNOWN_BYTES).
+//! pointer into a live block stands for that block. A pointer into an
+//! allocation the job made itself with `cuMemAllocManaged`, with no live
+//! block known in it, stands for the allocation from the pointer on (a
+//! program written for managed memory allocates its buffers, or a
+//! pluggable allocator its tensors, one by one: GPU run 82 found every one
+//! of train.py's footprints guessed, and dnn's first kernel seen as 64 MB
+//! of its 1.25 GiB). Any other pointer into a managed allocation (the
+//! runtime's own, which a caching allocator may carve up) stands for the
+//! allocation from the pointer on, capped (at [`UNKNOWN_CAP`] unless the
+//! launcher says: PRESCIENT_FOOTPRINT_UNKNOWN_BYTES): a guess.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -47,6 +53,11 @@ impl Spans {
         (addr < s.saturating_add(l)).then(|| s..s.saturating_add(l))
     }
 
+    /// True if some span starts inside `range`.
+    fn any_within(&self, range: Range<u64>) -> bool {
+        self.0.range(range).next().is_some()
+    }
+
     fn bounds(&self) -> (u64, u64) {
         let lo = self.0.keys().next().copied().unwrap_or(u64::MAX);
         let hi = (self.0.iter().map(|(s, l)| s + l).max()).unwrap_or(0);
@@ -54,27 +65,47 @@ impl Spans {
     }
 }
 
-/// The process's managed allocations and live blocks.
+/// The process's managed allocations, those of them the job made itself,
+/// and live blocks.
 #[derive(Default)]
 pub struct Extents {
     pub managed: Spans,
+    pub own: Spans,
     pub live: Spans,
 }
 
+/// What a pointer's extent rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// A live block of a caching allocator.
+    Live,
+    /// The job's own allocation, with no live block known in it.
+    Own,
+    /// Neither: the allocation from the pointer on, capped.
+    Guess,
+}
+
 impl Extents {
-    /// The bytes a pointer `addr` stands for (and whether a live block
-    /// was known there), or None when it does not point into managed
-    /// memory; `unknown_cap`: the bytes from the pointer a pointer with no
-    /// known block stands for at most (at least one byte).
-    pub fn extent(&self, addr: u64, unknown_cap: u64) -> Option<(Range<u64>, bool)> {
+    /// The bytes a pointer `addr` stands for, and what that rests on, or
+    /// None when it does not point into managed memory; `unknown_cap`:
+    /// the bytes from the pointer a guessed extent covers at most (at
+    /// least one byte).
+    pub fn extent(&self, addr: u64, unknown_cap: u64) -> Option<(Range<u64>, Basis)> {
         let alloc = self.managed.holding(addr)?;
-        match self.live.holding(addr) {
-            Some(b) => Some((b.start..b.end.min(b.start.saturating_add(BLOCK_CAP)), true)),
-            None => Some((
-                addr..alloc.end.min(addr.saturating_add(unknown_cap.max(1))),
-                false,
-            )),
+        if let Some(b) = self.live.holding(addr) {
+            return Some((
+                b.start..b.end.min(b.start.saturating_add(BLOCK_CAP)),
+                Basis::Live,
+            ));
         }
+        // A live block elsewhere in it: the job carves this one up.
+        let own = self.own.holding(addr).is_some() && !self.live.any_within(alloc.clone());
+        let (cap, basis) = if own {
+            (BLOCK_CAP, Basis::Own)
+        } else {
+            (unknown_cap.max(1), Basis::Guess)
+        };
+        Some((addr..alloc.end.min(addr.saturating_add(cap)), basis))
     }
 }
 
@@ -98,15 +129,24 @@ fn update(managed: bool, f: impl FnOnce(&mut Extents)) {
     }
 }
 
-/// The runtime made a managed allocation.
-pub fn managed_allocated(addr: u64, len: u64) {
-    update(true, |e| e.managed.insert(addr, len));
+/// A managed allocation was made: by the job itself (`own`, its own
+/// `cuMemAllocManaged`) or by the runtime in place of device memory.
+pub fn managed_allocated(addr: u64, len: u64, own: bool) {
+    update(true, |e| {
+        e.managed.insert(addr, len);
+        // A fresh allocation may reuse the start of one freed earlier.
+        e.own.remove_within(addr, 1);
+        if own {
+            e.own.insert(addr, len);
+        }
+    });
 }
 
 /// A managed allocation goes back to the driver: its blocks go with it.
 pub fn managed_freed(addr: u64, len: u64) {
     update(true, |e| {
         e.managed.remove_within(addr, 1);
+        e.own.remove_within(addr, 1);
         e.live.remove_within(addr, len);
     });
 }
@@ -143,13 +183,13 @@ mod tests {
         e.managed.insert(0x1000_0000, 200 << 20);
         e.live.insert(0x1000_0000 + (4 << 20), 3 << 20);
         // Inside the live block (a view at an offset): the whole block.
-        let (b, live) = e.extent(0x1000_0000 + (5 << 20), UNKNOWN_CAP).unwrap();
+        let (b, basis) = e.extent(0x1000_0000 + (5 << 20), UNKNOWN_CAP).unwrap();
         assert_eq!(b, 0x1000_0000 + (4 << 20)..0x1000_0000 + (7 << 20));
-        assert!(live);
+        assert_eq!(basis, Basis::Live);
         // No block known there: 64 MB from the pointer.
-        let (t, live) = e.extent(0x1000_0000 + (100 << 20), UNKNOWN_CAP).unwrap();
+        let (t, basis) = e.extent(0x1000_0000 + (100 << 20), UNKNOWN_CAP).unwrap();
         assert_eq!(t.end - t.start, UNKNOWN_CAP);
-        assert!(!live);
+        assert_eq!(basis, Basis::Guess);
         let (t, _) = e.extent(0x1000_0000 + (100 << 20), 0).unwrap();
         assert_eq!(t.end - t.start, 1, "at least the pointed-at byte");
         // ... or to the allocation's end.
@@ -165,5 +205,32 @@ mod tests {
                 .start,
             0x1000_0000 + (5 << 20)
         );
+    }
+
+    /// The job's own allocations stand for themselves from the pointer
+    /// on (a buffer, or a pluggable allocator's tensor), capped at
+    /// BLOCK_CAP; one a caching allocator carves up (a live block known in
+    /// it) is guessed at like the runtime's; a fresh allocation at a
+    /// reused address is the runtime's again.
+    #[test]
+    fn the_jobs_own_allocations_stand_for_themselves() {
+        let mut e = Extents::default();
+        let (a, big) = (0x1000_0000u64, 0x1_0000_0000u64);
+        e.managed.insert(a, 1 << 30);
+        e.own.insert(a, 1 << 30);
+        e.managed.insert(big, 3 << 30);
+        e.own.insert(big, 3 << 30);
+        let (t, basis) = e.extent(a, UNKNOWN_CAP).unwrap();
+        assert_eq!((t, basis), (a..a + (1 << 30), Basis::Own));
+        let (t, _) = e.extent(a + (1 << 20), UNKNOWN_CAP).unwrap();
+        assert_eq!(t, a + (1 << 20)..a + (1 << 30), "from the pointer on");
+        let (t, _) = e.extent(big, UNKNOWN_CAP).unwrap();
+        assert_eq!(t.end - t.start, BLOCK_CAP);
+        e.live.insert(a + (8 << 20), 2 << 20);
+        let (t, basis) = e.extent(a, UNKNOWN_CAP).unwrap();
+        assert_eq!((t.end - t.start, basis), (UNKNOWN_CAP, Basis::Guess));
+        assert_eq!(e.extent(a + (9 << 20), 0).unwrap().1, Basis::Live);
+        e.own.remove_within(big, 1);
+        assert_eq!(e.extent(big, UNKNOWN_CAP).unwrap().1, Basis::Guess);
     }
 }

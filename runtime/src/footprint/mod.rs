@@ -32,7 +32,7 @@ const MAX_EXTENTS: usize = 256;
 
 /// The blocks of the extents in `words`, merged where they touch, as
 /// `r`'s ranges (`r.truncated` when some were left out, `r.guessed` when
-/// some pointer fell in no live block: its extent is a capped guess).
+/// some pointer's extent is a capped guess: extents.rs).
 pub fn blocks_of(ex: &extents::Extents, words: &[u64], unknown_cap: u64, r: &mut Record) {
     let mut spans: Vec<Range<u64>> = Vec::with_capacity(words.len().min(MAX_EXTENTS));
     for &w in words {
@@ -40,9 +40,14 @@ pub fn blocks_of(ex: &extents::Extents, words: &[u64], unknown_cap: u64, r: &mut
             r.truncated = true;
             break;
         }
-        if let Some((e, live)) = ex.extent(w, unknown_cap) {
-            (if live { &PTRS_LIVE } else { &PTRS_UNKNOWN }).fetch_add(1, Ordering::Relaxed);
-            r.guessed |= !live;
+        if let Some((e, basis)) = ex.extent(w, unknown_cap) {
+            let counter = match basis {
+                extents::Basis::Live => &PTRS_LIVE,
+                extents::Basis::Own => &PTRS_OWN,
+                extents::Basis::Guess => &PTRS_UNKNOWN,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            r.guessed |= basis == extents::Basis::Guess;
             spans.push(e.start >> BLOCK_SHIFT..((e.end - 1) >> BLOCK_SHIFT) + 1);
         }
     }
@@ -116,10 +121,12 @@ pub fn publish(ring: &Ring<'_>, id: u64, stream_key: u64, ptrs: &PointerWords) {
 }
 
 /// Records written and dropped (full ring), pointer words that fell in a
-/// live block or only in a managed allocation, and blocks recorded.
+/// live block, in the job's own allocation, or only in a managed
+/// allocation (a guess), and blocks recorded.
 pub static RECORDS: AtomicU64 = AtomicU64::new(0);
 pub static DROPPED: AtomicU64 = AtomicU64::new(0);
 pub static PTRS_LIVE: AtomicU64 = AtomicU64::new(0);
+pub static PTRS_OWN: AtomicU64 = AtomicU64::new(0);
 pub static PTRS_UNKNOWN: AtomicU64 = AtomicU64::new(0);
 pub static BLOCKS: AtomicU64 = AtomicU64::new(0);
 
@@ -128,10 +135,11 @@ pub fn line() -> Option<String> {
     let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
     (g(&RECORDS) + g(&DROPPED) > 0).then(|| {
         format!(
-            "footprints: records={} dropped={} ptrs_live={} ptrs_unknown={} blocks={}",
+            "footprints: records={} dropped={} ptrs_live={} ptrs_own={} ptrs_unknown={} blocks={}",
             g(&RECORDS),
             g(&DROPPED),
             g(&PTRS_LIVE),
+            g(&PTRS_OWN),
             g(&PTRS_UNKNOWN),
             g(&BLOCKS)
         )
