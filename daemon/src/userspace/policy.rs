@@ -83,7 +83,8 @@ impl Policy for Prescient {
             let issued = lane_turn(
                 l,
                 &mut Shared {
-                    upcoming: upcoming.as_deref().unwrap_or_default(),
+                    upcoming: upcoming.as_ref().map_or(&[], |u| &u.blocks),
+                    running: upcoming.as_ref().map_or(&[], |u| &u.running),
                     ahead: &mut ahead,
                     cfg: &p.cfg,
                     fd: p.fd.as_raw_fd(),
@@ -122,8 +123,10 @@ struct Issued {
 /// What every lane's turn shares: the process's settings, sets and workers.
 struct Shared<'a> {
     /// The blocks of the launches to come, in order (empty without
-    /// --footprints), and what each lane's round of them did.
+    /// --footprints), the running ones' again (`queue::Upcoming`), and
+    /// what each lane's round of them did.
     upcoming: &'a [u64],
+    running: &'a [u64],
     ahead: &'a mut Vec<Issued>,
     cfg: &'a Config,
     fd: RawFd,
@@ -185,7 +188,7 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         }
         // The launches to come first, in their order: known, not guessed.
         let lb = limit.blocks(l.engine.free_target());
-        let w = issue::window(s.upcoming, lb, s.cfg.footprint_window_pct);
+        let w = issue::window(s.upcoming, s.running, lb, s.cfg.footprint_window_pct);
         let done = issue::issue(&mut l.engine, limit, &mut host, w, PREFETCHES_PER_TURN);
         s.ahead.push(Issued {
             done,
@@ -283,10 +286,23 @@ mod tests {
             upcoming: &[u64],
             ahead: &mut Vec<Issued>,
         ) -> Vec<u64> {
+            self.turn_running(l, upcoming, &[], ahead)
+        }
+
+        /// A turn with the blocks of the launches to come and the running
+        /// ones' (`queue::Upcoming::running`).
+        fn turn_running(
+            &mut self,
+            l: &mut Lane,
+            upcoming: &[u64],
+            running: &[u64],
+            ahead: &mut Vec<Issued>,
+        ) -> Vec<u64> {
             lane_turn(
                 l,
                 &mut Shared {
                     upcoming,
+                    running,
                     ahead,
                     cfg: &self.cfg,
                     fd: -1,
@@ -331,6 +347,35 @@ mod tests {
         let again = w.turn_ahead(&mut lane, &upcoming, &mut ahead);
         assert!(again.is_empty());
         assert_eq!(ahead[1].done.resident, n as u64);
+    }
+
+    /// A running launch of 100 blocks under a 64-block limit: the window is
+    /// the first 75% of the limit of its blocks in `running`'s order (the
+    /// ones later launches use first), not 25% of the upcoming list; one of
+    /// 10 blocks gets the plain window.
+    #[test]
+    fn a_running_launch_larger_than_the_limit_keeps_most_of_it() {
+        let mut w = World::new(config("128M", &[0]), &[0]);
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
+        let lb = Limit {
+            capacity_blocks: 64,
+            watermark_pct: DEFAULT_WATERMARK_PCT,
+        }
+        .blocks(lane.engine.free_target());
+        let upcoming: Vec<u64> = (5000..5100).chain(6000..6020).collect();
+        let mut running: Vec<u64> = (5090..5100).collect();
+        running.extend(5000..5090);
+        let mut ahead = Vec::new();
+        let sent = w.turn_running(&mut lane, &upcoming, &running, &mut ahead);
+        let n = (lb * u64::from(issue::LARGE_PCT) / 100) as usize;
+        assert!(n > 16 && n < 64, "{n}");
+        assert_eq!(sent, running[..n], "the blocks used later first");
+        assert_eq!(ahead[0].window, n as u64);
+        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
+        let running: Vec<u64> = (5000..5010).collect();
+        let sent = w.turn_running(&mut lane, &upcoming, &running, &mut ahead);
+        assert_eq!(sent, upcoming[..(lb * 25 / 100) as usize]);
     }
 
     /// `--order-queue`: a full lane's turn with launches to come that use

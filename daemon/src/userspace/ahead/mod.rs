@@ -10,8 +10,10 @@
 //! page says which queued launch each stream runs now; the blocks of that
 //! launch and the ones behind it, in order, within a part of the budget
 //! (`--footprint-window-pct`), are prefetched first (issue.rs), and kept
-//! from eviction as long as blocks outside them can go. The engine then
-//! prefetches as before with what room is left, and chooses the victims.
+//! from eviction as long as blocks outside them can go; running launches
+//! larger than the budget keep most of it instead (issue.rs `window`).
+//! The engine then prefetches as before with what room is left, and
+//! chooses the victims.
 //!
 //! - queue.rs: the launches to come, and how far ahead of the GPU they are;
 //! - issue.rs: their blocks, prefetched in order under the budget;
@@ -23,7 +25,7 @@ mod ring;
 mod turn;
 
 use prescient_uapi::launchring::{Reader, CAPACITY};
-use queue::{Queue, QueueStats};
+use queue::{Queue, QueueStats, Upcoming};
 use serde::Serialize;
 
 /// Blocks of upcoming launches computed at most (each lane takes its
@@ -62,7 +64,7 @@ pub(super) struct Ahead {
     ring: ring::Mapped,
     reader: Reader,
     pub(super) queue: Queue,
-    upcoming: Vec<u64>,
+    upcoming: Upcoming,
     /// The queue's generations the list was computed at.
     upcoming_gen: Option<u64>,
     seen_gen: u64,
@@ -81,7 +83,7 @@ impl Ahead {
             ring,
             reader,
             queue: Queue::default(),
-            upcoming: Vec::new(),
+            upcoming: Upcoming::default(),
             upcoming_gen: None,
             seen_gen: 0,
             wanted: true,
@@ -119,10 +121,11 @@ impl Ahead {
     /// The blocks of the launches to come, in order (recomputed when the
     /// queue changed), lent to the policy's turn: [`Ahead::put_back`]
     /// returns them with what the turn did.
-    pub(super) fn take_upcoming(&mut self) -> Vec<u64> {
+    pub(super) fn take_upcoming(&mut self) -> Upcoming {
         // Launches added behind a full list change nothing in it.
         let stale = self.upcoming_gen != Some(self.queue.front_generation)
-            || (self.upcoming.len() < MAX_UPCOMING && self.seen_gen != self.queue.generation);
+            || (self.upcoming.blocks.len() < MAX_UPCOMING
+                && self.seen_gen != self.queue.generation);
         if stale {
             self.queue.upcoming(MAX_UPCOMING, &mut self.upcoming);
             self.upcoming_gen = Some(self.queue.front_generation);
@@ -132,7 +135,7 @@ impl Ahead {
     }
 
     /// Takes back the upcoming blocks and counts what a turn did.
-    pub(super) fn put_back(&mut self, upcoming: Vec<u64>, done: &[issue::Issued], window: u64) {
+    pub(super) fn put_back(&mut self, upcoming: Upcoming, done: &[issue::Issued], window: u64) {
         self.upcoming = upcoming;
         let s = &mut self.stats;
         for d in done {
@@ -195,10 +198,13 @@ mod tests {
             assert!(r.push(&launch(id, b)));
         }
         a.poll();
-        assert_eq!(a.take_upcoming(), [20, 21, 30, 31, 40, 41]);
+        assert_eq!(a.take_upcoming().blocks, [20, 21, 30, 31, 40, 41]);
         a.queue.started(0x7000, 3);
         let up = a.take_upcoming();
-        assert_eq!(up, [30, 31, 40, 41]);
+        assert_eq!(
+            (&up.blocks[..], &up.running[..]),
+            (&[30, 31, 40, 41][..], &[30, 31][..])
+        );
         a.put_back(up, &[], 4);
         let s = a.snapshot();
         assert_eq!(
@@ -211,7 +217,7 @@ mod tests {
         );
         a.want(false);
         assert!(!r.wanted());
-        assert!(a.take_upcoming().is_empty());
+        assert!(a.take_upcoming().blocks.is_empty());
         drop(a);
         assert!(!r.wanted(), "a dropped reader stops asking");
     }

@@ -142,10 +142,16 @@ impl Queue {
 
     /// The blocks of the launches to come, the running ones first, in
     /// launch order (streams taken in turn, one launch each), each once,
-    /// at most `max`.
-    pub fn upcoming(&self, max: usize, out: &mut Vec<u64>) {
+    /// at most `max`, into `up.blocks`; and the running launches' blocks
+    /// into `up.running`, those a later launch also uses first.
+    pub fn upcoming(&self, max: usize, up: &mut Upcoming) {
+        let out = &mut up.blocks;
         out.clear();
         let mut seen = HashSet::new();
+        // Blocks met again after the first round: the running launches'
+        // among them are used later too.
+        let mut again = HashSet::new();
+        let mut running = None;
         let mut iters: Vec<_> = self.streams.values().map(|q| q.iter()).collect();
         while out.len() < max && !iters.is_empty() {
             iters.retain_mut(|it| match it.next() {
@@ -159,6 +165,8 @@ impl Queue {
                             }
                             if seen.insert(b) {
                                 out.push(b);
+                            } else if running.is_some() {
+                                again.insert(b);
                             }
                         }
                     }
@@ -166,8 +174,26 @@ impl Queue {
                 }
                 None => false,
             });
+            running.get_or_insert(out.len());
         }
+        let first = &out[..running.unwrap_or(0)];
+        up.running.clear();
+        up.running
+            .extend(first.iter().filter(|b| again.contains(b)));
+        up.running
+            .extend(first.iter().filter(|b| !again.contains(b)));
     }
+}
+
+/// The blocks of the launches to come (`Queue::upcoming`).
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct Upcoming {
+    /// Each once, in order of use.
+    pub blocks: Vec<u64>,
+    /// The running launches' blocks (the front of each stream), those a
+    /// later launch also uses first, each part in order of use: what to
+    /// keep of running launches larger than the budget (issue.rs).
+    pub running: Vec<u64>,
 }
 
 #[cfg(test)]
@@ -200,15 +226,16 @@ mod tests {
             }
         }
         q.push(&rec(0x8000, 99, &[(500, 2)]));
-        let mut up = Vec::new();
+        let mut up = Upcoming::default();
         // Streams in turn: 0x7000's first launch, then 0x8000's, ...
         q.upcoming(100, &mut up);
-        assert_eq!(up, [0, 500, 501, 1, 2, 100, 101, 102]);
+        assert_eq!(up.blocks, [0, 500, 501, 1, 2, 100, 101, 102]);
+        assert_eq!(up.running, [0, 500, 501], "the fronts; nothing used again");
         q.started(0x7000, 12);
         assert_eq!(q.stats.ran_unseen, 2);
         assert_eq!(q.stats.queued_sum, 3, "12 of step 0, then step 1's three");
         q.upcoming(100, &mut up);
-        assert_eq!(up, [2, 500, 501, 100, 101, 102]);
+        assert_eq!(up.blocks, [2, 500, 501, 100, 101, 102]);
         q.started(0x7000, 10);
         assert_eq!(q.len(), 4);
         q.started(0x7000, 77);
@@ -217,11 +244,31 @@ mod tests {
         // 3 and 2 launches behind: both in bucket 2 (2-3).
         assert_eq!(q.stats.queued_hist[2], 2);
         q.upcoming(2, &mut up);
-        assert_eq!(up, [100, 500]);
+        assert_eq!(up.blocks, [100, 500]);
         // A range of 2^32 - 1 blocks costs no more than `max`.
         q.push(&rec(0x9000, 5, &[(1, u32::MAX as u64)]));
         q.upcoming(10, &mut up);
-        assert_eq!(up.len(), 10);
+        assert_eq!(up.blocks.len(), 10);
+    }
+
+    /// A layer's kernel reads its input (0-3) and writes its output
+    /// (10-11), which the next kernel reads: of the running launch's
+    /// blocks, the output comes first in `running` (a later launch uses
+    /// it), then the input, each in order; a stream's later launches are
+    /// not running.
+    #[test]
+    fn the_running_launchs_blocks_used_later_come_first() {
+        let mut q = Queue::default();
+        q.push(&rec(0x7000, 1, &[(0, 4), (10, 2)]));
+        q.push(&rec(0x7000, 2, &[(10, 2), (20, 2)]));
+        q.push(&rec(0x7000, 3, &[(20, 2), (1, 1)]));
+        let mut up = Upcoming::default();
+        q.upcoming(100, &mut up);
+        assert_eq!(up.blocks, [0, 1, 2, 3, 10, 11, 20, 21]);
+        assert_eq!(up.running, [1, 10, 11, 0, 2, 3]);
+        q.started(0x7000, 2);
+        q.upcoming(100, &mut up);
+        assert_eq!(up.running, [20, 21, 10, 11]);
     }
 
     /// Launches whose ranges include the runtime's guess are counted.
