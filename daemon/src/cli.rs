@@ -184,6 +184,12 @@ pub struct PolicyArgs {
     /// A research knob, off by default.
     #[arg(long, hide = true)]
     pub order_queue: bool,
+    /// With launch footprints: the part of each GPU's budget (or size)
+    /// kept for running launches larger than it, in percent, their blocks
+    /// later launches use first; 0 (the default): the plain window. A
+    /// research knob (BENCHMARKS-gpu.md run 84).
+    #[arg(long, value_name = "PCT", default_value_t = 0, hide = true, value_parser = clap::value_parser!(u32).range(0..=90))]
+    pub large_window_pct: u32,
 }
 
 impl PolicyArgs {

@@ -296,6 +296,7 @@ fn loop_config(
         footprints: !args.policy.no_footprints,
         footprint_window_pct: args.policy.footprint_window_pct,
         order_queue: args.policy.order_queue,
+        large_window_pct: args.policy.large_window_pct,
     }
 }
 

@@ -95,6 +95,10 @@ pub struct Config {
     /// BENCHMARKS-gpu.md: faster on the transformer and ResNet-50, slower
     /// on the encoder and dnn).
     pub order_queue: bool,
+    /// The part of each GPU's limit, in percent, kept for running launches
+    /// larger than it (ahead/issue.rs `window`); 0: they get the plain
+    /// window (`--large-window-pct`, hidden).
+    pub large_window_pct: u32,
 }
 
 impl Default for Config {
@@ -139,6 +143,7 @@ impl Default for Config {
             footprints: true,
             footprint_window_pct: 25,
             order_queue: false,
+            large_window_pct: 0,
         }
     }
 }

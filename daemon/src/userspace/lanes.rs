@@ -16,6 +16,7 @@
 //! time: a block that enters one lane's ledger leaves every other lane's
 //! (the driver moved it there, or our prefetch did).
 
+use super::ahead::issue::Once;
 use super::config::{engine_params, Config};
 use super::discard::Leaving;
 use super::marks::Mark;
@@ -67,6 +68,9 @@ pub(super) struct Lane {
     /// When the launches to come were last ordered for victim choice
     /// (ahead/issue.rs `order_upcoming`).
     pub(super) upcoming_ordered: Option<Instant>,
+    /// A large window's blocks prefetched since its launches started
+    /// (ahead/issue.rs `Once`).
+    pub(super) large_sent: Once,
 }
 
 impl Lane {
@@ -101,6 +105,7 @@ impl Lane {
             pre_evicted_blocks: 0,
             prefetch_other_gpu: 0,
             upcoming_ordered: None,
+            large_sent: Once::default(),
         })
     }
 }

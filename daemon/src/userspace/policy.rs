@@ -16,7 +16,7 @@ use super::pump::{turn, Host};
 use super::route::Route;
 use super::snapshot::Snapshot;
 use super::state::Process;
-use prescient_core::{ChainState, Limit, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
+use prescient_core::{ChainState, Engine, Limit, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
@@ -85,6 +85,7 @@ impl Policy for Prescient {
                 &mut Shared {
                     upcoming: upcoming.as_ref().map_or(&[], |u| &u.blocks),
                     running: upcoming.as_ref().map_or(&[], |u| &u.running),
+                    front: upcoming.as_ref().map_or(0, |u| u.generation),
                     ahead: &mut ahead,
                     cfg: &p.cfg,
                     fd: p.fd.as_raw_fd(),
@@ -127,6 +128,8 @@ struct Shared<'a> {
     /// what each lane's round of them did.
     upcoming: &'a [u64],
     running: &'a [u64],
+    /// The launch queue's front generation `running` belongs to.
+    front: u64,
     ahead: &'a mut Vec<Issued>,
     cfg: &'a Config,
     fd: RawFd,
@@ -177,23 +180,16 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         mech: s.mech,
     };
     if !s.upcoming.is_empty() {
-        if s.cfg.order_queue {
-            let now = Instant::now();
-            if l.upcoming_ordered
-                .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY)
-            {
-                l.upcoming_ordered = Some(now);
-                issue::order_upcoming(&mut l.engine, s.upcoming);
-            }
-        }
-        // The launches to come first, in their order: known, not guessed.
-        let lb = limit.blocks(l.engine.free_target());
-        let w = issue::window(s.upcoming, s.running, lb, s.cfg.footprint_window_pct);
-        let done = issue::issue(&mut l.engine, limit, &mut host, w, PREFETCHES_PER_TURN);
-        s.ahead.push(Issued {
-            done,
-            window: w.len() as u64,
-        });
+        let ahead = Ahead {
+            engine: &mut l.engine,
+            ordered: &mut l.upcoming_ordered,
+            large_sent: &mut l.large_sent,
+            cfg: s.cfg,
+            upcoming: s.upcoming,
+            running: s.running,
+            front: s.front,
+        };
+        s.ahead.push(issue_upcoming(ahead, limit, &mut host));
     }
     let sent = turn(
         &mut l.pump,
@@ -218,6 +214,41 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
     l.pre_evicted_blocks += l.leaving.evict.len() as u64;
     l.leaving.submit_evictions(max_run, s.migrator, l.gpu.uuid);
     sent
+}
+
+/// A lane's parts the launches to come use, beside its host, and the
+/// launches (`Shared`'s).
+struct Ahead<'a> {
+    engine: &'a mut Engine<Vec<u64>>,
+    ordered: &'a mut Option<Instant>,
+    large_sent: &'a mut issue::Once,
+    cfg: &'a Config,
+    upcoming: &'a [u64],
+    running: &'a [u64],
+    front: u64,
+}
+
+/// The launches to come first, in their order: known, not guessed
+/// (ahead/issue.rs). Returns what the round did.
+fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
+    if a.cfg.order_queue {
+        let now = Instant::now();
+        if a.ordered
+            .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY)
+        {
+            *a.ordered = Some(now);
+            issue::order_upcoming(a.engine, a.upcoming);
+        }
+    }
+    let lb = limit.blocks(a.engine.free_target());
+    let (pct, large) = (a.cfg.footprint_window_pct, a.cfg.large_window_pct);
+    let w = issue::window(a.upcoming, a.running, lb, pct, large);
+    let once = issue::is_large(a.running, lb, large).then(|| a.large_sent.at(a.front));
+    let done = issue::issue(a.engine, limit, host, w, PREFETCHES_PER_TURN, once);
+    Issued {
+        done,
+        window: w.len() as u64,
+    }
 }
 
 #[cfg(test)]
@@ -303,6 +334,7 @@ mod tests {
                 &mut Shared {
                     upcoming,
                     running,
+                    front: 0,
                     ahead,
                     cfg: &self.cfg,
                     fd: -1,
@@ -349,13 +381,20 @@ mod tests {
         assert_eq!(ahead[1].done.resident, n as u64);
     }
 
-    /// A running launch of 100 blocks under a 64-block limit: the window is
-    /// the first 75% of the limit of its blocks in `running`'s order (the
-    /// ones later launches use first), not 25% of the upcoming list; one of
-    /// 10 blocks gets the plain window.
+    /// `--large-window-pct 75`: a running launch of 100 blocks under a
+    /// 64-block limit gets as window the first 75% of the limit of its
+    /// blocks in `running`'s order (the ones later launches use first),
+    /// not 25% of the upcoming list; one of 10 blocks gets the plain
+    /// window, and so does the large one with the knob off.
     #[test]
     fn a_running_launch_larger_than_the_limit_keeps_most_of_it() {
-        let mut w = World::new(config("128M", &[0]), &[0]);
+        let mut w = World::new(
+            Config {
+                large_window_pct: 75,
+                ..config("128M", &[0])
+            },
+            &[0],
+        );
         let gpu = w.route.table().gpu(index(0)).unwrap();
         let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
         let lb = Limit {
@@ -368,12 +407,17 @@ mod tests {
         running.extend(5000..5090);
         let mut ahead = Vec::new();
         let sent = w.turn_running(&mut lane, &upcoming, &running, &mut ahead);
-        let n = (lb * u64::from(issue::LARGE_PCT) / 100) as usize;
+        let n = (lb * 75 / 100) as usize;
         assert!(n > 16 && n < 64, "{n}");
         assert_eq!(sent, running[..n], "the blocks used later first");
         assert_eq!(ahead[0].window, n as u64);
         let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
-        let running: Vec<u64> = (5000..5010).collect();
+        let small: Vec<u64> = (5000..5010).collect();
+        let sent = w.turn_running(&mut lane, &upcoming, &small, &mut ahead);
+        assert_eq!(sent, upcoming[..(lb * 25 / 100) as usize]);
+        // Off (the default): the plain window, whatever runs.
+        let mut w = World::new(config("128M", &[0]), &[0]);
+        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
         let sent = w.turn_running(&mut lane, &upcoming, &running, &mut ahead);
         assert_eq!(sent, upcoming[..(lb * 25 / 100) as usize]);
     }

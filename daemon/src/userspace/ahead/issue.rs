@@ -21,18 +21,44 @@
 
 use prescient_core::pump::{self, Admit, Host};
 use prescient_core::{Engine, Limit, Prefetch, Room};
+use std::collections::HashSet;
 use std::ops::DerefMut;
 use std::time::Duration;
 
 /// Blocks of the window made most recently migrated per turn at most.
 const MAX_TOUCH: usize = 512;
-/// The part of the limit, in percent, kept for running launches larger
-/// than it (`window`); the rest is for their blocks streaming through.
-pub(in crate::userspace) const LARGE_PCT: u32 = 75;
 /// With `--order-queue`: how often the whole queue's blocks are ordered
 /// for victim choice (`order_upcoming`); between passes, blocks migrated
 /// in go to the most recent end, where blocks about to be used belong.
 pub(in crate::userspace) const ORDER_EVERY: Duration = Duration::from_millis(1);
+
+/// The blocks of a large window (running launches larger than the
+/// limit: `window`) prefetched since those launches started: each is
+/// prefetched once per start.
+///
+/// Why: such a window plus the engine's own predictions can leave no
+/// victim but the window's blocks; prefetching the one evicted last turn
+/// evicts another, every turn (GPU run 84: dnn moved 54 GB a step instead
+/// of 3). Once is enough: an evicted block comes back by the engine's
+/// prediction or the GPU's fault.
+#[derive(Debug, Default)]
+pub(in crate::userspace) struct Once {
+    /// The launch queue's front generation the blocks belong to.
+    generation: Option<u64>,
+    blocks: HashSet<u64>,
+}
+
+impl Once {
+    /// The set for the running launches of front generation `generation`:
+    /// emptied when they changed.
+    pub(in crate::userspace) fn at(&mut self, generation: u64) -> &mut Once {
+        if self.generation != Some(generation) {
+            self.generation = Some(generation);
+            self.blocks.clear();
+        }
+        self
+    }
+}
 
 /// What one round did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,12 +77,15 @@ pub(in crate::userspace) struct Issued {
 /// Prefetches the blocks of `window` (in order of use) that are not
 /// resident, at most `max`, making room for each under `limit`; stops at
 /// the first whose room is not free yet (its victims are still leaving).
+/// With `once`, a block in it is not prefetched again, and each one
+/// prefetched goes in: see [`Once`].
 pub(in crate::userspace) fn issue<S, H>(
     engine: &mut Engine<S>,
     limit: Limit,
     host: &mut H,
     window: &[u64],
     max: usize,
+    mut once: Option<&mut Once>,
 ) -> Issued
 where
     S: DerefMut<Target = [u64]>,
@@ -81,6 +110,9 @@ where
             done.resident += 1;
             continue;
         }
+        if once.as_ref().is_some_and(|o| o.blocks.contains(&b)) {
+            continue;
+        }
         match pump::make_room(engine, limit, host) {
             Room::Free => {}
             Room::Leaving => {
@@ -96,6 +128,9 @@ where
             Admit::Issued => {
                 engine.migrated_in(b);
                 done.prefetched += 1;
+                if let Some(o) = once.as_deref_mut() {
+                    o.blocks.insert(b);
+                }
             }
             Admit::Declined | Admit::Failed => done.declined += 1,
         }
@@ -127,10 +162,10 @@ where
 }
 
 /// The window of a lane: the first `pct` percent of its limit's blocks
-/// of the upcoming ones; when the running launches alone use more blocks
-/// than the limit, the first `LARGE_PCT` percent of it of `running`
-/// instead (their blocks a later launch also uses first, then the rest in
-/// order of use).
+/// of the upcoming ones; with `large_pct` (`--large-window-pct`), when
+/// the running launches alone use more blocks than the limit, the first
+/// `large_pct` percent of it of `running` instead (their blocks a later
+/// launch also uses first, then the rest in order of use).
 ///
 /// Why: a kernel larger than the budget that sweeps its input more than
 /// once (dnn's layers are grid-stride loops with two waves of thread
@@ -138,18 +173,27 @@ where
 /// its next sweep comes back for it. Keeping most of it, and what the
 /// next kernels read, lets the rest stream through what is left: a replay
 /// of dnn's pattern (bench/gpu/dnn_replay.py) moves 1,208 blocks an
-/// iteration so, against 1,600 with the plain window and Belady's 1,056.
+/// iteration with 75%, against 1,600 with the plain window and Belady's
+/// 1,056. Off by default: on the GPU (run 84) 75% left the engine's own
+/// prefetches too little room, and dnn thrashed.
 pub(in crate::userspace) fn window<'a>(
     upcoming: &'a [u64],
     running: &'a [u64],
     limit_blocks: u64,
     pct: u32,
+    large_pct: u32,
 ) -> &'a [u64] {
     let part = |pct: u32| (limit_blocks.saturating_mul(u64::from(pct.min(100))) / 100) as usize;
-    if running.len() as u64 > limit_blocks {
-        return &running[..part(LARGE_PCT).min(running.len())];
+    if is_large(running, limit_blocks, large_pct) {
+        return &running[..part(large_pct).min(running.len())];
     }
     &upcoming[..part(pct).min(upcoming.len())]
+}
+
+/// Do the running launches alone use more blocks than the limit, with
+/// a large window asked for?
+pub(in crate::userspace) fn is_large(running: &[u64], limit_blocks: u64, large_pct: u32) -> bool {
+    large_pct > 0 && running.len() as u64 > limit_blocks
 }
 
 #[cfg(test)]
@@ -201,7 +245,7 @@ mod tests {
         // once the window is all there is.
         let up: Vec<u64> = (100..120).collect();
         let mut host = test_host(&mut parts, &mut l, &route, gpu);
-        let w = window(&up, &[], 8, 50);
+        let w = window(&up, &[], 8, 50, 0);
         assert_eq!(w, &up[..4]);
         let (prefetched, _) = until_done(&mut e, limit, &mut host, w);
         assert_eq!(prefetched, 4);
@@ -235,6 +279,55 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// A window holding every resident block and one more (0-8 under a
+    /// budget of 8): each turn the missing one is prefetched and the
+    /// window's block used last evicted for it, without end; with `Once`
+    /// a block prefetched once is not prefetched again: 20 turns send 19
+    /// blocks without, 3 with.
+    #[test]
+    fn a_window_larger_than_the_room_does_not_rotate_with_once() {
+        let p = base_params(Some(8 * BLOCK_BYTES), 1024);
+        let limit = Limit {
+            capacity_blocks: 8,
+            watermark_pct: 100,
+        };
+        let w: Vec<u64> = (0..9).collect();
+        let route = {
+            let mut r = Route::new(table(&[0]));
+            r.fault(index(0), 0, || anyhow::bail!("known"));
+            r
+        };
+        let gpu = route.table().gpu(index(0)).unwrap();
+        let mut parts = parts();
+        let mut prefetched = [0u64; 2];
+        for (with_once, sent) in prefetched.iter_mut().enumerate() {
+            let mut e = prescient_core::Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+            let mut l = Residency::default();
+            for b in 0..8 {
+                fault_in(&mut l, &mut e, b);
+            }
+            let mut once = Once::default();
+            let mut host = test_host(&mut parts, &mut l, &route, gpu);
+            let mut ended = 0;
+            for _ in 0..20 {
+                let o = (with_once == 1).then(|| once.at(7));
+                *sent += issue(&mut e, limit, &mut host, &w, 256, o).prefetched;
+                for &b in &host.leaving.evict[ended..] {
+                    host.residency.left(b, true);
+                }
+                ended = host.leaving.evict.len();
+            }
+        }
+        assert!(prefetched[0] >= 10, "rotates: {prefetched:?}");
+        // Each block at most once (here 8, then 7 and 6 evicted for it).
+        assert!(prefetched[1] <= 3, "stops: {prefetched:?}");
+        // A new start of the running launches empties the set.
+        let mut once = Once::default();
+        once.at(1).blocks.insert(5);
+        assert!(once.at(1).blocks.contains(&5));
+        assert!(once.at(2).blocks.is_empty());
+    }
+
     /// Issues `window` turn after turn, the turn's evictions completing
     /// after it, until a turn stops for no eviction; the ledger, blocks
     /// still leaving included, stays within the limit's capacity at every
@@ -247,7 +340,7 @@ mod tests {
     ) -> (u64, u32) {
         let (mut prefetched, mut turns, mut ended) = (0, 0, host.leaving.evict.len());
         loop {
-            let done = issue(e, limit, host, window, 256);
+            let done = issue(e, limit, host, window, 256, None);
             turns += 1;
             prefetched += done.prefetched;
             assert!(host.residency.blocks() <= limit.capacity_blocks);

@@ -176,6 +176,7 @@ impl Queue {
             });
             running.get_or_insert(out.len());
         }
+        up.generation = self.front_generation;
         let first = &out[..running.unwrap_or(0)];
         up.running.clear();
         up.running
@@ -194,6 +195,9 @@ pub struct Upcoming {
     /// later launch also uses first, each part in order of use: what to
     /// keep of running launches larger than the budget (issue.rs).
     pub running: Vec<u64>,
+    /// The queue's front generation when computed (`running` changes
+    /// only with it).
+    pub generation: u64,
 }
 
 #[cfg(test)]
