@@ -190,6 +190,12 @@ pub struct PolicyArgs {
     /// research knob (BENCHMARKS-gpu.md run 84).
     #[arg(long, value_name = "PCT", default_value_t = 0, hide = true, value_parser = clap::value_parser!(u32).range(0..=90))]
     pub large_window_pct: u32,
+    /// With launch footprints: victims among the blocks no queued launch
+    /// uses go from the one that left the queue last (used again last in
+    /// a program that repeats itself), and the queue is ordered as with
+    /// --order-queue. A research knob (BENCHMARKS-gpu.md run 87).
+    #[arg(long, hide = true)]
+    pub cyclic_victims: bool,
 }
 
 impl PolicyArgs {

@@ -297,6 +297,7 @@ fn loop_config(
         footprint_window_pct: args.policy.footprint_window_pct,
         order_queue: args.policy.order_queue,
         large_window_pct: args.policy.large_window_pct,
+        cyclic_victims: args.policy.cyclic_victims,
     }
 }
 

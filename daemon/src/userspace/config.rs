@@ -99,6 +99,11 @@ pub struct Config {
     /// larger than it (ahead/issue.rs `window`); 0: they get the plain
     /// window (`--large-window-pct`, hidden).
     pub large_window_pct: u32,
+    /// Victims among blocks no queued launch uses go from the one that
+    /// left the queue last (ahead/issue.rs `order_cyclic`), with the
+    /// whole queue ordered as `order_queue` does (`--cyclic-victims`,
+    /// hidden).
+    pub cyclic_victims: bool,
 }
 
 impl Default for Config {
@@ -144,6 +149,7 @@ impl Default for Config {
             footprint_window_pct: 25,
             order_queue: false,
             large_window_pct: 0,
+            cyclic_victims: false,
         }
     }
 }

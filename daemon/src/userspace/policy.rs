@@ -5,6 +5,7 @@
 //! Both act per GPU (lanes.rs): each GPU's blocks against its own budget.
 
 use super::ahead::issue;
+use super::ahead::queue::Left;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::config::Config;
@@ -77,7 +78,12 @@ impl Policy for Prescient {
         let mut sent = Vec::new();
         // The blocks of the launches to come (--footprints), lent by the
         // ring's reader for the turn.
-        let upcoming = p.ahead.as_mut().map(|a| a.take_upcoming());
+        let upcoming = p.ahead.as_mut().map(|a| {
+            if p.cfg.cyclic_victims {
+                a.track_left();
+            }
+            a.take_upcoming()
+        });
         let mut ahead = Vec::new();
         for l in p.lanes.iter_mut() {
             let issued = lane_turn(
@@ -86,6 +92,7 @@ impl Policy for Prescient {
                     upcoming: upcoming.as_ref().map_or(&[], |u| &u.blocks),
                     running: upcoming.as_ref().map_or(&[], |u| &u.running),
                     front: upcoming.as_ref().map_or(0, |u| u.generation),
+                    left: upcoming.as_ref().and_then(|u| u.left.as_ref()),
                     ahead: &mut ahead,
                     cfg: &p.cfg,
                     fd: p.fd.as_raw_fd(),
@@ -130,6 +137,8 @@ struct Shared<'a> {
     running: &'a [u64],
     /// The launch queue's front generation `running` belongs to.
     front: u64,
+    /// When blocks left the queue (`--cyclic-victims`).
+    left: Option<&'a Left>,
     ahead: &'a mut Vec<Issued>,
     cfg: &'a Config,
     fd: RawFd,
@@ -188,6 +197,7 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
             upcoming: s.upcoming,
             running: s.running,
             front: s.front,
+            left: s.left,
         };
         s.ahead.push(issue_upcoming(ahead, limit, &mut host));
     }
@@ -226,18 +236,26 @@ struct Ahead<'a> {
     upcoming: &'a [u64],
     running: &'a [u64],
     front: u64,
+    left: Option<&'a Left>,
 }
 
 /// The launches to come first, in their order: known, not guessed
 /// (ahead/issue.rs). Returns what the round did.
 fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
-    if a.cfg.order_queue {
+    if a.cfg.order_queue || a.cfg.cyclic_victims {
         let now = Instant::now();
         if a.ordered
             .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY)
         {
             *a.ordered = Some(now);
-            issue::order_upcoming(a.engine, a.upcoming);
+            match a.left {
+                Some(left) if a.cfg.cyclic_victims => {
+                    issue::order_cyclic(a.engine, left, a.upcoming);
+                }
+                _ => {
+                    issue::order_upcoming(a.engine, a.upcoming);
+                }
+            }
         }
     }
     let lb = limit.blocks(a.engine.free_target());
@@ -335,6 +353,7 @@ mod tests {
                     upcoming,
                     running,
                     front: 0,
+                    left: None,
                     ahead,
                     cfg: &self.cfg,
                     fd: -1,

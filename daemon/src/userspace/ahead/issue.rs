@@ -19,6 +19,7 @@
 //! its first kernel streamed 1.25 GiB twice). Not understood well enough
 //! to ship.
 
+use super::queue::Left;
 use prescient_core::pump::{self, Admit, Host};
 use prescient_core::{Engine, Limit, Prefetch, Room};
 use std::collections::HashSet;
@@ -159,6 +160,32 @@ where
         }
     }
     resident
+}
+
+/// `--cyclic-victims`: [`order_upcoming`], after making the resident live
+/// blocks no queued launch uses the most recently migrated in the order
+/// they left the queue, the one that left last first: victims are those
+/// blocks from the one that left last (used again last, in a program
+/// that repeats itself), then the queued ones from the one used last.
+/// Returns how many blocks were touched.
+pub(in crate::userspace) fn order_cyclic<S>(
+    engine: &mut Engine<S>,
+    left: &Left,
+    upcoming: &[u64],
+) -> u64
+where
+    S: DerefMut<Target = [u64]>,
+{
+    let mut gone: Vec<(u64, u64)> = (left.at.iter())
+        .filter(|(&b, _)| engine.is_live(b))
+        .map(|(&b, &seq)| (seq, b))
+        .collect();
+    // Last left, and within one list the higher block, touched first.
+    gone.sort_unstable_by(|x, y| y.cmp(x));
+    for &(_, b) in &gone {
+        engine.migrated_in(b);
+    }
+    gone.len() as u64 + order_upcoming(engine, upcoming)
 }
 
 /// The window of a lane: the first `pct` percent of its limit's blocks
@@ -326,6 +353,34 @@ mod tests {
         once.at(1).blocks.insert(5);
         assert!(once.at(1).blocks.contains(&5));
         assert!(once.at(2).blocks.is_empty());
+    }
+
+    /// `--cyclic-victims`: with 0-7 resident and the launches to come
+    /// using 3 then 5, blocks 0-1 left the queue with list 1, 6-7 with
+    /// list 2 and 2 with list 3 (4 never queued): victims are 4 (never
+    /// ordered), then 2, 7, 6, 1, 0 (the one that left last first, the
+    /// higher block first within a list), then 5 and 3 (the queued one
+    /// used last first).
+    #[test]
+    fn cyclic_victims_go_from_the_block_that_left_the_queue_last() {
+        let p = base_params(Some(8 * BLOCK_BYTES), 1024);
+        let mut e = prescient_core::Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+        let mut l = Residency::default();
+        for b in 0..8 {
+            fault_in(&mut l, &mut e, b);
+        }
+        let mut left = Left::default();
+        left.at
+            .extend([(0, 1), (1, 1), (6, 2), (7, 2), (2, 3), (99, 3)]);
+        assert_eq!(
+            order_cyclic(&mut e, &left, &[3, 5]),
+            7,
+            "99 is not resident"
+        );
+        let mut out = [prescient_core::Victim::default(); 8];
+        assert_eq!(e.victims(&mut out), 8);
+        let got: Vec<u64> = out.iter().map(|v| v.block).collect();
+        assert_eq!(got, [4, 2, 7, 6, 1, 0, 5, 3]);
     }
 
     /// Issues `window` turn after turn, the turn's evictions completing

@@ -106,6 +106,12 @@ impl Ahead {
         }
     }
 
+    /// Stamps blocks when they leave the list of upcoming blocks
+    /// (`queue::Left`, for `--cyclic-victims`).
+    pub(super) fn track_left(&mut self) {
+        self.upcoming.left.get_or_insert_with(Default::default);
+    }
+
     /// Reads what the runtime wrote since the last turn.
     pub(super) fn poll(&mut self) {
         let ring = self.ring.ring();

@@ -7,7 +7,7 @@
 use prescient_uapi::execpage;
 use prescient_uapi::launchring::Record;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// Launches kept in all at most: the ring's capacity twice over. Past it,
 /// the oldest launch of the stream that grew goes (a stream whose page
@@ -145,8 +145,8 @@ impl Queue {
     /// at most `max`, into `up.blocks`; and the running launches' blocks
     /// into `up.running`, those a later launch also uses first.
     pub fn upcoming(&self, max: usize, up: &mut Upcoming) {
+        let old = std::mem::take(&mut up.blocks);
         let out = &mut up.blocks;
-        out.clear();
         let mut seen = HashSet::new();
         // Blocks met again after the first round: the running launches'
         // among them are used later too.
@@ -177,6 +177,9 @@ impl Queue {
             running.get_or_insert(out.len());
         }
         up.generation = self.front_generation;
+        if let Some(left) = up.left.as_mut() {
+            left.update(&old, out, &seen);
+        }
         let first = &out[..running.unwrap_or(0)];
         up.running.clear();
         up.running
@@ -198,6 +201,39 @@ pub struct Upcoming {
     /// The queue's front generation when computed (`running` changes
     /// only with it).
     pub generation: u64,
+    /// When each block left the list, if asked for (`--cyclic-victims`).
+    pub left: Option<Left>,
+}
+
+/// When blocks left the list of upcoming blocks: a block no queued launch
+/// uses any more, stamped with the number of the list that dropped it.
+///
+/// Why: in a program that repeats itself (a training step, a solver's
+/// sweep), the block that left the queue last is used again last: the
+/// victim Belady's rule picks among blocks no queued launch uses
+/// (issue.rs `order_cyclic`).
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct Left {
+    /// Lists computed.
+    seq: u64,
+    /// Block -> the list that dropped it; a block back in the list is
+    /// not here.
+    pub at: HashMap<u64, u64>,
+}
+
+impl Left {
+    /// The list went from `old` to `new` (`in_new`: its blocks).
+    fn update(&mut self, old: &[u64], new: &[u64], in_new: &HashSet<u64>) {
+        self.seq += 1;
+        for &b in old {
+            if !in_new.contains(&b) {
+                self.at.insert(b, self.seq);
+            }
+        }
+        for b in new {
+            self.at.remove(b);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -273,6 +309,39 @@ mod tests {
         q.started(0x7000, 2);
         q.upcoming(100, &mut up);
         assert_eq!(up.running, [20, 21, 10, 11]);
+    }
+
+    /// With `left` asked for, a block is stamped with the list that
+    /// dropped it (the launches that used it ran), and unstamped when a
+    /// launch to come uses it again.
+    #[test]
+    fn blocks_are_stamped_when_they_leave_the_list() {
+        let mut q = Queue::default();
+        q.push(&rec(0x7000, 1, &[(0, 2)]));
+        q.push(&rec(0x7000, 2, &[(2, 2)]));
+        q.push(&rec(0x7000, 3, &[(4, 1)]));
+        let mut up = Upcoming {
+            left: Some(Left::default()),
+            ..Upcoming::default()
+        };
+        q.upcoming(100, &mut up);
+        assert!(up.left.as_ref().unwrap().at.is_empty());
+        q.started(0x7000, 2);
+        q.upcoming(100, &mut up);
+        q.started(0x7000, 3);
+        q.upcoming(100, &mut up);
+        let at = &up.left.as_ref().unwrap().at;
+        assert_eq!((at[&0], at[&1], at[&2], at[&3]), (2, 2, 3, 3));
+        assert!(!at.contains_key(&4), "still to come");
+        q.push(&rec(0x7000, 1, &[(1, 1)]));
+        q.upcoming(100, &mut up);
+        let at = &up.left.as_ref().unwrap().at;
+        assert!(!at.contains_key(&1), "queued again");
+        assert_eq!(at.len(), 3);
+        // Not asked for: nothing is kept.
+        let mut plain = Upcoming::default();
+        q.upcoming(100, &mut plain);
+        assert!(plain.left.is_none());
     }
 
     /// Launches whose ranges include the runtime's guess are counted.
