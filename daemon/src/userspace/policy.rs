@@ -242,7 +242,9 @@ struct Ahead<'a> {
 /// The launches to come first, in their order: known, not guessed
 /// (ahead/issue.rs). Returns what the round did.
 fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
-    if a.cfg.order_queue || a.cfg.cyclic_victims {
+    let lb = limit.blocks(a.engine.free_target());
+    let pass = a.cfg.order_queue || a.cfg.cyclic_victims;
+    if pass && issue::may_order(a.running, lb) {
         let now = Instant::now();
         if a.ordered
             .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY)
@@ -258,7 +260,6 @@ fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
             }
         }
     }
-    let lb = limit.blocks(a.engine.free_target());
     let (pct, large) = (a.cfg.footprint_window_pct, a.cfg.large_window_pct);
     let w = issue::window(a.upcoming, a.running, lb, pct, large);
     let once = issue::is_large(a.running, lb, large).then(|| a.large_sent.at(a.front));
