@@ -193,7 +193,9 @@ pub struct PolicyArgs {
     /// With launch footprints: victims among the blocks no queued launch
     /// uses go from the one that left the queue last (used again last in
     /// a program that repeats itself), and the queue is ordered as with
-    /// --order-queue. A research knob (BENCHMARKS-gpu.md run 87).
+    /// --order-queue; neither pass runs while the running launches exceed
+    /// the limit. A research knob, off (BENCHMARKS-gpu.md runs 87-90: stream
+    /// 1.87x faster, the 220M LM 1.31-1.52x slower).
     #[arg(long, hide = true)]
     pub cyclic_victims: bool,
 }

@@ -18,6 +18,12 @@
 //! slower (the first 64 MB of each buffer, a guessed footprint, kept while
 //! its first kernel streamed 1.25 GiB twice). Not understood well enough
 //! to ship.
+//!
+//! `--cyclic-victims` (hidden, off) puts before that order the blocks no
+//! queued launch uses, from the one that left the queue last
+//! (`order_cyclic`): GPU runs 87-90, stream 1.87x faster and the
+//! transformer 1.16x, the 220M LM 1.31-1.52x slower. Neither pass runs
+//! while the running launches alone exceed the limit (`may_order`).
 
 use super::queue::Left;
 use prescient_core::pump::{self, Admit, Host};
