@@ -476,6 +476,33 @@ mod tests {
         }
     }
 
+    /// `--order-queue` with running launches that alone use more blocks
+    /// than the limit (70 of 64): the pass stands aside, and the engine's
+    /// order (least recently migrated first) stands as without the flag.
+    #[test]
+    fn the_pass_stands_aside_while_a_running_launch_exceeds_the_limit() {
+        let cfg = Config {
+            order_queue: true,
+            ..config("128M", &[0])
+        };
+        let mut w = World::new(cfg, &[0]);
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
+        for b in 0..64 {
+            w.route.fault(index(0), b, || anyhow::bail!("known"));
+            lane.fault(b, false, false);
+        }
+        let running: Vec<u64> = (1000..1070).collect();
+        let mut upcoming = running.clone();
+        upcoming.extend([40, 20, 30]);
+        w.turn_running(&mut lane, &upcoming, &running, &mut Vec::new());
+        let mut out = [prescient_core::Victim::default(); 64];
+        let n = lane.engine.victims(&mut out);
+        let order: Vec<u64> = out[..n].iter().map(|v| v.block).collect();
+        let at = |b: u64| order.iter().position(|&x| x == b);
+        assert!(at(20) < at(30) && at(30) < at(40), "{order:?}");
+    }
+
     /// UVM_MIGRATE as a worker sees it, from the driver's source: to the
     /// CPU the call returns only once the copy is done (uvm_migrate.c adds
     /// CPU mappings, and uvm_va_block.c's `block_map_cpu_page_to` waits on
