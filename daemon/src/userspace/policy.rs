@@ -5,6 +5,7 @@
 //! Both act per GPU (lanes.rs): each GPU's blocks against its own budget.
 
 use super::ahead::issue;
+use super::ahead::order;
 use super::ahead::queue::Left;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
@@ -244,18 +245,18 @@ struct Ahead<'a> {
 fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
     let lb = limit.blocks(a.engine.free_target());
     let pass = a.cfg.order_queue || a.cfg.cyclic_victims;
-    if pass && issue::may_order(a.running, lb) {
+    if pass && order::may_order(a.running, lb) {
         let now = Instant::now();
         if a.ordered
-            .is_none_or(|t| now.duration_since(t) >= issue::ORDER_EVERY)
+            .is_none_or(|t| now.duration_since(t) >= order::ORDER_EVERY)
         {
             *a.ordered = Some(now);
             match a.left {
                 Some(left) if a.cfg.cyclic_victims => {
-                    issue::order_cyclic(a.engine, left, a.upcoming);
+                    order::order_cyclic(a.engine, left, a.upcoming);
                 }
                 _ => {
-                    issue::order_upcoming(a.engine, a.upcoming);
+                    order::order_upcoming(a.engine, a.upcoming);
                 }
             }
         }

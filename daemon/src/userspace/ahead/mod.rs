@@ -17,9 +17,11 @@
 //!
 //! - queue.rs: the launches to come, and how far ahead of the GPU they are;
 //! - issue.rs: their blocks, prefetched in order under the budget;
+//! - order.rs: victim orders over the whole queue (research knobs, off);
 //! - ring.rs: finding and mapping the ring; turn.rs: reading it each turn.
 
 pub(super) mod issue;
+pub(super) mod order;
 pub(super) mod queue;
 mod ring;
 mod turn;

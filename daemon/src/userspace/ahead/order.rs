@@ -1,0 +1,166 @@
+//! Victim order over the whole queue of launches to come: research knobs,
+//! off by default, each a pass every `ORDER_EVERY` that makes blocks the
+//! most recently migrated in an order the engine's victims then follow.
+//!
+//! `--order-queue` (hidden, off) does what issue.rs does for the window
+//! over the whole queue (`order_upcoming`; about 90 us at 4096 blocks): blocks no
+//! queued launch uses go first. GPU runs 77-83 in BENCHMARKS-gpu.md: the
+//! transformer 1.25-1.32x faster and ResNet-50 1.05-1.13x, but the encoder
+//! slower in three runs of four (median of 10 repetitions 365 ms against
+//! 250; its victims came back by the driver's faults about a step later
+//! instead of by prefetch: two to three times the faults) and dnn 1.7-3x
+//! slower (the first 64 MB of each buffer, a guessed footprint, kept while
+//! its first kernel streamed 1.25 GiB twice). Not understood well enough
+//! to ship.
+//!
+//! `--cyclic-victims` (hidden, off) puts before that order the blocks no
+//! queued launch uses, from the one that left the queue last
+//! (`order_cyclic`): GPU runs 87-90, stream 1.87x faster and the
+//! transformer 1.16x, the 220M LM 1.31-1.52x slower. Neither pass runs
+//! while the running launches alone exceed the limit (`may_order`).
+
+use super::queue::Left;
+use prescient_core::Engine;
+use std::ops::DerefMut;
+use std::time::Duration;
+
+/// How often the whole queue's blocks are ordered
+/// for victim choice (`order_upcoming`); between passes, blocks migrated
+/// in go to the most recent end, where blocks about to be used belong.
+pub(in crate::userspace) const ORDER_EVERY: Duration = Duration::from_millis(1);
+
+/// Makes the resident live blocks of `upcoming` (the launches to come,
+/// in order of use) the most recently migrated, the one used soonest
+/// last, so that the engine's victims are blocks no queued launch uses
+/// first, then queued ones from the one used last on. Returns how many
+/// were touched. The window (the first blocks) is ordered again by
+/// `issue`. A block declared dead stays dead: the list is computed when
+/// the queue changes and can hold a block freed since, and making it
+/// most recently migrated would move it to the live list (evicted with a
+/// copy instead of discarded).
+pub(in crate::userspace) fn order_upcoming<S>(engine: &mut Engine<S>, upcoming: &[u64]) -> u64
+where
+    S: DerefMut<Target = [u64]>,
+{
+    let mut resident = 0;
+    for &b in upcoming.iter().rev() {
+        if engine.is_live(b) {
+            engine.migrated_in(b);
+            resident += 1;
+        }
+    }
+    resident
+}
+
+/// `--cyclic-victims`: [`order_upcoming`], after making the resident live
+/// blocks no queued launch uses the most recently migrated in the order
+/// they left the queue, the one that left last first: victims are those
+/// blocks from the one that left last (used again last, in a program
+/// that repeats itself), then the queued ones from the one used last.
+/// Returns how many blocks were touched.
+pub(in crate::userspace) fn order_cyclic<S>(
+    engine: &mut Engine<S>,
+    left: &Left,
+    upcoming: &[u64],
+) -> u64
+where
+    S: DerefMut<Target = [u64]>,
+{
+    let mut gone: Vec<(u64, u64)> = (left.at.iter())
+        .filter(|(&b, _)| engine.is_live(b))
+        .map(|(&b, &seq)| (seq, b))
+        .collect();
+    // Last left, and within one list the higher block, touched first.
+    gone.sort_unstable_by(|x, y| y.cmp(x));
+    for &(_, b) in &gone {
+        engine.migrated_in(b);
+    }
+    gone.len() as u64 + order_upcoming(engine, upcoming)
+}
+
+/// May the whole-queue passes run? Not while the running launches alone
+/// use more blocks than the limit: victims stay the engine's (least
+/// recently migrated, the window's blocks last) until they end.
+///
+/// Why: a static order of a kernel larger than memory makes its blocks
+/// used last the first victims, and those are the ones its sweep is about
+/// to reach, and the engine's prefetches of them went out before use,
+/// every turn (GPU run 87: dnn, whose first kernel reads 1 GiB twice under
+/// a 1 GiB budget, moved 41-52 GB a step instead of 3 with either pass;
+/// with this rule, run 88, 3.3). Leaving only its blocks out of the order
+/// would protect the later launches' above them, the same mistake.
+pub(in crate::userspace) fn may_order(running: &[u64], limit_blocks: u64) -> bool {
+    running.len() as u64 <= limit_blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::userspace::config::base_params;
+    use crate::userspace::residency::{fault_in, Residency};
+    use prescient_core::BLOCK_BYTES;
+
+    /// With 0-7 resident (migrated in that order) and launches to come
+    /// that use 3, 20 (not resident), 1, 6 (declared dead since the list
+    /// was made) and 5, in that order: the dead block is still discarded
+    /// first, then the victims are the blocks no launch uses, least
+    /// recently migrated first, then the queued ones from the one used
+    /// last (5) to the one used first (3). Without the ordering the engine
+    /// would give 6, then 0-7 in order.
+    #[test]
+    fn victims_are_blocks_no_launch_uses_then_the_queued_one_used_last() {
+        let p = base_params(Some(8 * BLOCK_BYTES), 1024);
+        let mut e = prescient_core::Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+        let mut l = Residency::default();
+        for b in 0..8 {
+            fault_in(&mut l, &mut e, b);
+        }
+        assert!(e.mark_dead(6));
+        assert_eq!(order_upcoming(&mut e, &[3, 20, 1, 6, 5]), 3);
+        let mut out = [prescient_core::Victim::default(); 8];
+        assert_eq!(e.victims(&mut out), 8);
+        let got: Vec<(u64, bool)> = out.iter().map(|v| (v.block, v.discard)).collect();
+        let want: Vec<(u64, bool)> = [6, 0, 2, 4, 7, 5, 1, 3]
+            .iter()
+            .map(|&b| (b, b == 6))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    /// `--cyclic-victims`: with 0-7 resident and the launches to come
+    /// using 3 then 5, blocks 0-1 left the queue with list 1, 6-7 with
+    /// list 2 and 2 with list 3 (4 never queued): victims are 4 (never
+    /// ordered), then 2, 7, 6, 1, 0 (the one that left last first, the
+    /// higher block first within a list), then 5 and 3 (the queued one
+    /// used last first).
+    #[test]
+    fn cyclic_victims_go_from_the_block_that_left_the_queue_last() {
+        let p = base_params(Some(8 * BLOCK_BYTES), 1024);
+        let mut e = prescient_core::Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+        let mut l = Residency::default();
+        for b in 0..8 {
+            fault_in(&mut l, &mut e, b);
+        }
+        let mut left = Left::default();
+        left.at
+            .extend([(0, 1), (1, 1), (6, 2), (7, 2), (2, 3), (99, 3)]);
+        assert_eq!(
+            order_cyclic(&mut e, &left, &[3, 5]),
+            7,
+            "99 is not resident"
+        );
+        let mut out = [prescient_core::Victim::default(); 8];
+        assert_eq!(e.victims(&mut out), 8);
+        let got: Vec<u64> = out.iter().map(|v| v.block).collect();
+        assert_eq!(got, [4, 2, 7, 6, 1, 0, 5, 3]);
+    }
+
+    /// The passes run unless the running launches are larger than the
+    /// limit.
+    #[test]
+    fn no_pass_while_a_running_launch_is_larger_than_the_limit() {
+        assert!(may_order(&[1, 0, 2], 8));
+        assert!(may_order(&[0; 8], 8));
+        assert!(!may_order(&[0; 9], 8));
+    }
+}
