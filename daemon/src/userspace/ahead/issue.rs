@@ -9,7 +9,6 @@
 //! window; outside it, the engine's tables decide). order.rs has the
 //! passes that order the whole queue (research knobs, off).
 
-//!
 use prescient_core::pump::{self, Admit, Host};
 use prescient_core::{Engine, Limit, Prefetch, Room};
 use std::collections::HashSet;
@@ -17,6 +16,7 @@ use std::ops::DerefMut;
 
 /// Blocks of the window made most recently migrated per turn at most.
 const MAX_TOUCH: usize = 512;
+
 /// The blocks of a large window (running launches larger than the
 /// limit: `window`) prefetched since those launches started: each is
 /// prefetched once per start.
