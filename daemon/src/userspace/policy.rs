@@ -7,11 +7,12 @@
 use super::ahead::issue;
 use super::ahead::order;
 use super::ahead::queue::Left;
+use super::ahead::MAX_UPCOMING;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::config::Config;
 use super::discard::discard_blocks;
-use super::lanes::Lane;
+use super::lanes::{Lane, Lanes};
 use super::mechanism::Tracker;
 use super::migrator::{Job, Migrator};
 use super::pump::{turn, Host};
@@ -36,6 +37,25 @@ pub(super) trait Policy {
 /// A lane's budget in 2 MB blocks.
 pub(super) fn budget_blocks(l: &Lane) -> Option<u64> {
     l.budget.map(|b| b >> BLOCK_SHIFT)
+}
+
+/// The upcoming blocks a turn may use: the largest window of any lane
+/// (`--footprint-window-pct` of its budget or size, never less than its
+/// turn's share of its limit), or the whole list where a pass orders it
+/// or a large window may take the running launches'.
+fn upcoming_needed(lanes: &Lanes, cfg: &Config) -> usize {
+    if cfg.order_queue || cfg.cyclic_victims || cfg.large_window_pct > 0 {
+        return MAX_UPCOMING;
+    }
+    let pct = u64::from(cfg.footprint_window_pct.min(100));
+    let window = |l: &Lane| {
+        let capacity = budget_blocks(l).unwrap_or(u64::from(l.gpu_blocks)).max(1);
+        capacity.saturating_mul(pct) / 100
+    };
+    let most = lanes.iter().map(window).max().unwrap_or(0);
+    usize::try_from(most)
+        .unwrap_or(MAX_UPCOMING)
+        .min(MAX_UPCOMING)
 }
 
 /// Counts events only; issues nothing.
@@ -83,7 +103,7 @@ impl Policy for Prescient {
             if p.cfg.cyclic_victims {
                 a.track_left();
             }
-            a.take_upcoming()
+            a.take_upcoming(upcoming_needed(&p.lanes, &p.cfg))
         });
         let mut ahead = Vec::new();
         for l in p.lanes.iter_mut() {
@@ -474,6 +494,54 @@ mod tests {
             } else {
                 assert!(at(20) < at(30) && at(30) < at(40), "{order:?}");
             }
+        }
+    }
+
+    /// The list of upcoming blocks is bounded by the largest lane's window
+    /// (25% of 64 and of 32 blocks: 16), by a wider window, and not at all
+    /// (past MAX_UPCOMING) when a pass orders the whole queue; no lane
+    /// yet, nothing; a lane's window never outgrows the bound.
+    #[test]
+    fn the_upcoming_list_is_bounded_by_the_largest_window() {
+        let t = table(&[0, 1]);
+        let g = |p: u16| t.gpu(index(p)).unwrap();
+        let cfg = config(&format!("128M,{}=64M", g(1)), &[0, 1]);
+        let mut lanes = Lanes::default();
+        assert_eq!(upcoming_needed(&lanes, &cfg), 0);
+        for p in 0..2 {
+            lanes.get_or_make(g(p), &cfg, false).unwrap();
+        }
+        assert_eq!(upcoming_needed(&lanes, &cfg), 16);
+        for l in lanes.iter() {
+            let lb = Limit {
+                capacity_blocks: budget_blocks(l).unwrap(),
+                watermark_pct: DEFAULT_WATERMARK_PCT,
+            }
+            .blocks(l.engine.free_target());
+            let w = issue::window(&[0; 100], &[], lb, cfg.footprint_window_pct, 0);
+            assert!(w.len() <= 16, "{}", w.len());
+        }
+        let mk = || config(&format!("128M,{}=64M", g(1)), &[0, 1]);
+        let wide = Config {
+            footprint_window_pct: 50,
+            ..mk()
+        };
+        assert_eq!(upcoming_needed(&lanes, &wide), 32);
+        for on in [
+            Config {
+                order_queue: true,
+                ..mk()
+            },
+            Config {
+                cyclic_victims: true,
+                ..mk()
+            },
+            Config {
+                large_window_pct: 50,
+                ..mk()
+            },
+        ] {
+            assert_eq!(upcoming_needed(&lanes, &on), MAX_UPCOMING);
         }
     }
 

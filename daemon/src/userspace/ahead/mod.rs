@@ -67,8 +67,9 @@ pub(super) struct Ahead {
     reader: Reader,
     pub(super) queue: Queue,
     upcoming: Upcoming,
-    /// The queue's generations the list was computed at.
+    /// The queue's generations the list was computed at, and its bound.
     upcoming_gen: Option<u64>,
+    upcoming_max: usize,
     seen_gen: u64,
     wanted: bool,
     pub(super) stats: AheadStats,
@@ -87,6 +88,7 @@ impl Ahead {
             queue: Queue::default(),
             upcoming: Upcoming::default(),
             upcoming_gen: None,
+            upcoming_max: 0,
             seen_gen: 0,
             wanted: true,
             stats: AheadStats::default(),
@@ -129,15 +131,26 @@ impl Ahead {
     /// The blocks of the launches to come, in order (recomputed when the
     /// queue changed), lent to the policy's turn: [`Ahead::put_back`]
     /// returns them with what the turn did.
-    pub(super) fn take_upcoming(&mut self) -> Upcoming {
+    /// At most `max` blocks (at most [`MAX_UPCOMING`]): the largest
+    /// window the lanes may take, or the whole list for the passes that
+    /// order it (policy.rs `upcoming_needed`).
+    ///
+    /// Why the bound: the list is computed again at every kernel start,
+    /// and its cost grows with its length (a scratch test on the 2-core
+    /// build machine, 1,500 queued launches of 4 blocks over 4,800,
+    /// drained one start at a time: 130 us a list of 4,096 blocks, 24 us
+    /// one of 600, the 220M LM's window under its 4800M budget).
+    pub(super) fn take_upcoming(&mut self, max: usize) -> Upcoming {
+        let max = max.min(MAX_UPCOMING);
         // Launches added behind a full list change nothing in it.
         let stale = self.upcoming_gen != Some(self.queue.front_generation)
-            || (self.upcoming.blocks.len() < MAX_UPCOMING
-                && self.seen_gen != self.queue.generation);
+            || self.upcoming_max != max
+            || (self.upcoming.blocks.len() < max && self.seen_gen != self.queue.generation);
         if stale {
-            self.queue.upcoming(MAX_UPCOMING, &mut self.upcoming);
+            self.queue.upcoming(max, &mut self.upcoming);
             self.upcoming_gen = Some(self.queue.front_generation);
             self.seen_gen = self.queue.generation;
+            self.upcoming_max = max;
         }
         std::mem::take(&mut self.upcoming)
     }
@@ -206,9 +219,12 @@ mod tests {
             assert!(r.push(&launch(id, b)));
         }
         a.poll();
-        assert_eq!(a.take_upcoming().blocks, [20, 21, 30, 31, 40, 41]);
+        assert_eq!(
+            a.take_upcoming(MAX_UPCOMING).blocks,
+            [20, 21, 30, 31, 40, 41]
+        );
         a.queue.started(0x7000, 3);
-        let up = a.take_upcoming();
+        let up = a.take_upcoming(MAX_UPCOMING);
         assert_eq!(
             (&up.blocks[..], &up.running[..]),
             (&[30, 31, 40, 41][..], &[30, 31][..])
@@ -223,9 +239,15 @@ mod tests {
             (s.queued_now, s.queue.queued_sum, s.window_blocks),
             (2, 1, 4)
         );
+        // A smaller bound computes the list again, within it; a larger
+        // one, again in full.
+        let one = a.take_upcoming(1);
+        assert_eq!(one.blocks, [30]);
+        a.put_back(one, &[], 1);
+        assert_eq!(a.take_upcoming(MAX_UPCOMING).blocks, [30, 31, 40, 41]);
         a.want(false);
         assert!(!r.wanted());
-        assert!(a.take_upcoming().blocks.is_empty());
+        assert!(a.take_upcoming(MAX_UPCOMING).blocks.is_empty());
         drop(a);
         assert!(!r.wanted(), "a dropped reader stops asking");
     }
