@@ -12,7 +12,7 @@
 //! allocation from the pointer on, capped (at [`UNKNOWN_CAP`] unless the
 //! launcher says: PRESCIENT_FOOTPRINT_UNKNOWN_BYTES): a guess.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
@@ -65,12 +65,12 @@ impl Spans {
     }
 }
 
-/// The process's managed allocations, those of them the job made itself,
-/// and live blocks.
+/// The process's managed allocations, the starts of those the job made
+/// itself, and live blocks.
 #[derive(Default)]
 pub struct Extents {
     pub managed: Spans,
-    pub own: Spans,
+    pub own: BTreeSet<u64>,
     pub live: Spans,
 }
 
@@ -99,7 +99,7 @@ impl Extents {
             ));
         }
         // A live block elsewhere in it: the job carves this one up.
-        let own = self.own.holding(addr).is_some() && !self.live.any_within(alloc.clone());
+        let own = self.own.contains(&alloc.start) && !self.live.any_within(alloc.clone());
         let (cap, basis) = if own {
             (BLOCK_CAP, Basis::Own)
         } else {
@@ -135,9 +135,9 @@ pub fn managed_allocated(addr: u64, len: u64, own: bool) {
     update(true, |e| {
         e.managed.insert(addr, len);
         // A fresh allocation may reuse the start of one freed earlier.
-        e.own.remove_within(addr, 1);
+        e.own.remove(&addr);
         if own {
-            e.own.insert(addr, len);
+            e.own.insert(addr);
         }
     });
 }
@@ -146,7 +146,7 @@ pub fn managed_allocated(addr: u64, len: u64, own: bool) {
 pub fn managed_freed(addr: u64, len: u64) {
     update(true, |e| {
         e.managed.remove_within(addr, 1);
-        e.own.remove_within(addr, 1);
+        e.own.remove(&addr);
         e.live.remove_within(addr, len);
     });
 }
@@ -217,9 +217,9 @@ mod tests {
         let mut e = Extents::default();
         let (a, big) = (0x1000_0000u64, 0x1_0000_0000u64);
         e.managed.insert(a, 1 << 30);
-        e.own.insert(a, 1 << 30);
+        e.own.insert(a);
         e.managed.insert(big, 3 << 30);
-        e.own.insert(big, 3 << 30);
+        e.own.insert(big);
         let (t, basis) = e.extent(a, UNKNOWN_CAP).unwrap();
         assert_eq!((t, basis), (a..a + (1 << 30), Basis::Own));
         let (t, _) = e.extent(a + (1 << 20), UNKNOWN_CAP).unwrap();
@@ -230,7 +230,7 @@ mod tests {
         let (t, basis) = e.extent(a, UNKNOWN_CAP).unwrap();
         assert_eq!((t.end - t.start, basis), (UNKNOWN_CAP, Basis::Guess));
         assert_eq!(e.extent(a + (9 << 20), 0).unwrap().1, Basis::Live);
-        e.own.remove_within(big, 1);
+        e.own.remove(&big);
         assert_eq!(e.extent(big, UNKNOWN_CAP).unwrap().1, Basis::Guess);
     }
 }
