@@ -155,6 +155,13 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Does a research knob read the whole list of upcoming blocks and
+    /// the running launches' (`--order-queue`, `--cyclic-victims`,
+    /// `--large-window-pct`)? Else a turn reads only its window's part.
+    pub fn reads_whole_queue(&self) -> bool {
+        self.order_queue || self.cyclic_victims || self.large_window_pct > 0
+    }
+
     /// The budget of `gpu`: its own by UUID or nvidia-smi index, else the
     /// each-GPU one; None for no budget.
     pub fn budget_of(&self, gpu: &prescient_uvm::Gpu) -> Option<u64> {

@@ -6,7 +6,7 @@
 
 use super::ahead::issue;
 use super::ahead::order;
-use super::ahead::queue::Left;
+use super::ahead::queue::Upcoming;
 use super::ahead::MAX_UPCOMING;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
@@ -44,7 +44,7 @@ pub(super) fn budget_blocks(l: &Lane) -> Option<u64> {
 /// turn's share of its limit), or the whole list where a pass orders it
 /// or a large window may take the running launches'.
 fn upcoming_needed(lanes: &Lanes, cfg: &Config) -> usize {
-    if cfg.order_queue || cfg.cyclic_victims || cfg.large_window_pct > 0 {
+    if cfg.reads_whole_queue() {
         return MAX_UPCOMING;
     }
     let pct = u64::from(cfg.footprint_window_pct.min(100));
@@ -103,17 +103,18 @@ impl Policy for Prescient {
             if p.cfg.cyclic_victims {
                 a.track_left();
             }
+            if p.cfg.reads_whole_queue() {
+                a.track_running();
+            }
             a.take_upcoming(upcoming_needed(&p.lanes, &p.cfg))
         });
+        let none = Upcoming::default();
         let mut ahead = Vec::new();
         for l in p.lanes.iter_mut() {
             let issued = lane_turn(
                 l,
                 &mut Shared {
-                    upcoming: upcoming.as_ref().map_or(&[], |u| &u.blocks),
-                    running: upcoming.as_ref().map_or(&[], |u| &u.running),
-                    front: upcoming.as_ref().map_or(0, |u| u.generation),
-                    left: upcoming.as_ref().and_then(|u| u.left.as_ref()),
+                    upcoming: upcoming.as_ref().unwrap_or(&none),
                     ahead: &mut ahead,
                     cfg: &p.cfg,
                     fd: p.fd.as_raw_fd(),
@@ -151,15 +152,9 @@ struct Issued {
 
 /// What every lane's turn shares: the process's settings, sets and workers.
 struct Shared<'a> {
-    /// The blocks of the launches to come, in order (empty without
-    /// --footprints), the running ones' again (`queue::Upcoming`), and
-    /// what each lane's round of them did.
-    upcoming: &'a [u64],
-    running: &'a [u64],
-    /// The launch queue's front generation `running` belongs to.
-    front: u64,
-    /// When blocks left the queue (`--cyclic-victims`).
-    left: Option<&'a Left>,
+    /// The blocks of the launches to come (empty without --footprints),
+    /// and what each lane's round of them did.
+    upcoming: &'a Upcoming,
     ahead: &'a mut Vec<Issued>,
     cfg: &'a Config,
     fd: RawFd,
@@ -209,16 +204,13 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         issued: Vec::new(),
         mech: s.mech,
     };
-    if !s.upcoming.is_empty() {
+    if !s.upcoming.blocks.is_empty() {
         let ahead = Ahead {
             engine: &mut l.engine,
             ordered: &mut l.upcoming_ordered,
             large_sent: &mut l.large_sent,
             cfg: s.cfg,
-            upcoming: s.upcoming,
-            running: s.running,
-            front: s.front,
-            left: s.left,
+            up: s.upcoming,
         };
         s.ahead.push(issue_upcoming(ahead, limit, &mut host));
     }
@@ -254,10 +246,7 @@ struct Ahead<'a> {
     ordered: &'a mut Option<Instant>,
     large_sent: &'a mut issue::Once,
     cfg: &'a Config,
-    upcoming: &'a [u64],
-    running: &'a [u64],
-    front: u64,
-    left: Option<&'a Left>,
+    up: &'a Upcoming,
 }
 
 /// The launches to come first, in their order: known, not guessed
@@ -265,25 +254,25 @@ struct Ahead<'a> {
 fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
     let lb = limit.blocks(a.engine.free_target());
     let pass = a.cfg.order_queue || a.cfg.cyclic_victims;
-    if pass && order::may_order(a.running, lb) {
+    if pass && order::may_order(a.up, lb) {
         let now = Instant::now();
         if a.ordered
             .is_none_or(|t| now.duration_since(t) >= order::ORDER_EVERY)
         {
             *a.ordered = Some(now);
-            match a.left {
+            match &a.up.left {
                 Some(left) if a.cfg.cyclic_victims => {
-                    order::order_cyclic(a.engine, left, a.upcoming);
+                    order::order_cyclic(a.engine, left, &a.up.blocks);
                 }
                 _ => {
-                    order::order_upcoming(a.engine, a.upcoming);
+                    order::order_upcoming(a.engine, &a.up.blocks);
                 }
             }
         }
     }
-    let (pct, large) = (a.cfg.footprint_window_pct, a.cfg.large_window_pct);
-    let w = issue::window(a.upcoming, a.running, lb, pct, large);
-    let once = issue::is_large(a.running, lb, large).then(|| a.large_sent.at(a.front));
+    let (pct, large_pct) = (a.cfg.footprint_window_pct, a.cfg.large_window_pct);
+    let (w, large) = issue::window(a.up, lb, pct, large_pct);
+    let once = large.then(|| a.large_sent.at(a.up.generation));
     let done = issue::issue(a.engine, limit, host, w, PREFETCHES_PER_TURN, once);
     Issued {
         done,
@@ -357,7 +346,11 @@ mod tests {
             upcoming: &[u64],
             ahead: &mut Vec<Issued>,
         ) -> Vec<u64> {
-            self.turn_running(l, upcoming, &[], ahead)
+            let up = Upcoming {
+                blocks: upcoming.to_vec(),
+                ..Upcoming::default()
+            };
+            self.turn_with(l, &up, ahead)
         }
 
         /// A turn with the blocks of the launches to come and the running
@@ -369,13 +362,20 @@ mod tests {
             running: &[u64],
             ahead: &mut Vec<Issued>,
         ) -> Vec<u64> {
+            let up = Upcoming {
+                blocks: upcoming.to_vec(),
+                running: Some(running.to_vec()),
+                ..Upcoming::default()
+            };
+            self.turn_with(l, &up, ahead)
+        }
+
+        /// A turn with `up`.
+        fn turn_with(&mut self, l: &mut Lane, up: &Upcoming, ahead: &mut Vec<Issued>) -> Vec<u64> {
             lane_turn(
                 l,
                 &mut Shared {
-                    upcoming,
-                    running,
-                    front: 0,
-                    left: None,
+                    upcoming: up,
                     ahead,
                     cfg: &self.cfg,
                     fd: -1,
@@ -518,7 +518,11 @@ mod tests {
                 watermark_pct: DEFAULT_WATERMARK_PCT,
             }
             .blocks(l.engine.free_target());
-            let w = issue::window(&[0; 100], &[], lb, cfg.footprint_window_pct, 0);
+            let up = Upcoming {
+                blocks: vec![0; 100],
+                ..Upcoming::default()
+            };
+            let (w, _) = issue::window(&up, lb, cfg.footprint_window_pct, 0);
             assert!(w.len() <= 16, "{}", w.len());
         }
         let mk = || config(&format!("128M,{}=64M", g(1)), &[0, 1]);

@@ -9,6 +9,7 @@
 //! window; outside it, the engine's tables decide). order.rs has the
 //! passes that order the whole queue (research knobs, off).
 
+use super::queue::Upcoming;
 use prescient_core::pump::{self, Admit, Host};
 use prescient_core::{Engine, Limit, Prefetch, Room};
 use std::collections::HashSet;
@@ -123,11 +124,12 @@ where
     done
 }
 
-/// The window of a lane: the first `pct` percent of its limit's blocks
-/// of the upcoming ones; with `large_pct` (`--large-window-pct`), when
-/// the running launches alone use more blocks than the limit, the first
-/// `large_pct` percent of it of `running` instead (their blocks a later
-/// launch also uses first, then the rest in order of use).
+/// The window of a lane, and whether it is a large one: the first `pct`
+/// percent of its limit's blocks of the upcoming ones; with `large_pct`
+/// (`--large-window-pct`), when the running launches alone use more
+/// blocks than the limit, the first `large_pct` percent of it of
+/// `up.running()` instead (their blocks a later launch also uses first,
+/// then the rest in order of use).
 ///
 /// Why: a kernel larger than the budget that sweeps its input more than
 /// once (dnn's layers are grid-stride loops with two waves of thread
@@ -138,24 +140,18 @@ where
 /// iteration with 75%, against 1,600 with the plain window and Belady's
 /// 1,056. Off by default: on the GPU (run 84) 75% left the engine's own
 /// prefetches too little room, and dnn thrashed.
-pub(in crate::userspace) fn window<'a>(
-    upcoming: &'a [u64],
-    running: &'a [u64],
+pub(in crate::userspace) fn window(
+    up: &Upcoming,
     limit_blocks: u64,
     pct: u32,
     large_pct: u32,
-) -> &'a [u64] {
+) -> (&[u64], bool) {
     let part = |pct: u32| (limit_blocks.saturating_mul(u64::from(pct.min(100))) / 100) as usize;
-    if is_large(running, limit_blocks, large_pct) {
-        return &running[..part(large_pct).min(running.len())];
+    if large_pct > 0 && up.running_exceeds(limit_blocks) {
+        let running = up.running();
+        return (&running[..part(large_pct).min(running.len())], true);
     }
-    &upcoming[..part(pct).min(upcoming.len())]
-}
-
-/// Do the running launches alone use more blocks than the limit, with
-/// a large window asked for?
-pub(in crate::userspace) fn is_large(running: &[u64], limit_blocks: u64, large_pct: u32) -> bool {
-    large_pct > 0 && running.len() as u64 > limit_blocks
+    (&up.blocks[..part(pct).min(up.blocks.len())], false)
 }
 
 #[cfg(test)]
@@ -205,10 +201,13 @@ mod tests {
         assert_eq!((l.blocks(), e.resident_blocks()), (8, 8));
         // A window as large as the budget: nothing outside it to evict
         // once the window is all there is.
-        let up: Vec<u64> = (100..120).collect();
+        let up = Upcoming {
+            blocks: (100..120).collect(),
+            ..Upcoming::default()
+        };
         let mut host = test_host(&mut parts, &mut l, &route, gpu);
-        let w = window(&up, &[], 8, 50, 0);
-        assert_eq!(w, &up[..4]);
+        let (w, large) = window(&up, 8, 50, 0);
+        assert_eq!((w, large), (&up.blocks[..4], false));
         let (prefetched, _) = until_done(&mut e, limit, &mut host, w);
         assert_eq!(prefetched, 4);
         assert!(l.blocks() <= 8);

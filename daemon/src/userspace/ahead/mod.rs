@@ -70,6 +70,10 @@ pub(super) struct Ahead {
     /// The queue's generations the list was computed at, and its bound.
     upcoming_gen: Option<u64>,
     upcoming_max: usize,
+    /// What the list carries besides its blocks (`track_left`,
+    /// `track_running`).
+    want_left: bool,
+    want_running: bool,
     seen_gen: u64,
     wanted: bool,
     pub(super) stats: AheadStats,
@@ -89,6 +93,8 @@ impl Ahead {
             upcoming: Upcoming::default(),
             upcoming_gen: None,
             upcoming_max: 0,
+            want_left: false,
+            want_running: false,
             seen_gen: 0,
             wanted: true,
             stats: AheadStats::default(),
@@ -111,9 +117,15 @@ impl Ahead {
     }
 
     /// Stamps blocks when they leave the list of upcoming blocks
-    /// (`queue::Left`, for `--cyclic-victims`).
+    /// (`queue::Left`, for `--cyclic-victims`), from the next list on.
     pub(super) fn track_left(&mut self) {
-        self.upcoming.left.get_or_insert_with(Default::default);
+        self.want_left = true;
+    }
+
+    /// Lists the running launches' blocks too (`Upcoming::running`, for
+    /// the large window and the whole-queue passes), from the next list on.
+    pub(super) fn track_running(&mut self) {
+        self.want_running = true;
     }
 
     /// Reads what the runtime wrote since the last turn.
@@ -147,7 +159,14 @@ impl Ahead {
             || self.upcoming_max != max
             || (self.upcoming.blocks.len() < max && self.seen_gen != self.queue.generation);
         if stale {
-            self.queue.upcoming(max, &mut self.upcoming);
+            let up = &mut self.upcoming;
+            if self.want_left {
+                up.left.get_or_insert_with(Default::default);
+            }
+            if self.want_running {
+                up.running.get_or_insert_with(Vec::new);
+            }
+            self.queue.upcoming(max, up);
             self.upcoming_gen = Some(self.queue.front_generation);
             self.seen_gen = self.queue.generation;
             self.upcoming_max = max;
@@ -214,6 +233,7 @@ mod tests {
         };
         assert!(r.push(&launch(1, 10)), "written before the reader came");
         let mut a = Ahead::find(std::process::id() as i32).expect("found");
+        a.track_running();
         assert!(r.wanted());
         for (id, b) in [(2, 20), (3, 30), (4, 40)] {
             assert!(r.push(&launch(id, b)));
@@ -226,7 +246,7 @@ mod tests {
         a.queue.started(0x7000, 3);
         let up = a.take_upcoming(MAX_UPCOMING);
         assert_eq!(
-            (&up.blocks[..], &up.running[..]),
+            (&up.blocks[..], up.running()),
             (&[30, 31, 40, 41][..], &[30, 31][..])
         );
         a.put_back(up, &[], 4);

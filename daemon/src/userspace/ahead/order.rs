@@ -19,7 +19,7 @@
 //! transformer 1.16x, the 220M LM 1.31-1.52x slower. Neither pass runs
 //! while the running launches alone exceed the limit (`may_order`).
 
-use super::queue::Left;
+use super::queue::{Left, Upcoming};
 use prescient_core::Engine;
 use std::ops::DerefMut;
 use std::time::Duration;
@@ -89,8 +89,8 @@ where
 /// a 1 GiB budget, moved 41-52 GB a step instead of 3 with either pass;
 /// with this rule, run 88, 3.3). Leaving only its blocks out of the order
 /// would protect the later launches' above them, the same mistake.
-pub(in crate::userspace) fn may_order(running: &[u64], limit_blocks: u64) -> bool {
-    running.len() as u64 <= limit_blocks
+pub(in crate::userspace) fn may_order(up: &Upcoming, limit_blocks: u64) -> bool {
+    !up.running_exceeds(limit_blocks)
 }
 
 #[cfg(test)]
@@ -159,8 +159,12 @@ mod tests {
     /// limit.
     #[test]
     fn no_pass_while_a_running_launch_is_larger_than_the_limit() {
-        assert!(may_order(&[1, 0, 2], 8));
-        assert!(may_order(&[0; 8], 8));
-        assert!(!may_order(&[0; 9], 8));
+        let running = |n: u64| Upcoming {
+            running: Some((0..n).collect()),
+            ..Upcoming::default()
+        };
+        assert!(may_order(&running(3), 8));
+        assert!(may_order(&running(8), 8));
+        assert!(!may_order(&running(9), 8));
     }
 }

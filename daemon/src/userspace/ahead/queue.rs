@@ -142,10 +142,19 @@ impl Queue {
 
     /// The blocks of the launches to come, the running ones first, in
     /// launch order (streams taken in turn, one launch each), each once,
-    /// at most `max`, into `up.blocks`; and the running launches' blocks
-    /// into `up.running`, those a later launch also uses first.
+    /// at most `max`, into `up.blocks`; and, if asked for, the running
+    /// launches' blocks (those a later launch also uses first) into
+    /// `up.running` and when blocks left the list into `up.left`.
     pub fn upcoming(&self, max: usize, up: &mut Upcoming) {
-        let old = std::mem::take(&mut up.blocks);
+        // The list before is kept only for `left`; else its room is reused.
+        let old = match up.left {
+            Some(_) => std::mem::take(&mut up.blocks),
+            None => {
+                up.blocks.clear();
+                Vec::new()
+            }
+        };
+        let want_running = up.running.is_some();
         let out = &mut up.blocks;
         let mut seen = HashSet::new();
         // Blocks met again after the first round: the running launches'
@@ -165,7 +174,7 @@ impl Queue {
                             }
                             if seen.insert(b) {
                                 out.push(b);
-                            } else if running.is_some() {
+                            } else if want_running && running.is_some() {
                                 again.insert(b);
                             }
                         }
@@ -180,12 +189,12 @@ impl Queue {
         if let Some(left) = up.left.as_mut() {
             left.update(&old, out, &seen);
         }
-        let first = &out[..running.unwrap_or(0)];
-        up.running.clear();
-        up.running
-            .extend(first.iter().filter(|b| again.contains(b)));
-        up.running
-            .extend(first.iter().filter(|b| !again.contains(b)));
+        if let Some(r) = up.running.as_mut() {
+            let first = &out[..running.unwrap_or(0)];
+            r.clear();
+            r.extend(first.iter().filter(|b| again.contains(b)));
+            r.extend(first.iter().filter(|b| !again.contains(b)));
+        }
     }
 }
 
@@ -194,15 +203,29 @@ impl Queue {
 pub struct Upcoming {
     /// Each once, in order of use.
     pub blocks: Vec<u64>,
-    /// The running launches' blocks (the front of each stream), those a
-    /// later launch also uses first, each part in order of use: what to
-    /// keep of running launches larger than the budget (issue.rs).
-    pub running: Vec<u64>,
+    /// If asked for (`Some`): the running launches' blocks (the front of
+    /// each stream), those a later launch also uses first, each part in
+    /// order of use: what to keep of running launches larger than the
+    /// budget (issue.rs `window`), and whether they are (order.rs).
+    pub running: Option<Vec<u64>>,
     /// The queue's front generation when computed (`running` changes
     /// only with it).
     pub generation: u64,
     /// When each block left the list, if asked for (`--cyclic-victims`).
     pub left: Option<Left>,
+}
+
+impl Upcoming {
+    /// The running launches' blocks, those used later first (empty unless
+    /// asked for).
+    pub fn running(&self) -> &[u64] {
+        self.running.as_deref().unwrap_or_default()
+    }
+
+    /// Do the running launches alone use more blocks than `limit_blocks`?
+    pub fn running_exceeds(&self, limit_blocks: u64) -> bool {
+        self.running().len() as u64 > limit_blocks
+    }
 }
 
 /// When blocks left the list of upcoming blocks: a block no queued launch
@@ -266,11 +289,18 @@ mod tests {
             }
         }
         q.push(&rec(0x8000, 99, &[(500, 2)]));
-        let mut up = Upcoming::default();
+        let mut up = Upcoming {
+            running: Some(Vec::new()),
+            ..Upcoming::default()
+        };
         // Streams in turn: 0x7000's first launch, then 0x8000's, ...
         q.upcoming(100, &mut up);
         assert_eq!(up.blocks, [0, 500, 501, 1, 2, 100, 101, 102]);
-        assert_eq!(up.running, [0, 500, 501], "the fronts; nothing used again");
+        assert_eq!(
+            up.running(),
+            [0, 500, 501],
+            "the fronts; nothing used again"
+        );
         q.started(0x7000, 12);
         assert_eq!(q.stats.ran_unseen, 2);
         assert_eq!(q.stats.queued_sum, 3, "12 of step 0, then step 1's three");
@@ -302,13 +332,21 @@ mod tests {
         q.push(&rec(0x7000, 1, &[(0, 4), (10, 2)]));
         q.push(&rec(0x7000, 2, &[(10, 2), (20, 2)]));
         q.push(&rec(0x7000, 3, &[(20, 2), (1, 1)]));
-        let mut up = Upcoming::default();
+        let mut up = Upcoming {
+            running: Some(Vec::new()),
+            ..Upcoming::default()
+        };
         q.upcoming(100, &mut up);
         assert_eq!(up.blocks, [0, 1, 2, 3, 10, 11, 20, 21]);
-        assert_eq!(up.running, [1, 10, 11, 0, 2, 3]);
+        assert_eq!(up.running(), [1, 10, 11, 0, 2, 3]);
+        assert!(up.running_exceeds(5) && !up.running_exceeds(6));
         q.started(0x7000, 2);
         q.upcoming(100, &mut up);
-        assert_eq!(up.running, [20, 21, 10, 11]);
+        assert_eq!(up.running(), [20, 21, 10, 11]);
+        // Not asked for: nothing is kept.
+        let mut plain = Upcoming::default();
+        q.upcoming(100, &mut plain);
+        assert!(plain.running.is_none() && !plain.running_exceeds(0));
     }
 
     /// With `left` asked for, a block is stamped with the list that
