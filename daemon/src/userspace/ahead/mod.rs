@@ -148,10 +148,9 @@ impl Ahead {
     /// order it (policy.rs `upcoming_needed`).
     ///
     /// Why the bound: the list is computed again at every kernel start,
-    /// and its cost grows with its length (a scratch test on the 2-core
-    /// build machine, 1,500 queued launches of 4 blocks over 4,800,
-    /// drained one start at a time: 130 us a list of 4,096 blocks, 24 us
-    /// one of 600, the 220M LM's window under its 4800M budget).
+    /// and its cost grows with its length (BENCHMARKS.md section 10: 130
+    /// us a list of 4,096 blocks, 24 us one of 600, the 220M LM's window
+    /// under its 4800M budget).
     pub(super) fn take_upcoming(&mut self, max: usize) -> Upcoming {
         let max = max.min(MAX_UPCOMING);
         // Launches added behind a full list change nothing in it.
