@@ -641,3 +641,43 @@ fn regret_window_follows_the_regret_rate() {
     assert!(phases[7] <= 24, "phases: {phases:?}");
     assert!(phases[8..].iter().all(|&d| d <= 24), "phases: {phases:?}");
 }
+
+/// A block the running kernel has passed is the first live victim, after
+/// the dead ones, and is evicted, not discarded; a block the window
+/// predicts stays out of the victims even when passed.
+#[test]
+fn passed_blocks_are_the_first_live_victims_unless_predicted() {
+    let mut e = engine(small(Mode::ExecId));
+    learn_iteration(&mut e, 4);
+    learn_iteration(&mut e, 4);
+    for b in [20, 21, 22, 23, 24] {
+        e.migrated_in(b);
+    }
+    e.mark_dead(24);
+    assert!(e.passed(23));
+    assert!(e.passed(22));
+    assert!(!e.passed(24), "dead: discarded first anyway");
+    assert!(!e.passed(99), "not resident");
+    let mut v = [Victim::default(); 8];
+    let n = e.victims(&mut v);
+    let got: Vec<(u64, bool)> = v[..n].iter().map(|v| (v.block, v.discard)).collect();
+    assert_eq!(
+        got,
+        [
+            (24, true),
+            (22, false),
+            (23, false),
+            (20, false),
+            (21, false)
+        ]
+    );
+    // Kernel 0's blocks are predicted once it starts: passing one of them
+    // does not make it a victim.
+    let b0 = blocks_of(0)[0];
+    e.migrated_in(b0);
+    e.kernel_start(0);
+    drain(&mut e);
+    assert!(e.passed(b0));
+    let n = e.victims(&mut v);
+    assert!(v[..n].iter().all(|v| v.block != b0));
+}
