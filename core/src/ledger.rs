@@ -167,18 +167,6 @@ impl<'a> Ledger<'a> {
         self.set_dead_flag(s, dead);
     }
 
-    fn push_head(&mut self, s: u32) {
-        let head = self.st.live.head;
-        self.set_links(s, NIL, head);
-        if head == NIL {
-            self.st.live.tail = s;
-        } else {
-            self.set_prev(head, s);
-        }
-        self.st.live.head = s;
-        self.set_dead_flag(s, false);
-    }
-
     fn unlink(&mut self, s: u32) {
         let dead = self.is_dead_slot(s);
         let (prev, next) = self.links(s);
@@ -319,21 +307,6 @@ impl<'a> Ledger<'a> {
         true
     }
 
-    /// A live resident block will not be needed before every other live
-    /// one: it becomes the least recently migrated, the first live victim.
-    /// Returns whether it moved (false: not resident, or dead).
-    pub fn make_oldest(&mut self, block: Block) -> bool {
-        let Some(s) = self.slot_of(block) else {
-            return false;
-        };
-        if self.is_dead_slot(s) {
-            return false;
-        }
-        self.unlink(s);
-        self.push_head(s);
-        true
-    }
-
     /// Records that a live resident block is needed at time `now` (> 0); if
     /// it was last needed at most `recent` before, it becomes the most
     /// recently migrated one. Returns whether it moved.
@@ -432,31 +405,6 @@ mod tests {
     }
 
     #[test]
-    fn a_passed_block_is_the_first_live_victim() {
-        with_ledger(8, |l| {
-            for b in [1, 2, 3, 4] {
-                assert!(l.migrated_in(b));
-            }
-            assert!(l.make_oldest(3));
-            assert!(l.make_oldest(4));
-            assert_eq!(l.oldest_live(9).collect::<Vec<_>>(), [4, 3, 1, 2]);
-            assert!(l.make_oldest(4), "already the oldest: stays");
-            assert_eq!(l.oldest_live(9).collect::<Vec<_>>(), [4, 3, 1, 2]);
-            l.set_dead(2, true);
-            assert!(!l.make_oldest(2), "a dead block stays aside");
-            assert!(!l.make_oldest(9), "not resident");
-            assert_eq!(l.oldest_dead(9).collect::<Vec<_>>(), [2]);
-            l.evicted(4);
-            l.evicted(3);
-            l.evicted(1);
-            assert!(l.oldest_live(9).next().is_none());
-            assert!(l.migrated_in(5));
-            assert!(l.make_oldest(5), "the only live block");
-            assert_eq!(l.oldest_live(9).collect::<Vec<_>>(), [5]);
-        });
-    }
-
-    #[test]
     fn reuse_soon_after_the_last_use_moves_to_the_tail() {
         with_ledger(8, |l| {
             for b in [1, 2, 3] {
@@ -483,10 +431,10 @@ mod tests {
 
     proptest::proptest! {
         /// Against a model (a Vec in victim order, last use per block):
-        /// migrations, evictions, deaths, uses and passes keep the live and dead
+        /// migrations, evictions, deaths and uses keep the live and dead
         /// orders, residency and length exact.
         #[test]
-        fn matches_a_model(ops in proptest::collection::vec((0u8..6, 0u64..12, 1u64..40), 0..200)) {
+        fn matches_a_model(ops in proptest::collection::vec((0u8..5, 0u64..12, 1u64..40), 0..200)) {
             with_ledger(8, |l| {
                 let mut live: Vec<u64> = Vec::new();
                 let mut dead: Vec<u64> = Vec::new();
@@ -517,14 +465,6 @@ mod tests {
                                 live.retain(|&x| x != b);
                                 dead.retain(|&x| x != b);
                                 if d { dead.push(b) } else { live.push(b) }
-                            }
-                        }
-                        5 => {
-                            let is_live = live.contains(&b);
-                            proptest::prop_assert_eq!(l.make_oldest(b), is_live);
-                            if is_live {
-                                live.retain(|&x| x != b);
-                                live.insert(0, b);
                             }
                         }
                         _ => {

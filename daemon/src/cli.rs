@@ -198,12 +198,6 @@ pub struct PolicyArgs {
     /// 1.87x faster, the 220M LM 1.31-1.52x slower).
     #[arg(long, hide = true)]
     pub cyclic_victims: bool,
-    /// With launch footprints: do not follow running launches larger than
-    /// the budget through their blocks (ahead/sweep.rs); their window
-    /// stays on their first blocks and victims are the engine's, as before
-    /// the sweep. For comparison.
-    #[arg(long, hide = true)]
-    pub no_sweep: bool,
 }
 
 impl PolicyArgs {

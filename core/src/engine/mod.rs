@@ -343,13 +343,6 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         }
     }
 
-    /// The running kernel has gone past `block` and no kernel known to
-    /// come uses it: it becomes the first live victim (it is evicted, not
-    /// discarded: its data stays alive). Returns whether it moved.
-    pub fn passed(&mut self, block: Block) -> bool {
-        self.regions().ledger.make_oldest(block)
-    }
-
     /// `block` left the GPU (evicted, discarded or freed).
     pub fn evicted(&mut self, block: Block) {
         self.regions().ledger.evicted(block);

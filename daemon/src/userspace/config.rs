@@ -104,10 +104,6 @@ pub struct Config {
     /// whole queue ordered as `order_queue` does (`--cyclic-victims`,
     /// hidden).
     pub cyclic_victims: bool,
-    /// Follow running launches larger than the limit through their blocks
-    /// by the GPU's faults (ahead/sweep.rs): what they passed goes first,
-    /// their window starts where they are. On unless `--no-sweep`.
-    pub sweep: bool,
 }
 
 impl Default for Config {
@@ -154,7 +150,6 @@ impl Default for Config {
             order_queue: false,
             large_window_pct: 0,
             cyclic_victims: false,
-            sweep: true,
         }
     }
 }

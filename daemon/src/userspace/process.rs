@@ -210,7 +210,6 @@ impl Process {
         let Some(stats) = lane.fault(b, learns, log_on) else {
             return false;
         };
-
         if self.discarded.remove(&b) {
             self.snap.discarded_faulted += 1;
         }
@@ -226,22 +225,7 @@ impl Process {
         if self.cfg.mode == PolicyMode::Oracle {
             self.turn_faults.push(addr);
         }
-        self.sweep_fault(gpu, b);
         learns
-    }
-
-    /// A new fault block of `gpu`: where a running launch larger than its
-    /// limit has come (ahead/sweep.rs), in prescient mode.
-    fn sweep_fault(&mut self, gpu: Gpu, b: u64) {
-        if !self.cfg.sweep || self.cfg.mode != PolicyMode::Prescient {
-            return;
-        }
-        let Some(a) = self.ahead.as_mut() else {
-            return;
-        };
-        if let Some(lane) = self.lanes.iter_mut().find(|l| l.gpu == gpu) {
-            a.fault(lane, b);
-        }
     }
 
     /// A fault while the page is not found: look for it at once (at most

@@ -24,15 +24,11 @@ pub(super) mod issue;
 pub(super) mod order;
 pub(super) mod queue;
 mod ring;
-pub(super) mod sweep;
 mod turn;
 
-use super::lanes::Lane;
-use super::policy::budget_blocks;
 use prescient_uapi::launchring::{Reader, CAPACITY};
 use queue::{Queue, QueueStats, Upcoming};
 use serde::Serialize;
-use sweep::{Sweep, SweepStats};
 
 /// Blocks of upcoming launches computed at most (each lane takes its
 /// window's part): 8 GB.
@@ -50,9 +46,6 @@ pub struct AheadStats {
     pub records_committed: u64,
     #[serde(flatten)]
     pub queue: QueueStats,
-    /// Where running launches larger than the limit are (sweep.rs).
-    #[serde(flatten)]
-    pub sweep: SweepStats,
     /// Blocks of upcoming launches prefetched, found resident already,
     /// declined by the host (no GPU, back-off); turns that ran out of room.
     pub prefetched_blocks: u64,
@@ -73,11 +66,7 @@ pub(super) struct Ahead {
     ring: ring::Mapped,
     reader: Reader,
     pub(super) queue: Queue,
-    /// Where the running launches are, when larger than the limit.
-    pub(super) sweep: Sweep,
     upcoming: Upcoming,
-    /// The sweep's version the list was computed at.
-    upcoming_sweep: u64,
     /// The queue's generations the list was computed at, and its bound.
     upcoming_gen: Option<u64>,
     upcoming_max: usize,
@@ -101,9 +90,7 @@ impl Ahead {
             ring,
             reader,
             queue: Queue::default(),
-            sweep: Sweep::default(),
             upcoming: Upcoming::default(),
-            upcoming_sweep: 0,
             upcoming_gen: None,
             upcoming_max: 0,
             want_left: false,
@@ -166,11 +153,9 @@ impl Ahead {
     /// under its 4800M budget).
     pub(super) fn take_upcoming(&mut self, max: usize) -> Upcoming {
         let max = max.min(MAX_UPCOMING);
-        self.sweep.follow(&self.queue);
         // Launches added behind a full list change nothing in it.
         let stale = self.upcoming_gen != Some(self.queue.front_generation)
             || self.upcoming_max != max
-            || self.upcoming_sweep != self.sweep.version
             || (self.upcoming.blocks.len() < max && self.seen_gen != self.queue.generation);
         if stale {
             let up = &mut self.upcoming;
@@ -180,9 +165,8 @@ impl Ahead {
             if self.want_running {
                 up.running.get_or_insert_with(Vec::new);
             }
-            self.queue.upcoming_at(max, up, &self.sweep);
+            self.queue.upcoming(max, up);
             self.upcoming_gen = Some(self.queue.front_generation);
-            self.upcoming_sweep = self.sweep.version;
             self.seen_gen = self.queue.generation;
             self.upcoming_max = max;
         }
@@ -203,28 +187,10 @@ impl Ahead {
         s.window_blocks = window;
     }
 
-    /// The GPU of `lane` faulted on `b`: the blocks a running launch
-    /// larger than the lane's limit has passed, and no later launch uses,
-    /// become the lane's first victims (sweep.rs).
-    pub(super) fn fault(&mut self, lane: &mut Lane, b: u64) {
-        let limit = budget_blocks(lane).unwrap_or(u64::from(lane.gpu_blocks));
-        let Some(passed) = self.sweep.fault(&self.queue, b, limit) else {
-            return;
-        };
-        let mut n = 0;
-        for p in passed {
-            if !self.sweep.later_uses(p) && lane.engine.passed(p) {
-                n += 1;
-            }
-        }
-        self.sweep.count_passed(n);
-    }
-
     /// The counters, with the queue's.
     pub(super) fn snapshot(&self) -> AheadStats {
         AheadStats {
             queue: self.queue.stats.clone(),
-            sweep: self.sweep.stats.clone(),
             queued_now: self.queue.len() as u64,
             ..self.stats.clone()
         }

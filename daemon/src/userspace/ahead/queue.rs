@@ -4,7 +4,6 @@
 //! run and leave from the front. The front of each stream is the kernel
 //! it runs now; behind it, the kernels to come and their blocks.
 
-use super::sweep::Sweep;
 use prescient_uapi::execpage;
 use prescient_uapi::launchring::Record;
 use serde::Serialize;
@@ -128,16 +127,6 @@ impl Queue {
         }
     }
 
-    /// The running launches: the front of each stream.
-    pub fn fronts(&self) -> impl Iterator<Item = &Launch> {
-        self.streams.values().filter_map(|q| q.front())
-    }
-
-    /// The launches behind the running ones.
-    pub fn later(&self) -> impl Iterator<Item = &Launch> {
-        self.streams.values().flat_map(|q| q.iter().skip(1))
-    }
-
     /// Launches queued in all.
     pub fn len(&self) -> usize {
         self.len
@@ -156,14 +145,7 @@ impl Queue {
     /// at most `max`, into `up.blocks`; and, if asked for, the running
     /// launches' blocks (those a later launch also uses first) into
     /// `up.running` and when blocks left the list into `up.left`.
-    #[cfg(test)]
     pub fn upcoming(&self, max: usize, up: &mut Upcoming) {
-        self.upcoming_at(max, up, &Sweep::default());
-    }
-
-    /// [`Queue::upcoming`], each running launch's ranges taken from
-    /// where `sweep` places the kernel in them.
-    pub fn upcoming_at(&self, max: usize, up: &mut Upcoming, sweep: &Sweep) {
         // The list before is kept only for `left`; else its room is reused.
         let old = match up.left {
             Some(_) => std::mem::take(&mut up.blocks),
@@ -186,11 +168,7 @@ impl Queue {
                     // Bounded by `max` whatever a range claims (the ring
                     // is the process's memory: its counts are not trusted).
                     for &(first, count) in &l.ranges {
-                        let from = match running {
-                            None => sweep.start(first, count),
-                            Some(_) => first,
-                        };
-                        for b in from..first.saturating_add(count) {
+                        for b in first..first.saturating_add(count) {
                             if out.len() >= max {
                                 break;
                             }
