@@ -12,6 +12,8 @@ use std::os::fd::RawFd;
 pub const NV_OK: u32 = 0;
 
 pub const UVM_PAGEABLE_MEM_ACCESS: libc::c_ulong = 39;
+pub const UVM_SET_PREFERRED_LOCATION: libc::c_ulong = 42;
+pub const UVM_SET_ACCESSED_BY: libc::c_ulong = 46;
 pub const UVM_MIGRATE: libc::c_ulong = 51;
 pub const UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS: libc::c_ulong = 58;
 pub const UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS: libc::c_ulong = 59;
@@ -75,6 +77,28 @@ pub struct MigrateParams {
     pub cpu_numa_node: i32,
     pub user_space_start: u64,
     pub user_space_length: u64,
+    pub rm_status: u32,
+}
+
+/// `UVM_SET_PREFERRED_LOCATION_PARAMS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetPreferredLocationParams {
+    pub base: u64,
+    pub length: u64,
+    pub preferred_location: [u8; 16],
+    /// With the CPU as the location: its NUMA node, -1 for none.
+    pub preferred_cpu_numa_node: i32,
+    pub rm_status: u32,
+}
+
+/// `UVM_SET_ACCESSED_BY_PARAMS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetAccessedByParams {
+    pub base: u64,
+    pub length: u64,
+    pub accessed_by_uuid: [u8; 16],
     pub rm_status: u32,
 }
 
@@ -178,6 +202,16 @@ nix::ioctl_readwrite_bad!(
     PageableMemAccessParams
 );
 nix::ioctl_readwrite_bad!(ioc_migrate, UVM_MIGRATE, MigrateParams);
+nix::ioctl_readwrite_bad!(
+    ioc_set_preferred_location,
+    UVM_SET_PREFERRED_LOCATION,
+    SetPreferredLocationParams
+);
+nix::ioctl_readwrite_bad!(
+    ioc_set_accessed_by,
+    UVM_SET_ACCESSED_BY,
+    SetAccessedByParams
+);
 nix::ioctl_readwrite_bad!(ioc_discard, UVM_DISCARD, DiscardParams);
 nix::ioctl_readwrite_bad!(
     ioc_enable_events,
@@ -256,6 +290,50 @@ pub fn migrate(
     // SAFETY: `p` is a live UVM_MIGRATE_PARAMS block (80 bytes, tested below);
     // no semaphore address is passed, so the driver touches nothing else of ours.
     let r = unsafe { ioc_migrate(fd, &mut p) };
+    check(r, p.rm_status)
+}
+
+/// UVM_SET_PREFERRED_LOCATION of `[base, base + length)` (page-aligned,
+/// managed) to the processor `location` (`CPU_UUID`: host memory, any
+/// NUMA node). The driver keeps the pages there and, where the faulting
+/// processor can reach that memory, maps them instead of migrating.
+pub fn set_preferred_location(
+    fd: RawFd,
+    base: u64,
+    length: u64,
+    location: [u8; 16],
+) -> Result<(), IoctlError> {
+    let mut p = SetPreferredLocationParams {
+        base,
+        length,
+        preferred_location: location,
+        preferred_cpu_numa_node: -1,
+        rm_status: 0,
+    };
+    // SAFETY: `p` is a live UVM_SET_PREFERRED_LOCATION_PARAMS block (40
+    // bytes, tested below); the driver reads and writes only those bytes.
+    let r = unsafe { ioc_set_preferred_location(fd, &mut p) };
+    check(r, p.rm_status)
+}
+
+/// UVM_SET_ACCESSED_BY of `[base, base + length)` for the processor
+/// `processor`: the driver keeps it mapped to the pages wherever they are,
+/// so its accesses do not fault.
+pub fn set_accessed_by(
+    fd: RawFd,
+    base: u64,
+    length: u64,
+    processor: [u8; 16],
+) -> Result<(), IoctlError> {
+    let mut p = SetAccessedByParams {
+        base,
+        length,
+        accessed_by_uuid: processor,
+        rm_status: 0,
+    };
+    // SAFETY: `p` is a live UVM_SET_ACCESSED_BY_PARAMS block (40 bytes,
+    // tested below); the driver reads and writes only those bytes.
+    let r = unsafe { ioc_set_accessed_by(fd, &mut p) };
     check(r, p.rm_status)
 }
 
@@ -385,6 +463,29 @@ mod tests {
         assert_eq!(offset_of!(MigrateParams, user_space_start), 56);
         assert_eq!(offset_of!(MigrateParams, user_space_length), 64);
         assert_eq!(offset_of!(MigrateParams, rm_status), 72);
+    }
+
+    /// uvm_ioctl.h: `NvU64 requestedBase NV_ALIGN_BYTES(8)`, `NvU64 length
+    /// NV_ALIGN_BYTES(8)`, `NvProcessorUuid` (16 bytes), then
+    /// `NvS32 preferredCpuNumaNode` and `NV_STATUS rmStatus` (preferred
+    /// location) or `NV_STATUS rmStatus` and the padding to 8 (accessed by).
+    #[test]
+    fn advice_params_layout() {
+        assert_eq!(size_of::<SetPreferredLocationParams>(), 40);
+        assert_eq!(offset_of!(SetPreferredLocationParams, base), 0);
+        assert_eq!(offset_of!(SetPreferredLocationParams, length), 8);
+        assert_eq!(
+            offset_of!(SetPreferredLocationParams, preferred_location),
+            16
+        );
+        assert_eq!(
+            offset_of!(SetPreferredLocationParams, preferred_cpu_numa_node),
+            32
+        );
+        assert_eq!(offset_of!(SetPreferredLocationParams, rm_status), 36);
+        assert_eq!(size_of::<SetAccessedByParams>(), 40);
+        assert_eq!(offset_of!(SetAccessedByParams, accessed_by_uuid), 16);
+        assert_eq!(offset_of!(SetAccessedByParams, rm_status), 32);
     }
 
     #[test]
