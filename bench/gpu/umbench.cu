@@ -4,6 +4,7 @@
 //   umbench bw MB                      pinned cudaMemcpy H2D/D2H bandwidth
 //   umbench dnn ITERS IN_MB LAYERS LAYER_MB
 //       multi-kernel DNN-like loop; the CPU rewrites the input every iteration
+//       (DNN_ADVISE=1: the input advised to stay in host memory, read there)
 //   umbench stream ITERS NBUF BUF_MB   layered streaming over NBUF buffers
 //   umbench random ITERS MB CPU_FRAC   random page access, CPU rewrites a
 //                                      random fraction of blocks each iteration
@@ -61,6 +62,21 @@ static int bw(size_t mb) {
   return 0;
 }
 
+// What a user would do by hand for a buffer the CPU rewrites and the GPU
+// reads once per iteration (DNN_ADVISE=1): keep it in host memory and let
+// the GPU read it there over the link (no migration in, no eviction out).
+static void advise_host_read(void* p, size_t bytes) {
+#if CUDART_VERSION >= 13000
+  cudaMemLocation host = {cudaMemLocationTypeHost, 0}, gpu0 = {cudaMemLocationTypeDevice, 0};
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, gpu0));
+#else
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId));
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, 0));
+#endif
+  printf("{\"event\":\"advise\",\"bytes\":%zu,\"preferred\":\"host\",\"accessed_by\":0}\n", bytes);
+}
+
 static int dnn(int iters, size_t in_mb, int layers, size_t layer_mb) {
   size_t nin = (in_mb << 20) / 4, nl = (layer_mb << 20) / 4;
   check_fits((in_mb << 20) + layers * (layer_mb << 20) + 4096);
@@ -68,6 +84,7 @@ static int dnn(int iters, size_t in_mb, int layers, size_t layer_mb) {
   std::vector<uint32_t*> buf(layers);
   for (int l = 0; l < layers; l++) CK(cudaMallocManaged(&buf[l], nl * 4));
   unsigned long long* d; CK(cudaMallocManaged(&d, 4096));
+  if (getenv("DNN_ADVISE")) advise_host_read(in, nin * 4);
   wait_go();
   std::vector<double> gpu, tot;
   unsigned long long ck = 0;
