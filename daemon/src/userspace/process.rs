@@ -327,7 +327,7 @@ impl Process {
         if to_gpu {
             self.shared.gpu_had(b, false);
         } else if m.src_index != uvm::CPU_INDEX && m.migration_cause == uvm::CAUSE_COHERENCE {
-            self.shared.cpu_took(b);
+            self.shared.cpu_took(b, m.migrated_bytes);
         }
         let mut learnt = false;
         if self.cfg.fault_source == FaultSource::Migrations
@@ -596,7 +596,7 @@ fn count_mark(s: &mut Snapshot, dead: bool, a: &Applied) {
 impl Process {
     /// Keeps the blocks the CPU and the GPU took from each other in host
     /// memory, mapped to each GPU of the process (shared.rs), in prescient
-    /// mode unless `--no-host-shared`.
+    /// mode with `--host-shared`.
     fn advise_shared(&mut self) {
         if !self.cfg.host_shared || self.cfg.mode != PolicyMode::Prescient {
             return;

@@ -381,7 +381,7 @@ pub(super) mod tests {
         let g = r.table().gpu(index(0)).unwrap();
         let (mut parts, mut l) = (parts(), Residency::default());
         for _ in 0..2 {
-            parts.shared.cpu_took(3);
+            parts.shared.cpu_took(3, 1 << 21);
             parts.shared.gpu_had(3, true);
         }
         assert_eq!(parts.shared.take_pending(), [3]);

@@ -20,12 +20,26 @@
 //! forgotten after `FAULTS_TO_FORGET` faults and the block is an ordinary
 //! one. The work is bounded: at most `MAX_TRACKED` blocks are followed and
 //! `MAX_HOST` advised, a few ioctls per advised block, once.
+//!
+//! Off by default (`--host-shared`): the advice pays only where the GPU
+//! reads the block about once per CPU write; a block the GPU reads many
+//! times in between (umbench random: random reads of every block, a
+//! quarter of them rewritten by the CPU each iteration) would cross the
+//! link at every read, and faults do not tell the two apart.
 
 use serde::Serialize;
 use std::collections::HashMap;
 
 /// Rounds of the CPU taking a block back that make it a host block.
 pub const TAKES_TO_ADVISE: u8 = 2;
+/// Bytes of a block the CPU must take back in one round for the round to
+/// count: half the block. A buffer the CPU rewrites comes back whole; a
+/// result the CPU reads (a checksum, a loss) comes back a page at a time,
+/// and in host memory every GPU atomic on it would cross the link (GPU run
+/// 94: umbench random, whose kernel adds into a 4 KB result the CPU reads
+/// each iteration, went from 9 ms to 275 ms an iteration once that block
+/// was advised).
+pub const TAKE_BYTES: u64 = 1 << 20;
 /// GPU faults on a host block that say its advice is not in effect.
 pub const FAULTS_TO_FORGET: u8 = 2;
 /// Blocks followed at most (128 GB); more are not followed.
@@ -48,12 +62,13 @@ pub struct SharedStats {
     pub prefetches_declined: u64,
 }
 
-/// One followed block: the rounds the CPU took it back, and whether it has
-/// been taken since the GPU last had it.
+/// One followed block: the rounds the CPU took it back, whether this
+/// round counted already, and the bytes taken back in this round.
 #[derive(Clone, Copy, Debug, Default)]
 struct Entry {
     takes: u8,
     on_cpu: bool,
+    round_bytes: u64,
 }
 
 /// The blocks followed, those advised, and those waiting for advice.
@@ -67,8 +82,8 @@ pub struct SharedBlocks {
 }
 
 impl SharedBlocks {
-    /// The CPU's fault took (part of) `b` back from the GPU.
-    pub fn cpu_took(&mut self, b: u64) {
+    /// The CPU's fault took `bytes` of `b` back from the GPU.
+    pub fn cpu_took(&mut self, b: u64, bytes: u64) {
         if self.host.contains_key(&b) {
             return;
         }
@@ -77,6 +92,10 @@ impl SharedBlocks {
         }
         let e = self.followed.entry(b).or_default();
         if e.on_cpu {
+            return;
+        }
+        e.round_bytes = e.round_bytes.saturating_add(bytes);
+        if e.round_bytes < TAKE_BYTES {
             return;
         }
         e.on_cpu = true;
@@ -92,6 +111,7 @@ impl SharedBlocks {
     pub fn gpu_had(&mut self, b: u64, faulted: bool) -> bool {
         if let Some(e) = self.followed.get_mut(&b) {
             e.on_cpu = false;
+            e.round_bytes = 0;
         }
         let Some(faults) = self.host.get_mut(&b) else {
             return false;
@@ -140,19 +160,19 @@ mod tests {
     #[test]
     fn a_block_taken_back_in_two_rounds_is_advised_once() {
         let mut s = SharedBlocks::default();
-        s.cpu_took(7);
-        s.cpu_took(7);
-        s.cpu_took(7);
+        s.cpu_took(7, 1 << 21);
+        s.cpu_took(7, 1 << 21);
+        s.cpu_took(7, 1 << 21);
         assert_eq!(s.stats.cpu_takes, 1, "one round, three events");
         assert!(s.take_pending().is_empty());
         s.gpu_had(7, true);
-        s.cpu_took(7);
+        s.cpu_took(7, 1 << 21);
         assert_eq!(s.take_pending(), [7]);
         assert!(s.take_pending().is_empty(), "handed out once");
         s.advised(7, true);
         assert!(s.is_host(7));
         s.gpu_had(7, false);
-        s.cpu_took(7);
+        s.cpu_took(7, 1 << 21);
         assert!(
             s.take_pending().is_empty(),
             "a host block is not advised again"
@@ -167,7 +187,7 @@ mod tests {
     fn faults_after_the_advice_forget_it_and_refusals_leave_it_ordinary() {
         let mut s = SharedBlocks::default();
         for _ in 0..2 {
-            s.cpu_took(3);
+            s.cpu_took(3, 1 << 21);
             s.gpu_had(3, true);
         }
         assert_eq!(s.take_pending(), [3]);
@@ -176,10 +196,10 @@ mod tests {
         assert!(s.gpu_had(3, true));
         assert!(!s.is_host(3));
         assert_eq!(s.stats.forgotten, 1);
-        s.cpu_took(3);
+        s.cpu_took(3, 1 << 21);
         assert!(s.take_pending().is_empty(), "counted afresh");
         s.gpu_had(3, true);
-        s.cpu_took(3);
+        s.cpu_took(3, 1 << 21);
         assert_eq!(s.take_pending(), [3]);
         s.advised(3, false);
         assert!(!s.is_host(3));
@@ -191,9 +211,30 @@ mod tests {
     fn the_followed_set_is_bounded() {
         let mut s = SharedBlocks::default();
         for b in 0..MAX_TRACKED as u64 + 10 {
-            s.cpu_took(b);
+            s.cpu_took(b, 1 << 21);
         }
         assert_eq!(s.followed.len(), MAX_TRACKED);
         assert_eq!(s.stats.cpu_takes, MAX_TRACKED as u64);
+    }
+
+    /// A block the CPU takes back a page at a time (a result it reads)
+    /// never counts; one it takes back in 64 KB pieces counts once half of
+    /// it is back.
+    #[test]
+    fn only_rounds_that_take_most_of_the_block_count() {
+        let mut s = SharedBlocks::default();
+        for _ in 0..5 {
+            s.cpu_took(9, 4096);
+            s.gpu_had(9, true);
+        }
+        assert_eq!(s.stats.cpu_takes, 0);
+        for _ in 0..2 {
+            for _ in 0..16 {
+                s.cpu_took(5, 64 << 10);
+            }
+            s.gpu_had(5, true);
+        }
+        assert_eq!(s.stats.cpu_takes, 2);
+        assert_eq!(s.take_pending(), [5]);
     }
 }
