@@ -198,14 +198,6 @@ pub struct PolicyArgs {
     /// 1.87x faster, the 220M LM 1.31-1.52x slower).
     #[arg(long, hide = true)]
     pub cyclic_victims: bool,
-    /// Experimental, off: in prescient mode, a block the CPU's own faults
-    /// take back from the GPU, most of it, in two rounds (a buffer the CPU
-    /// rewrites every step) is advised to stay in host memory, mapped to
-    /// the GPU, which reads it there over the link instead of migrating it
-    /// in and evicting it again (daemon/README.md, "Blocks the CPU and the
-    /// GPU share"; BENCHMARKS-gpu.md runs 93-95).
-    #[arg(long)]
-    pub host_shared: bool,
 }
 
 impl PolicyArgs {

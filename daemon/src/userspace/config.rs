@@ -104,10 +104,6 @@ pub struct Config {
     /// whole queue ordered as `order_queue` does (`--cyclic-victims`,
     /// hidden).
     pub cyclic_victims: bool,
-    /// Keep the blocks the CPU and the GPU take from each other every step
-    /// in host memory, mapped to the GPU (shared.rs; `--host-shared`,
-    /// experimental, off).
-    pub host_shared: bool,
 }
 
 impl Default for Config {
@@ -154,9 +150,6 @@ impl Default for Config {
             order_queue: false,
             large_window_pct: 0,
             cyclic_victims: false,
-            // Off: which blocks the GPU reads only once per CPU write is
-            // not known from faults alone (GPU runs 93-95).
-            host_shared: false,
         }
     }
 }

@@ -14,7 +14,7 @@ use super::execfeed::{engine_id, ids_wanted, Feed};
 use super::gate;
 use super::lanes::{apply_mark, Lane};
 use super::mode::{ExecIds, FaultSource, PolicyMode};
-use super::oracle::{maps, Oracle, OracleConfig};
+use super::oracle::{Oracle, OracleConfig};
 use super::policy;
 use super::residency::apply_migration;
 use super::route::Learnt;
@@ -67,7 +67,6 @@ pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Resu
             p.reread_gpus();
         }
         p.evictions_ended();
-        p.advise_shared();
         p.tick();
         policy.step(&mut p);
         p.high_water();
@@ -201,13 +200,6 @@ impl Process {
     fn on_gpu_fault(&mut self, gpu: Gpu, addr: u64) -> bool {
         let b = addr >> BLOCK_SHIFT;
         self.lanes.moved_to(gpu.index, b);
-        if self.shared.gpu_had(b, true) {
-            tracing::debug!(
-                pid = self.snap.pid,
-                block = b,
-                "the GPU keeps faulting on a block kept in host memory: its advice is forgotten"
-            );
-        }
         let learns = self.cfg.mode.learns();
         let log_on = learns && self.log.on();
         self.look_on_fault();
@@ -324,11 +316,6 @@ impl Process {
         let b = m.address >> BLOCK_SHIFT;
         self.mech.migration(m, b);
         let to_gpu = m.dst_index != uvm::CPU_INDEX;
-        if to_gpu {
-            self.shared.gpu_had(b, false);
-        } else if m.src_index != uvm::CPU_INDEX && m.migration_cause == uvm::CAUSE_COHERENCE {
-            self.shared.cpu_took(b, m.migrated_bytes);
-        }
         let mut learnt = false;
         if self.cfg.fault_source == FaultSource::Migrations
             && to_gpu
@@ -537,7 +524,6 @@ impl Process {
         self.snap.gate = self.gate.as_ref().map(|g| g.gate.stats(now));
         self.snap.mechanism = self.mech.snapshot();
         self.snap.ahead = self.ahead.as_ref().map(|a| a.snapshot());
-        self.snap.host_shared = self.shared.stats.clone();
         if let Some(r) = self.recorder.as_ref() {
             self.snap.plan_recorded = r.entries() as u64;
             self.snap.plan_unmapped = r.unmapped;
@@ -591,65 +577,4 @@ fn count_mark(s: &mut Snapshot, dead: bool, a: &Applied) {
         s.marked_alive_blocks += a.blocks;
     }
     s.refetched_blocks += a.refetched;
-}
-
-impl Process {
-    /// Keeps the blocks the CPU and the GPU took from each other in host
-    /// memory, mapped to each GPU of the process (shared.rs), in prescient
-    /// mode with `--host-shared`.
-    fn advise_shared(&mut self) {
-        if !self.cfg.host_shared || self.cfg.mode != PolicyMode::Prescient {
-            return;
-        }
-        let pending = self.shared.take_pending();
-        if pending.is_empty() {
-            return;
-        }
-        let ranges = maps::read(self.snap.pid).unwrap_or_default();
-        let gpus: Vec<[u8; 16]> = self.lanes.iter().map(|l| l.gpu.uuid).collect();
-        let fd = self.fd.as_raw_fd();
-        // Consecutive blocks in one call each (the driver takes its VA
-        // space's lock for writing per call).
-        let mut pending = pending;
-        for (b, n) in super::migrator::sorted_runs(&mut pending, u64::MAX) {
-            let r = advise_host(fd, &ranges, b, n, &gpus);
-            if let Err(e) = &r {
-                if self.shared.stats.advise_errors == 0 {
-                    tracing::warn!(
-                        pid = self.snap.pid,
-                        block = b,
-                        blocks = n,
-                        "keeping blocks in host memory failed ({e}); they stay ordinary blocks"
-                    );
-                }
-            }
-            for x in b..b + n {
-                self.shared.advised(x, r.is_ok());
-            }
-        }
-    }
-}
-
-/// Advises the managed parts of blocks `b..b + n` (`ranges`: the
-/// process's managed ranges) to stay in host memory and be mapped to each
-/// of `gpus`.
-fn advise_host(
-    fd: std::os::fd::RawFd,
-    ranges: &[maps::Range],
-    b: u64,
-    n: u64,
-    gpus: &[[u8; 16]],
-) -> anyhow::Result<()> {
-    let (start, end) = (b << BLOCK_SHIFT, (b + n) << BLOCK_SHIFT);
-    let mut any = false;
-    for r in ranges.iter().filter(|r| r.start < end && r.end > start) {
-        let (s, e) = (r.start.max(start), r.end.min(end));
-        uvm::set_preferred_location(fd, s, e - s, uvm::CPU_UUID)?;
-        for &g in gpus {
-            uvm::set_accessed_by(fd, s, e - s, g)?;
-        }
-        any = true;
-    }
-    anyhow::ensure!(any, "no managed range holds block {b:#x}");
-    Ok(())
 }
