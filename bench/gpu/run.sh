@@ -256,7 +256,7 @@ for w in $WHAT; do
     # oracle replaying the plan of the same repetition's driver-like run,
     # under half of each workload's managed memory (the only pressure: the
     # budget prescientd enforces), plus a resident run without a daemon.
-    # ORACLE_WL: which of dnn stream xf fdtd; O_EXTRA: more oracle flags;
+    # ORACLE_WL: which of dnn stream xf fdtd random; O_EXTRA: more oracle flags;
     # MAPS=SECONDS: each case's /dev/nvidia-uvm mappings that long in;
     # NO_PRESCIENT=1: driver-like and oracle only; NO_ORACLE=1: no oracle case;
     # PRESCIENTD_B: another build's prescient mode beside (prescientB);
@@ -275,6 +275,9 @@ for w in $WHAT; do
       case $wl in
       dnn) A=(dnn ${ITERS:-10} 1024 4 256); OB=${DNN_BUDGET:-1G} ;;
       stream) A=(stream ${ITERS:-10} 32 256); OB=4G ;;
+      # umbench random: the CPU rewrites a random quarter of 4 GiB every
+      # iteration, the GPU reads random pages of all of it.
+      random) A=(random ${ITERS:-10} 4096 0.25); OB=${RANDOM_BUDGET:-4G} ;;
       xf)
         torch_allocator || continue
         R="python3 $HERE/torch/train.py"; A=(${ITERS:-10} ${XF_BATCH:-16} ${XF_SEQ:-256} ${XF_DIM:-1024} transformer) ;;

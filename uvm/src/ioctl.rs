@@ -13,7 +13,9 @@ pub const NV_OK: u32 = 0;
 
 pub const UVM_PAGEABLE_MEM_ACCESS: libc::c_ulong = 39;
 pub const UVM_SET_PREFERRED_LOCATION: libc::c_ulong = 42;
+pub const UVM_UNSET_PREFERRED_LOCATION: libc::c_ulong = 43;
 pub const UVM_SET_ACCESSED_BY: libc::c_ulong = 46;
+pub const UVM_UNSET_ACCESSED_BY: libc::c_ulong = 47;
 pub const UVM_MIGRATE: libc::c_ulong = 51;
 pub const UVM_TOOLS_EVENT_QUEUE_ENABLE_EVENTS: libc::c_ulong = 58;
 pub const UVM_TOOLS_EVENT_QUEUE_DISABLE_EVENTS: libc::c_ulong = 59;
@@ -99,6 +101,15 @@ pub struct SetAccessedByParams {
     pub base: u64,
     pub length: u64,
     pub accessed_by_uuid: [u8; 16],
+    pub rm_status: u32,
+}
+
+/// `UVM_UNSET_PREFERRED_LOCATION_PARAMS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnsetPreferredLocationParams {
+    pub base: u64,
+    pub length: u64,
     pub rm_status: u32,
 }
 
@@ -210,6 +221,17 @@ nix::ioctl_readwrite_bad!(
 nix::ioctl_readwrite_bad!(
     ioc_set_accessed_by,
     UVM_SET_ACCESSED_BY,
+    SetAccessedByParams
+);
+nix::ioctl_readwrite_bad!(
+    ioc_unset_preferred_location,
+    UVM_UNSET_PREFERRED_LOCATION,
+    UnsetPreferredLocationParams
+);
+// UVM_UNSET_ACCESSED_BY_PARAMS has UVM_SET_ACCESSED_BY_PARAMS's layout.
+nix::ioctl_readwrite_bad!(
+    ioc_unset_accessed_by,
+    UVM_UNSET_ACCESSED_BY,
     SetAccessedByParams
 );
 nix::ioctl_readwrite_bad!(ioc_discard, UVM_DISCARD, DiscardParams);
@@ -334,6 +356,39 @@ pub fn set_accessed_by(
     // SAFETY: `p` is a live UVM_SET_ACCESSED_BY_PARAMS block (40 bytes,
     // tested below); the driver reads and writes only those bytes.
     let r = unsafe { ioc_set_accessed_by(fd, &mut p) };
+    check(r, p.rm_status)
+}
+
+/// UVM_UNSET_PREFERRED_LOCATION of `[base, base + length)`: the pages
+/// have no preferred location again (they stay where they are).
+pub fn unset_preferred_location(fd: RawFd, base: u64, length: u64) -> Result<(), IoctlError> {
+    let mut p = UnsetPreferredLocationParams {
+        base,
+        length,
+        rm_status: 0,
+    };
+    // SAFETY: `p` is a live UVM_UNSET_PREFERRED_LOCATION_PARAMS block (24
+    // bytes, tested below); the driver reads and writes only those bytes.
+    let r = unsafe { ioc_unset_preferred_location(fd, &mut p) };
+    check(r, p.rm_status)
+}
+
+/// UVM_UNSET_ACCESSED_BY of `[base, base + length)` for `processor`.
+pub fn unset_accessed_by(
+    fd: RawFd,
+    base: u64,
+    length: u64,
+    processor: [u8; 16],
+) -> Result<(), IoctlError> {
+    let mut p = SetAccessedByParams {
+        base,
+        length,
+        accessed_by_uuid: processor,
+        rm_status: 0,
+    };
+    // SAFETY: `p` is a live block of UVM_UNSET_ACCESSED_BY_PARAMS's layout
+    // (the same as UVM_SET_ACCESSED_BY_PARAMS: 40 bytes, tested below).
+    let r = unsafe { ioc_unset_accessed_by(fd, &mut p) };
     check(r, p.rm_status)
 }
 
@@ -484,6 +539,8 @@ mod tests {
         );
         assert_eq!(offset_of!(SetPreferredLocationParams, rm_status), 36);
         assert_eq!(size_of::<SetAccessedByParams>(), 40);
+        assert_eq!(size_of::<UnsetPreferredLocationParams>(), 24);
+        assert_eq!(offset_of!(UnsetPreferredLocationParams, rm_status), 16);
         assert_eq!(offset_of!(SetAccessedByParams, accessed_by_uuid), 16);
         assert_eq!(offset_of!(SetAccessedByParams, rm_status), 32);
     }

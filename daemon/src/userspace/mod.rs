@@ -46,6 +46,7 @@ mod ranges;
 mod residency;
 mod route;
 pub mod series;
+mod shared;
 mod snapshot;
 mod state;
 
@@ -55,6 +56,7 @@ pub use mechanism::{Hist, Mechanism};
 pub use mode::{ExecIds, FaultSource, PolicyMode};
 pub use oracle::{OracleConfig, OracleStats};
 pub use process::run;
+pub use shared::SharedStats;
 pub use snapshot::Snapshot;
 
 use crate::backend::{Backend, DevError, MarkFrom};

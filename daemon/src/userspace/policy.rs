@@ -17,6 +17,7 @@ use super::mechanism::Tracker;
 use super::migrator::{Job, Migrator};
 use super::pump::{turn, Host};
 use super::route::Route;
+use super::shared::SharedBlocks;
 use super::snapshot::Snapshot;
 use super::state::Process;
 use prescient_core::{ChainState, Engine, Limit, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
@@ -126,6 +127,7 @@ impl Policy for Prescient {
                     migrator: &p.migrator,
                     route: &p.route,
                     mech: &mut p.mech,
+                    host_blocks: &mut p.shared,
                 },
             );
             sent.push((l.gpu.index, issued));
@@ -166,6 +168,8 @@ struct Shared<'a> {
     migrator: &'a Migrator,
     route: &'a Route,
     mech: &'a mut Tracker,
+    /// Blocks kept in host memory (shared.rs): never prefetched.
+    host_blocks: &'a mut SharedBlocks,
 }
 
 /// One lane's turn of the shared host loop under its own budget (or its
@@ -203,6 +207,7 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         max_run,
         issued: Vec::new(),
         mech: s.mech,
+        shared: s.host_blocks,
     };
     if !s.upcoming.blocks.is_empty() {
         let ahead = Ahead {
@@ -303,6 +308,7 @@ mod tests {
         migrator: Migrator,
         route: Route,
         mech: Tracker,
+        shared: SharedBlocks,
     }
 
     impl World {
@@ -316,6 +322,7 @@ mod tests {
                 migrator: Migrator::start(Arc::new(null.into()), 0, 0, 0, 0),
                 route: Route::new(table(parents)),
                 mech: Tracker::default(),
+                shared: SharedBlocks::default(),
             }
         }
 
@@ -387,6 +394,7 @@ mod tests {
                     migrator: &self.migrator,
                     route: &self.route,
                     mech: &mut self.mech,
+                    host_blocks: &mut self.shared,
                 },
             )
         }
@@ -745,6 +753,7 @@ mod tests {
                     max_run: w.cfg.max_coalesce_blocks,
                     issued: Vec::new(),
                     mech: &mut Tracker::default(),
+                    shared: &mut SharedBlocks::default(),
                 },
             );
             assert_eq!(got, want, "prefetches after the fault on {b}");

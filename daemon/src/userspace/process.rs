@@ -14,10 +14,11 @@ use super::execfeed::{engine_id, ids_wanted, Feed};
 use super::gate;
 use super::lanes::{apply_mark, Lane};
 use super::mode::{ExecIds, FaultSource, PolicyMode};
-use super::oracle::{Oracle, OracleConfig};
+use super::oracle::{maps, Oracle, OracleConfig};
 use super::policy;
 use super::residency::apply_migration;
 use super::route::Learnt;
+use super::shared::{Action, Alloc};
 use super::snapshot::{fill, write_stats, Snapshot};
 use super::state::Process;
 use prescient_core::BLOCK_SHIFT;
@@ -67,6 +68,7 @@ pub fn run(session: Session, cfg: Config, stop: Arc<AtomicBool>) -> anyhow::Resu
             p.reread_gpus();
         }
         p.evictions_ended();
+        p.try_shared();
         p.tick();
         policy.step(&mut p);
         p.high_water();
@@ -200,6 +202,7 @@ impl Process {
     fn on_gpu_fault(&mut self, gpu: Gpu, addr: u64) -> bool {
         let b = addr >> BLOCK_SHIFT;
         self.lanes.moved_to(gpu.index, b);
+        self.shared.gpu_had(b);
         let learns = self.cfg.mode.learns();
         let log_on = learns && self.log.on();
         self.look_on_fault();
@@ -273,6 +276,8 @@ impl Process {
         };
         let learns = self.exec_mode && self.cfg.mode.learns();
         let (lanes, mut ahead) = (&mut self.lanes, self.ahead.as_mut());
+        let shared = &mut self.shared;
+        let now = Instant::now();
         // The ids are the process's, not one GPU's: every lane's engine
         // sees each kernel start, and learns the blocks its GPU faults on.
         feed.poll_streams(|stream, id| {
@@ -284,6 +289,7 @@ impl Process {
             if let Some(a) = ahead.as_mut() {
                 a.queue.started(stream, id);
             }
+            shared.kernel_start(id, now);
         });
         self.snap.exec_ids_seen = feed.ids_seen;
         self.snap.exec_ids_torn = feed.torn();
@@ -316,6 +322,11 @@ impl Process {
         let b = m.address >> BLOCK_SHIFT;
         self.mech.migration(m, b);
         let to_gpu = m.dst_index != uvm::CPU_INDEX;
+        if to_gpu {
+            self.shared.gpu_had(b);
+        } else if m.src_index != uvm::CPU_INDEX && m.migration_cause == uvm::CAUSE_COHERENCE {
+            self.shared.cpu_took(b);
+        }
         let mut learnt = false;
         if self.cfg.fault_source == FaultSource::Migrations
             && to_gpu
@@ -524,6 +535,7 @@ impl Process {
         self.snap.gate = self.gate.as_ref().map(|g| g.gate.stats(now));
         self.snap.mechanism = self.mech.snapshot();
         self.snap.ahead = self.ahead.as_ref().map(|a| a.snapshot());
+        self.snap.host_shared = self.shared.stats.clone();
         if let Some(r) = self.recorder.as_ref() {
             self.snap.plan_recorded = r.entries() as u64;
             self.snap.plan_unmapped = r.unmapped;
@@ -577,4 +589,73 @@ fn count_mark(s: &mut Snapshot, dead: bool, a: &Applied) {
         s.marked_alive_blocks += a.blocks;
     }
     s.refetched_blocks += a.refetched;
+}
+
+impl Process {
+    /// Tries allocations the CPU rewrites every step in host memory, and
+    /// keeps or undoes each trial by the step's length (shared.rs), in
+    /// prescient mode with `--host-shared`.
+    fn try_shared(&mut self) {
+        if !self.cfg.host_shared || self.cfg.mode != PolicyMode::Prescient {
+            return;
+        }
+        let ranges = if self.shared.has_candidates() {
+            maps::read(self.snap.pid).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let alloc_of = |addr: u64| {
+            maps::find(&ranges, addr).map(|i| Alloc {
+                start: ranges[i].start,
+                end: ranges[i].end,
+            })
+        };
+        let Some(action) = self.shared.decide(alloc_of) else {
+            return;
+        };
+        let gpus: Vec<[u8; 16]> = self.lanes.iter().map(|l| l.gpu.uuid).collect();
+        let fd = self.fd.as_raw_fd();
+        let (a, r) = match action {
+            Action::Advise(a) => (a, advise_host(fd, a, &gpus)),
+            Action::Undo(a) => (a, undo_host(fd, a, &gpus)),
+        };
+        let s = &self.shared.stats;
+        tracing::info!(
+            pid = self.snap.pid,
+            start = a.start,
+            bytes = a.end - a.start,
+            before_us = s.last_before_us,
+            during_us = s.last_during_us,
+            ?action,
+            ok = r.is_ok(),
+            "host-memory trial"
+        );
+        if let (Err(e), Action::Advise(_)) = (&r, action) {
+            tracing::warn!(
+                pid = self.snap.pid,
+                "keeping an allocation in host memory failed ({e}); it stays ordinary"
+            );
+            self.shared.refused();
+        }
+    }
+}
+
+/// Advises allocation `a` to stay in host memory, mapped to each of `gpus`.
+fn advise_host(fd: std::os::fd::RawFd, a: Alloc, gpus: &[[u8; 16]]) -> anyhow::Result<()> {
+    let len = a.end - a.start;
+    uvm::set_preferred_location(fd, a.start, len, uvm::CPU_UUID)?;
+    for &g in gpus {
+        uvm::set_accessed_by(fd, a.start, len, g)?;
+    }
+    Ok(())
+}
+
+/// Takes back [`advise_host`]'s advice on `a`.
+fn undo_host(fd: std::os::fd::RawFd, a: Alloc, gpus: &[[u8; 16]]) -> anyhow::Result<()> {
+    let len = a.end - a.start;
+    for &g in gpus {
+        uvm::unset_accessed_by(fd, a.start, len, g)?;
+    }
+    uvm::unset_preferred_location(fd, a.start, len)?;
+    Ok(())
 }

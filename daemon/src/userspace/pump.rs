@@ -11,6 +11,7 @@ use super::mechanism::Tracker;
 use super::migrator::{runs, Job, Migrator};
 use super::residency::{fault_in, Residency};
 use super::route::Route;
+use super::shared::SharedBlocks;
 use super::snapshot::Snapshot;
 use prescient_core::pump::{self, Admit, Why};
 use prescient_core::{Block, Engine, Limit, Prefetch, Pump, Room, Victim, BLOCK_BYTES};
@@ -42,6 +43,8 @@ pub(super) struct Host<'a> {
     pub(super) issued: Vec<u64>,
     /// The mechanism's counters: prefetches are followed for churn.
     pub(super) mech: &'a mut Tracker,
+    /// Blocks kept in host memory: never prefetched (shared.rs).
+    pub(super) shared: &'a mut SharedBlocks,
 }
 
 impl prescient_core::Host for Host<'_> {
@@ -84,6 +87,10 @@ impl prescient_core::Host for Host<'_> {
     /// GPU faulted on last (route.rs: the last faulting GPU wins).
     fn prefetch(&mut self, p: Prefetch) -> Admit {
         let b = p.block;
+        if self.shared.is_host(b << prescient_core::BLOCK_SHIFT) {
+            self.shared.stats.prefetches_declined += 1;
+            return Admit::Declined;
+        }
         match self.route.destination(b, self.gpu.index) {
             Some(g) if g == self.gpu => {}
             Some(_) => {
@@ -269,6 +276,7 @@ pub(super) mod tests {
             max_run: 16,
             issued: Vec::new(),
             mech: &mut parts.mech,
+            shared: &mut parts.shared,
         }
     }
 
@@ -282,6 +290,7 @@ pub(super) mod tests {
         migrator: Migrator,
         other: u64,
         mech: Tracker,
+        shared: SharedBlocks,
     }
 
     pub(in crate::userspace) fn parts() -> Parts {
@@ -295,6 +304,7 @@ pub(super) mod tests {
             migrator: Migrator::start(Arc::new(null.into()), 0, 0, 0, 0),
             other: 0,
             mech: Tracker::default(),
+            shared: SharedBlocks::default(),
         }
     }
 
@@ -359,6 +369,49 @@ pub(super) mod tests {
         }
         assert_eq!(parts.snap.prefetch_no_gpu, 2);
         assert_eq!(l.blocks(), 0);
+    }
+
+    /// A block of an allocation on trial in host memory (shared.rs) is
+    /// never prefetched: the GPU reads it there; a block outside goes as
+    /// usual.
+    #[test]
+    fn a_block_kept_in_host_memory_is_not_prefetched() {
+        use crate::userspace::route::tests::{index, table};
+        use crate::userspace::shared::{Action, Alloc};
+        let mut r = Route::new(table(&[0]));
+        r.fault(index(0), 3, || anyhow::bail!("not read"));
+        let g = r.table().gpu(index(0)).unwrap();
+        let (mut parts, mut l) = (parts(), Residency::default());
+        let t0 = std::time::Instant::now();
+        for step in 0..3u32 {
+            for id in 0..4 {
+                let at = t0 + std::time::Duration::from_millis(u64::from(100 * step + id));
+                parts.shared.kernel_start(u64::from(id), at);
+            }
+        }
+        for _ in 0..2 {
+            parts.shared.cpu_took(3);
+            parts.shared.gpu_had(3);
+        }
+        let input = Alloc {
+            start: 0,
+            end: 64 * BLOCK_BYTES,
+        };
+        let action = parts.shared.decide(|_| Some(input));
+        assert_eq!(action, Some(Action::Advise(input)));
+        let mut h = host(&mut parts, &mut l, &r, g);
+        let p = |block| Prefetch {
+            block,
+            ..Default::default()
+        };
+        assert_eq!(
+            prescient_core::Host::prefetch(&mut h, p(3)),
+            Admit::Declined
+        );
+        assert_eq!(prescient_core::Host::prefetch(&mut h, p(64)), Admit::Issued);
+        assert_eq!(h.issued, [64]);
+        assert_eq!(parts.shared.stats.prefetches_declined, 1);
+        assert_eq!(l.blocks(), 1);
     }
 
     /// A one-GPU process: every prefetch goes to its only GPU, in runs, as

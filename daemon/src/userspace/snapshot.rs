@@ -53,6 +53,9 @@ pub struct Snapshot {
     /// Launch footprints (`--footprints`, ahead/): the ring, the queue of
     /// launches ahead of the GPU, and what was prefetched from it.
     pub ahead: Option<super::AheadStats>,
+    /// Blocks kept in host memory because the CPU and the GPU took them
+    /// from each other every step (shared.rs).
+    pub host_shared: super::SharedStats,
     pub migration_events: u64,
     pub other_events: u64,
     pub migrated_to_gpu_bytes: u64,

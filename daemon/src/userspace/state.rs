@@ -14,6 +14,7 @@ use super::migrator::Migrator;
 use super::mode::{ExecIds, FaultSource};
 use super::oracle::record::Recorder;
 use super::route::Route;
+use super::shared::SharedBlocks;
 use super::snapshot::Snapshot;
 use prescient_uvm::ioctl as uvm;
 use prescient_uvm::Session;
@@ -147,6 +148,9 @@ pub(super) struct Process {
     pub(super) turn_faults: Vec<u64>,
     /// This turn's blocks the CPU faulted away from the GPU (oracle mode).
     pub(super) turn_cpu_taken: Vec<u64>,
+    /// Blocks the CPU and the GPU take from each other every step, and
+    /// those kept in host memory (shared.rs).
+    pub(super) shared: SharedBlocks,
     /// `--record-plan`: the run's block sequence.
     pub(super) recorder: Option<Recorder>,
     /// Set by a policy that cannot go on (a plan of another workload):
@@ -237,6 +241,7 @@ impl Process {
             mech: mechanism::Tracker::default(),
             turn_faults: Vec::new(),
             turn_cpu_taken: Vec::new(),
+            shared: SharedBlocks::default(),
             recorder: cfg_record.map(|path| Recorder::new(target.pid, path)),
             fatal: None,
         })
