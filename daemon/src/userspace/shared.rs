@@ -22,9 +22,9 @@
 //! execution id), the candidate is *on trial*: advised, never prefetched.
 //! After `SKIP` more intervals, the median of the next `SAMPLES` decides:
 //! at most `KEEP_PCT`% of the length before, it is *kept*; else the advice
-//! is *undone* and the allocation never tried again. One trial at a time;
-//! without execution ids (no `prescientctl run`) there is no step length
-//! and nothing is tried.
+//! is *undone* and the allocation never tried again. One trial at a time,
+//! none after `MAX_UNDONE` undone; without execution ids (no `prescientctl
+//! run`) there is no step length and nothing is tried.
 
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -45,6 +45,9 @@ pub const KEEP_PCT: u128 = 90;
 /// Blocks followed at most (128 GB); allocations tried at most.
 pub const MAX_TRACKED: usize = 1 << 16;
 pub const MAX_TRIED: usize = 64;
+/// Trials undone after which the process gets no more (each costs the
+/// steps it lasted).
+pub const MAX_UNDONE: u64 = 2;
 /// Execution ids whose last start is remembered at most.
 const MAX_IDS: usize = 1 << 14;
 
@@ -201,6 +204,10 @@ impl SharedBlocks {
         if let Some(t) = self.trial {
             return self.verdict(t);
         }
+        if self.stats.undone >= MAX_UNDONE {
+            self.candidates.clear();
+            return None;
+        }
         let before = self.steps.median()?;
         while let Some(b) = self.candidates.pop() {
             let Some(a) = alloc_of(b << prescient_core::BLOCK_SHIFT) else {
@@ -338,6 +345,31 @@ mod tests {
         }
         assert_eq!(s.decide(small), None);
         assert_eq!(s.stats.trials, 1);
+        // A second allocation undone too: no third trial.
+        let other = Alloc {
+            start: 8 * GIB,
+            end: 9 * GIB,
+        };
+        let third = Alloc {
+            start: 10 * GIB,
+            end: 11 * GIB,
+        };
+        for (a, b) in [(other, 8 * GIB), (third, 10 * GIB)] {
+            let blk = b >> prescient_core::BLOCK_SHIFT;
+            for _ in 0..2 {
+                s.cpu_took(blk);
+                s.gpu_had(blk);
+            }
+            let got = s.decide(|x| (x >= a.start && x < a.end).then_some(a));
+            if a == other {
+                assert_eq!(got, Some(Action::Advise(other)));
+                run_steps(&mut s, &mut t, 3, Duration::from_millis(900));
+                assert_eq!(s.decide(alloc_of), Some(Action::Undo(other)));
+            } else {
+                assert_eq!(got, None, "two undone: no more trials");
+            }
+        }
+        assert_eq!(s.stats.undone, 2);
     }
 
     /// A refused advice ends the trial; the followed set is bounded.
