@@ -225,7 +225,12 @@ fn transparent_plan_jumps_to_the_oldest_place() {
     let fragment = core::iter::once(order[18]).chain(fresh(90_000, 10));
     // Then enough new blocks that both places of order[18] lie further
     // from the head than the jump gap (8 memories: 192 blocks).
-    for b in order.iter().copied().chain(fragment).chain(fresh(200_000, 200)) {
+    for b in order
+        .iter()
+        .copied()
+        .chain(fragment)
+        .chain(fresh(200_000, 200))
+    {
         e.fault(b);
         drain(&mut e);
     }
@@ -233,7 +238,11 @@ fn transparent_plan_jumps_to_the_oldest_place() {
     e.fault(order[18]);
     let got: Vec<u64> = drain(&mut e).iter().map(|p| p.block).collect();
     assert_eq!(e.stats().history_jumps, s.history_jumps + 1);
-    assert_eq!(got, order[19..27], "the plan follows the period, not the fragment");
+    assert_eq!(
+        got,
+        order[19..27],
+        "the plan follows the period, not the fragment"
+    );
 }
 
 /// Transparent mode: a resident block the history window passes counts as
