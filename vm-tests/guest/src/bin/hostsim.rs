@@ -9,6 +9,10 @@
 //! access), DEFER=2 (it sees the kernel's start then too: an asynchronous
 //! worker that lags by one kernel, as prescient.ko does in the VM, where the
 //! kernel's accesses follow SET_EXEC_ID at once),
+//! BURST=n (DEFER=1, and the worker sees the faults of n kernels in a row,
+//! then takes them one by one, a prefetch round after each, as prescient.ko
+//! does with the ring: the VM's replay runs kernels in bursts of 4 ms
+//! (stand-in `kernel_us` 1000) between its sleeps),
 //! BATCH=n (DEFER=2, and the engine is fed the events of n kernels in a row
 //! before the worker's next prefetch round: prescient.ko before it walked the
 //! window after every fault; BATCH=1 gives the 18-19 faults/iteration the VM
@@ -206,7 +210,8 @@ fn main() {
         let defer = env("DEFER", 0) >= 1;
         let batch = env("BATCH", 0) as usize;
         let late_start = env("DEFER", 0) == 2 || batch > 0;
-        let defer = defer || batch > 0;
+        let burst = env("BURST", 0) as usize;
+        let defer = defer || batch > 0 || burst > 0;
         // Events not yet seen by the worker: Some(block) = fault, None = kernel start.
         let mut events: Vec<(Option<u64>, u32)> = vec![];
         let mut pending: Vec<u64> = vec![];
@@ -279,6 +284,10 @@ fn main() {
                 if with && exec_mode && late_start {
                     e.kernel_start(k as u32 + 1);
                     worker(&mut e, &mut g);
+                }
+                if burst > 1 && (k + 1) % burst != 0 {
+                    // BURST=n: the faults of n kernels wait for the worker.
+                    continue;
                 }
                 for b in pending.drain(..) {
                     feed_fault(&mut e, b, verdict_at);
