@@ -36,7 +36,8 @@
 //! 24 blocks, `DEFER=1 WM=100`) 41 faults per iteration in iterations 4-7
 //! and about 72 from iteration 20 on; with the oldest place 29 and 28-34
 //! until the ring overwrites the first period (about 280 iterations there),
-//! after which it falls to the same 72 (BENCHMARKS.md section 9).
+//! after which it falls to the same 72. The VM's boots did not show the
+//! gain (BENCHMARKS.md section 9).
 //!
 //! Each predicted fault walks one plan, so only memories of at most
 //! [`REPLAN_MAX_BLOCKS`] blocks use it; larger ones keep `follow.rs`.
