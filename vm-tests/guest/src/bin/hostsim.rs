@@ -13,6 +13,8 @@
 //! then takes them one by one, a prefetch round after each, as prescient.ko
 //! does with the ring: the VM's replay runs kernels in bursts of 4 ms
 //! (stand-in `kernel_us` 1000) between its sleeps),
+//! JITTER=seed (with BURST=n: bursts of 1 to 2n-1 kernels, drawn from the
+//! seed: the worker late by however long its vCPU waited),
 //! BATCH=n (DEFER=2, and the engine is fed the events of n kernels in a row
 //! before the worker's next prefetch round: prescient.ko before it walked the
 //! window after every fault; BATCH=1 gives the 18-19 faults/iteration the VM
@@ -211,6 +213,8 @@ fn main() {
         let batch = env("BATCH", 0) as usize;
         let late_start = env("DEFER", 0) == 2 || batch > 0;
         let burst = env("BURST", 0) as usize;
+        let jitter = env("JITTER", 0) as u64;
+        let (mut rng, mut left) = (jitter.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1, 1usize);
         let defer = defer || batch > 0 || burst > 0;
         // Events not yet seen by the worker: Some(block) = fault, None = kernel start.
         let mut events: Vec<(Option<u64>, u32)> = vec![];
@@ -285,7 +289,19 @@ fn main() {
                     e.kernel_start(k as u32 + 1);
                     worker(&mut e, &mut g);
                 }
-                if burst > 1 && (k + 1) % burst != 0 {
+                if jitter > 0 {
+                    // JITTER=seed: bursts of random length (1 to 2*BURST-1
+                    // kernels, mean BURST), the VM's worker being late by
+                    // however long its vCPU waited.
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    left = left.saturating_sub(1);
+                    if left > 0 {
+                        continue;
+                    }
+                    left = 1 + (rng % (2 * burst.max(1) as u64 - 1)) as usize;
+                } else if burst > 1 && (k + 1) % burst != 0 {
                     // BURST=n: the faults of n kernels wait for the worker.
                     continue;
                 }
