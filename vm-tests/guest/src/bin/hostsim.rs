@@ -1,7 +1,9 @@
 //! Host-side model of the VM scenario: the stand-in's trace, GPU size and FIFO
 //! eviction, and prescient.ko's worker policy (same engine, same parameters),
 //! with the worker running to completion after every event (the most
-//! favourable interleaving). Predicts the faults per iteration the VM shows.
+//! favourable interleaving). Predicts the faults per iteration the VM shows
+//! in execution-id mode; in transparent mode no interleaving here predicts
+//! the VM since the plan follower's oldest-place jumps (vm-tests/README.md).
 //! usage: hostsim [trace.h] [gpu_blocks] [iters]
 //! env: BASE (first block number), SUCCS WINDOW ASSOC ROWS WM (watermark %), EXEC=1 (execution-id mode:
 //! the runtime reports the kernel index before every kernel), TABLES, LOOK,
