@@ -2,7 +2,10 @@
 """Diff the execution-id replay's faults, kernel by kernel, between the VM
 (serial log of a boot) and hostsim (the host model, LOG=1 output).
 
-usage: faultdiff.py SERIAL_LOG HOSTSIM_LOG
+usage: faultdiff.py SERIAL_LOG HOSTSIM_LOG [VM_TAG]
+
+VM_TAG: the VM replay to compare, `exec` (default) or `with-prescient` (the
+transparent replay; hostsim tags every replay `exec`).
 
 Both print one `faultlog: exec iter I k K b B CAUSE [raced]` line per fault of
 the second half of the iterations. Prints, per iteration, the faults both
@@ -14,13 +17,15 @@ import collections
 import re
 import sys
 
-PAT = re.compile(r"^faultlog: exec iter (\d+) k (\d+) b (\d+) (\S+)( raced)?")
+def pattern(tag):
+    return re.compile(rf"^faultlog: {re.escape(tag)} iter (\d+) k (\d+) b (\d+) (\S+)( raced)?")
 
 
-def read(path):
+def read(path, tag="exec"):
     out = collections.defaultdict(dict)
+    pat = pattern(tag)
     for line in open(path, errors="replace"):
-        m = PAT.match(line.replace("\r", ""))
+        m = pat.match(line.replace("\r", ""))
         if m:
             it, k, b = int(m.group(1)), int(m.group(2)), int(m.group(3))
             cause = m.group(4) + (" raced" if m.group(5) else "")
@@ -29,7 +34,8 @@ def read(path):
 
 
 def main():
-    vm, hs = read(sys.argv[1]), read(sys.argv[2])
+    vm = read(sys.argv[1], sys.argv[3] if len(sys.argv) > 3 else "exec")
+    hs = read(sys.argv[2])
     only_vm_all = []
     for it in sorted(set(vm) | set(hs)):
         v, h = vm.get(it, {}), hs.get(it, {})

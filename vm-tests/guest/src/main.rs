@@ -281,6 +281,7 @@ fn replay_as(iters: u32, attach_it: bool, wait_secs: Option<f64>, out: Option<&s
         std::fs::write(path, s.join(" ")).expect("write result");
     }
     if attach_it {
+        print_replay_log(&fault_log(&f), iters as usize);
         if let Ok(p) = OpenOptions::new().read(true).open("/dev/prescient") {
             let s = stats(&p);
             println!("replay: prescient stats {:?}", s.head);
@@ -290,6 +291,23 @@ fn replay_as(iters: u32, attach_it: bool, wait_secs: Option<f64>, out: Option<&s
         }
     }
     v
+}
+
+/// The fault log of one transparent replay (all its iterations; a new
+/// iteration starts where the kernel index goes back): the second half
+/// printed per fault, as hostsim's `LOG=1` prints it.
+fn print_replay_log(log: &[FaultRec], iters: usize) {
+    let mut it = 0;
+    let mut from = 0;
+    for i in 1..=log.len() {
+        if i == log.len() || log[i].kernel < log[i - 1].kernel {
+            if it >= iters / 2 {
+                print_fault_log("with-prescient", it, &log[from..i]);
+            }
+            it += 1;
+            from = i;
+        }
+    }
 }
 
 /// DeepUM's path: switch prescient.ko to execution-id mode, then act as the
