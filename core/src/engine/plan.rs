@@ -18,26 +18,14 @@
 //! hit places the program and starts the next plan, so each plan is checked
 //! by the fault that ends it. A fault not found there is recorded at the
 //! history's head; after [`PLAN_JUMP_AFTER`] in a row the follower jumps to
-//! the *oldest* place of the block recorded just after a place of the
-//! previous unpredicted fault (the same sequence again), else to its oldest
-//! place.
+//! a place of the block recorded just after a place of the previous
+//! unpredicted fault (the same sequence again), else to its newest place.
 //!
 //! The history is only appended to with unpredicted faults (no copies of
 //! what the cursor passed, unlike `follow.rs`): the plan follows the period
 //! it learnt, and the faults it did not predict are the corrections.
 //! Measured on the VM's trace (hostsim, vm-tests/README.md): the copies made
 //! the followed order drift from period to period.
-//!
-//! Why the oldest place: the first period is recorded whole (every block
-//! faults on its first use), while what is appended after it holds only
-//! the faults the follower did not predict, a sparse order in which a plan
-//! finds little of what the program uses next. Jumping to the newest place
-//! made the follower settle in those fragments: on the VM's trace (hostsim,
-//! 24 blocks, `DEFER=1 WM=100`) 41 faults per iteration in iterations 4-7
-//! and about 72 from iteration 20 on; with the oldest place 29 and 28-34
-//! until the ring overwrites the first period (about 280 iterations there),
-//! after which it falls to the same 72. The VM's boots did not show the
-//! gain (BENCHMARKS.md section 9).
 //!
 //! Each predicted fault walks one plan, so only memories of at most
 //! [`REPLAN_MAX_BLOCKS`] blocks use it; larger ones keep `follow.rs`.
@@ -51,18 +39,15 @@ use crate::window::{claim_at, Visit};
 use core::ops::DerefMut;
 
 /// A plan claims this part of the memory (distinct blocks). hostsim on the
-/// VM's trace (vm-tests/README.md, BENCHMARKS.md section 9): with newest
-/// jump targets 1/3 and 1/4 did best, 1/2 kept too few victims outside the
-/// plan, 1/5 prefetched too little; with oldest targets 1/3 has the lowest
-/// faults summed over 16-40 blocks and four interleavings.
-const PLAN_PART: u32 = 3;
+/// VM's trace (24 blocks, vm-tests/README.md): 1/3 and 1/4 did best, 1/2
+/// kept too few victims outside the plan, 1/5 prefetched too little.
+const PLAN_PART: u32 = 4;
 /// A fault is looked up ahead of the cursor within this many plans: further
 /// on, a block the plan did not reach is as likely another use of it.
 const PLAN_REACH_PLANS: u64 = 1;
 /// Jump targets lie at least this many memories of history before the head
 /// (closer ones were just recorded: following them replays the last moment).
-/// 6 and 8 did best with oldest targets (4, 10, 12 and 16 worse).
-const PLAN_GAP_MEMORIES: u64 = 8;
+const PLAN_GAP_MEMORIES: u64 = 4;
 /// Unpredicted faults in a row before the follower jumps (one or two alone
 /// are mostly a victim needed again, not a lost place).
 const PLAN_JUMP_AFTER: u32 = 3;
@@ -156,26 +141,26 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         None
     }
 
-    /// Where to jump after unpredicted faults ending with `b`: its oldest
+    /// Where to jump after unpredicted faults ending with `b`: its newest
     /// place recorded shortly after a place of `last` (the previous
-    /// unpredicted fault), else its oldest place; never one within the
-    /// plan gap of the head. Oldest: the module doc says why.
+    /// unpredicted fault), else its newest place; never one within the
+    /// plan gap of the head.
     fn jump_target(&self, b: Block, last: Block) -> Option<Place> {
         let mem = u64::from(self.params.max_resident_blocks);
         let gap = mem * PLAN_GAP_MEMORIES;
         let total = self.follower.history.blocks();
         let r = self.history_ref();
-        let (mut in_context, mut oldest): (Option<Place>, Option<Place>) = (None, None);
+        let (mut in_context, mut newest): (Option<Place>, Option<Place>) = (None, None);
         for (p, e) in r.occurrences(b) {
             if (e.offset + p.off).saturating_add(gap) > total {
                 continue;
             }
-            oldest = Some(oldest.map_or(p, |q| q.min(p)));
+            newest = Some(newest.map_or(p, |q| q.max(p)));
             if last != NONE && self.recorded_before(p, last, self.plan_blocks()) {
-                in_context = Some(in_context.map_or(p, |q| q.min(p)));
+                in_context = Some(in_context.map_or(p, |q| q.max(p)));
             }
         }
-        in_context.or(oldest)
+        in_context.or(newest)
     }
 
     /// True if `b` is among the `k` blocks recorded just before place `p`.
