@@ -198,12 +198,14 @@ pub struct PolicyArgs {
     /// 1.87x faster, the 220M LM 1.31-1.52x slower).
     #[arg(long, hide = true)]
     pub cyclic_victims: bool,
-    /// Never keep a block in host memory. By default (prescient mode) a
-    /// block the CPU's own faults take back from the GPU in two rounds (a
-    /// buffer the CPU rewrites every step) is advised to stay in host
-    /// memory, mapped to the GPU, which reads it there over the link
-    /// instead of migrating it in and evicting it again (daemon/README.md,
-    /// "Blocks the CPU and the GPU share").
+    /// Never try an allocation in host memory. By default (prescient mode,
+    /// with execution ids) an allocation of 64 MB or more that the CPU's
+    /// own faults take back from the GPU in two rounds (a buffer the CPU
+    /// rewrites every step) is advised to stay in host memory, mapped to
+    /// the GPU, which reads it there over the link instead of migrating it
+    /// in and evicting it again; the advice is kept only if the step got
+    /// at least 10% shorter (daemon/README.md, "Blocks the CPU and the GPU
+    /// share").
     #[arg(long)]
     pub no_host_shared: bool,
 }

@@ -110,6 +110,9 @@ pub struct UserspaceConfig {
     /// Prefetch the blocks of the launches a process's runtime published
     /// ahead of the GPU (launch footprints; needs execution ids).
     pub footprints: bool,
+    /// Try allocations the CPU rewrites every step in host memory, kept
+    /// only where the step gets shorter (needs execution ids).
+    pub host_shared: bool,
 }
 
 impl Default for UserspaceConfig {
@@ -121,6 +124,7 @@ impl Default for UserspaceConfig {
             gate: true,
             regret_window: true,
             footprints: true,
+            host_shared: true,
         }
     }
 }

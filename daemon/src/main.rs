@@ -363,7 +363,7 @@ mod tests {
         }
         let knobs = |c: &Config| {
             format!(
-                "{:?} {:?} {} {} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {}",
+                "{:?} {:?} {} {} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {} {} {}",
                 c.mode,
                 c.fault_source,
                 c.workers,
@@ -377,7 +377,9 @@ mod tests {
                 c.gate,
                 c.stats_interval,
                 c.exec_ids,
-                c.gpu_blocks
+                c.gpu_blocks,
+                c.footprints,
+                c.host_shared
             )
         };
         assert_eq!(knobs(&attach), knobs(&svc), "{config:?}");

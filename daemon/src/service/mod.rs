@@ -169,6 +169,7 @@ pub fn userspace_settings(
         gate: cfg.userspace.gate,
         regret_window: cfg.userspace.regret_window,
         footprints: cfg.userspace.footprints,
+        host_shared: cfg.userspace.host_shared,
         stats_interval: Duration::from_millis(cfg.poll_interval_ms.min(500)),
     }
 }

@@ -575,6 +575,7 @@ mod tests {
             gate: true,
             regret_window: true,
             footprints: true,
+            host_shared: true,
             stats_interval: Duration::from_millis(100),
         })
     }
