@@ -290,7 +290,7 @@ mod tests {
     fn a_trial_that_shortens_the_step_is_kept() {
         let mut s = SharedBlocks::default();
         let mut t = Instant::now();
-        let block = (4 * GIB >> prescient_core::BLOCK_SHIFT) + 10;
+        let block = ((4 * GIB) >> prescient_core::BLOCK_SHIFT) + 10;
         s.cpu_took(block);
         s.cpu_took(block);
         s.gpu_had(block);
@@ -318,7 +318,7 @@ mod tests {
         let mut s = SharedBlocks::default();
         let mut t = Instant::now();
         run_steps(&mut s, &mut t, 3, Duration::from_millis(25));
-        let block = 4 * GIB >> prescient_core::BLOCK_SHIFT;
+        let block = (4 * GIB) >> prescient_core::BLOCK_SHIFT;
         for _ in 0..2 {
             s.cpu_took(block);
             s.gpu_had(block);
@@ -378,7 +378,7 @@ mod tests {
         let mut s = SharedBlocks::default();
         let mut t = Instant::now();
         run_steps(&mut s, &mut t, 3, Duration::from_millis(25));
-        let block = 4 * GIB >> prescient_core::BLOCK_SHIFT;
+        let block = (4 * GIB) >> prescient_core::BLOCK_SHIFT;
         for _ in 0..2 {
             s.cpu_took(block);
             s.gpu_had(block);
