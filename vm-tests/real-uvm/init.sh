@@ -21,6 +21,7 @@ dmesg | grep -E 'prescient: (bound|nvidia-uvm|.*discard)' | sed 's/^[^]]*] /real
 $R cpu-fault
 $R migrate
 $R discard
+$R advice
 $R tools
 $R exit-attached
 

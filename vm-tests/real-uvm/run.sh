@@ -10,7 +10,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); VM=$(dirname "$HERE"); ROOT=$(dirname "$VM")
 WORK=${REAL_UVM_WORK:-$VM/work/real-uvm}; mkdir -p "$WORK"
 T0=$(date +%s); step() { echo "[real-uvm +$(( $(date +%s) - T0 ))s] $*"; }
-EXPECT=(${REAL_UVM_EXPECT:-real-uvm-cpu-fault real-uvm-migrate real-uvm-discard real-uvm-tools real-uvm-exit-attached real-uvm-rmmod-refused real-uvm-rmmod-during-faults kasan-clean})
+EXPECT=(${REAL_UVM_EXPECT:-real-uvm-cpu-fault real-uvm-migrate real-uvm-discard real-uvm-advice real-uvm-tools real-uvm-exit-attached real-uvm-rmmod-refused real-uvm-rmmod-during-faults kasan-clean})
 
 step "kernel (VARIANT=kasan, cached by key)"
 KDIR=${REAL_UVM_KDIR:-$(VARIANT=kasan "$VM/kernel.sh" | tail -1)}

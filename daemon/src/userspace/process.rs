@@ -566,6 +566,7 @@ impl Process {
     /// Waits for the workers, reads the last events, publishes once more.
     fn finish(mut self, session: &Session) -> Snapshot {
         self.migrator.finish();
+        self.undo_shared();
         self.evictions_ended();
         self.high_water();
         self.log.flush();
@@ -636,6 +637,34 @@ impl Process {
                 "keeping an allocation in host memory failed ({e}); it stays ordinary"
             );
             self.shared.refused();
+        }
+    }
+}
+
+impl Process {
+    /// Takes back every host-memory advice (the loop is ending) while the
+    /// process lives; one that exited took its managed ranges with it.
+    fn undo_shared(&mut self) {
+        let placed = self.shared.take_placed();
+        let alive = std::path::Path::new(&format!("/proc/{}", self.snap.pid)).exists();
+        if placed.is_empty() || !alive {
+            return;
+        }
+        let gpus: Vec<[u8; 16]> = self.lanes.iter().map(|l| l.gpu.uuid).collect();
+        let fd = self.fd.as_raw_fd();
+        for a in placed {
+            match undo_host(fd, a, &gpus) {
+                Ok(()) => tracing::info!(
+                    pid = self.snap.pid,
+                    start = a.start,
+                    bytes = a.end - a.start,
+                    "host-memory advice taken back (the loop ends)"
+                ),
+                Err(e) => tracing::warn!(
+                    pid = self.snap.pid,
+                    "taking back a host-memory advice at the end: {e}"
+                ),
+            }
         }
     }
 }

@@ -22,7 +22,9 @@
 //! execution id), the candidate is *on trial*: advised, never prefetched.
 //! After `SKIP` more intervals, the median of the next `SAMPLES` decides:
 //! at most `KEEP_PCT`% of the length before, it is *kept*; else the advice
-//! is *undone* and the allocation never tried again. One trial at a time,
+//! is *undone* and the allocation never tried again. When the loop ends
+//! (the process exits, or prescientd detaches) every advice is taken back:
+//! a detached process runs as it would have without prescientd. One trial at a time,
 //! none after `MAX_UNDONE` undone; without execution ids (no `prescientctl
 //! run`) there is no step length and nothing is tried.
 
@@ -251,6 +253,14 @@ impl SharedBlocks {
         }
     }
 
+    /// The allocations in host memory now (kept, or on trial), forgotten:
+    /// the loop is ending and takes its advice back.
+    pub fn take_placed(&mut self) -> Vec<Alloc> {
+        let mut out = std::mem::take(&mut self.kept);
+        out.extend(self.trial.take().map(|t| t.alloc));
+        out
+    }
+
     /// The driver refused the advice for a trial's allocation: it ends
     /// there (the allocation is never tried again).
     pub fn refused(&mut self) {
@@ -309,6 +319,8 @@ mod tests {
         assert!(s.is_host(4 * GIB));
         assert_eq!(s.stats.last_before_us, 450_000);
         assert_eq!(s.stats.last_during_us, 150_000);
+        assert_eq!(s.take_placed(), [INPUT], "taken back when the loop ends");
+        assert!(!s.is_host(4 * GIB));
     }
 
     /// A trial that makes the steps longer is undone, and the allocation is

@@ -1,7 +1,7 @@
 //! Guest scenarios against the REAL nvidia-uvm (vm-tests/real-uvm/): managed memory made the
 //! way CUDA makes it, without libcuda (UVM_INITIALIZE, then an mmap of /dev/nvidia-uvm at
 //! offset = address), with prescient.ko loaded and attached. Prints `VMTEST: <name> PASS|FAIL`.
-//! usage: realuvm nodes | cpu-fault | migrate | discard | tools | exit-attached | fault-loop SECS
+//! usage: realuvm nodes | cpu-fault | migrate | discard | advice | tools | exit-attached | fault-loop SECS
 //! The driver's numbers below are from its uvm_ioctl.h / uvm_linux_ioctl.h / uvm_types.h (550.163.01
 //! and 580.142, compiled with offsetof by tools/uvm-layouts' method); a wrong one fails the
 //! scenario, it cannot make it pass.
@@ -273,6 +273,38 @@ fn discard() -> bool {
     )
 }
 
+/// prescientd's host-memory advice (daemon/src/userspace/shared.rs), through the uvm crate's
+/// own calls: preferred location CPU and accessed by the CPU on a managed range (NV_OK), accessed
+/// by a GPU the space does not have (NV_ERR_INVALID_DEVICE: the UUID is read where the driver
+/// reads it), then both taken back (NV_OK); the data stays intact.
+fn advice() -> bool {
+    use prescient_uvm::ioctl::{self as uvm, IoctlError};
+    let f = va_space();
+    let m = managed(&f);
+    let data = touch(m, 0x5a);
+    let (fd, base, len) = (f.as_raw_fd(), m as u64, RANGE as u64);
+    let pref = uvm::set_preferred_location(fd, base, len, uvm::CPU_UUID);
+    let by_cpu = uvm::set_accessed_by(fd, base, len, uvm::CPU_UUID);
+    let by_bad = uvm::set_accessed_by(fd, base, len, [0x42; 16]);
+    let unset_by = uvm::unset_accessed_by(fd, base, len, uvm::CPU_UUID);
+    let unset_pref = uvm::unset_preferred_location(fd, base, len);
+    let still = touch(m, 0x5a) && data;
+    let ok = pref.is_ok()
+        && by_cpu.is_ok()
+        && by_bad == Err(IoctlError::Rm(NV_ERR_INVALID_DEVICE))
+        && unset_by.is_ok()
+        && unset_pref.is_ok()
+        && still;
+    marker(
+        "real-uvm-advice",
+        ok,
+        &format!(
+            "(preferred CPU {pref:?}, accessed by CPU {by_cpu:?}, by an unknown GPU {by_bad:?} \
+             (want Rm(38)), unset {unset_by:?} / {unset_pref:?}, data after: {still})"
+        ),
+    )
+}
+
 /// The tools event queue of this branch: (init ioctl, params size, version field, entry size).
 /// 550: V1 entries (64 B) through UVM_TOOLS_INIT_EVENT_TRACKER (56) with requestedVersion 1 at
 /// +52; 580: UVM_TOOLS_INIT_EVENT_TRACKER_V2 (76), 56-byte params, 72-byte entries.
@@ -385,11 +417,12 @@ fn main() {
         Some("cpu-fault") => cpu_fault(),
         Some("migrate") => migrate(),
         Some("discard") => discard(),
+        Some("advice") => advice(),
         Some("tools") => tools(),
         Some("exit-attached") => exit_attached(),
         Some("fault-loop") => fault_loop(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5)),
         _ => {
-            eprintln!("usage: realuvm nodes|cpu-fault|migrate|discard|tools|exit-attached|fault-loop SECS");
+            eprintln!("usage: realuvm nodes|cpu-fault|migrate|discard|advice|tools|exit-attached|fault-loop SECS");
             false
         }
     };
