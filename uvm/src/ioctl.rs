@@ -338,27 +338,6 @@ pub fn set_preferred_location(
     check(r, p.rm_status)
 }
 
-/// UVM_SET_ACCESSED_BY of `[base, base + length)` for the processor
-/// `processor`: the driver keeps it mapped to the pages wherever they are,
-/// so its accesses do not fault.
-pub fn set_accessed_by(
-    fd: RawFd,
-    base: u64,
-    length: u64,
-    processor: [u8; 16],
-) -> Result<(), IoctlError> {
-    let mut p = SetAccessedByParams {
-        base,
-        length,
-        accessed_by_uuid: processor,
-        rm_status: 0,
-    };
-    // SAFETY: `p` is a live UVM_SET_ACCESSED_BY_PARAMS block (40 bytes,
-    // tested below); the driver reads and writes only those bytes.
-    let r = unsafe { ioc_set_accessed_by(fd, &mut p) };
-    check(r, p.rm_status)
-}
-
 /// UVM_UNSET_PREFERRED_LOCATION of `[base, base + length)`: the pages
 /// have no preferred location again (they stay where they are).
 pub fn unset_preferred_location(fd: RawFd, base: u64, length: u64) -> Result<(), IoctlError> {
@@ -373,8 +352,11 @@ pub fn unset_preferred_location(fd: RawFd, base: u64, length: u64) -> Result<(),
     check(r, p.rm_status)
 }
 
-/// UVM_UNSET_ACCESSED_BY of `[base, base + length)` for `processor`.
-pub fn unset_accessed_by(
+/// The nix wrapper of UVM_SET_ACCESSED_BY or UVM_UNSET_ACCESSED_BY.
+type AccessedByIoctl = unsafe fn(libc::c_int, *mut SetAccessedByParams) -> nix::Result<libc::c_int>;
+
+fn accessed_by(
+    ioc: AccessedByIoctl,
     fd: RawFd,
     base: u64,
     length: u64,
@@ -386,10 +368,33 @@ pub fn unset_accessed_by(
         accessed_by_uuid: processor,
         rm_status: 0,
     };
-    // SAFETY: `p` is a live block of UVM_UNSET_ACCESSED_BY_PARAMS's layout
-    // (the same as UVM_SET_ACCESSED_BY_PARAMS: 40 bytes, tested below).
-    let r = unsafe { ioc_unset_accessed_by(fd, &mut p) };
+    // SAFETY: `p` is a live parameter block of the layout both ioctls take
+    // (UVM_SET_ACCESSED_BY_PARAMS, 40 bytes, tested below; the unset's
+    // params have the same layout); the driver reads and writes only those.
+    let r = unsafe { ioc(fd, &mut p) };
     check(r, p.rm_status)
+}
+
+/// UVM_SET_ACCESSED_BY of `[base, base + length)` for the processor
+/// `processor`: the driver keeps it mapped to the pages wherever they are,
+/// so its accesses do not fault.
+pub fn set_accessed_by(
+    fd: RawFd,
+    base: u64,
+    length: u64,
+    processor: [u8; 16],
+) -> Result<(), IoctlError> {
+    accessed_by(ioc_set_accessed_by, fd, base, length, processor)
+}
+
+/// UVM_UNSET_ACCESSED_BY of `[base, base + length)` for `processor`.
+pub fn unset_accessed_by(
+    fd: RawFd,
+    base: u64,
+    length: u64,
+    processor: [u8; 16],
+) -> Result<(), IoctlError> {
+    accessed_by(ioc_unset_accessed_by, fd, base, length, processor)
 }
 
 /// UVM_DISCARD of `[base, base + length)` (page-aligned, one managed range):

@@ -18,7 +18,7 @@ use super::oracle::{maps, Oracle, OracleConfig};
 use super::policy;
 use super::residency::apply_migration;
 use super::route::Learnt;
-use super::shared::{Action, Alloc};
+use super::shared::Action;
 use super::snapshot::{fill, write_stats, Snapshot};
 use super::state::Process;
 use prescient_core::BLOCK_SHIFT;
@@ -600,31 +600,26 @@ impl Process {
         if !self.cfg.host_shared || self.cfg.mode != PolicyMode::Prescient {
             return;
         }
-        let ranges = if self.shared.has_candidates() {
-            maps::read(self.snap.pid).unwrap_or_default()
-        } else {
-            Vec::new()
-        };
+        // The process's managed ranges, read only if a candidate is looked up.
+        let pid = self.snap.pid;
+        let mut ranges: Option<Vec<maps::Range>> = None;
         let alloc_of = |addr: u64| {
-            maps::find(&ranges, addr).map(|i| Alloc {
-                start: ranges[i].start,
-                end: ranges[i].end,
-            })
+            let r = ranges.get_or_insert_with(|| maps::read(pid).unwrap_or_default());
+            maps::find(r, addr).map(|i| r[i])
         };
         let Some(action) = self.shared.decide(alloc_of) else {
             return;
         };
-        let gpus: Vec<[u8; 16]> = self.lanes.iter().map(|l| l.gpu.uuid).collect();
-        let fd = self.fd.as_raw_fd();
+        let (fd, gpus) = (self.fd.as_raw_fd(), self.gpu_uuids());
         let (a, r) = match action {
             Action::Advise(a) => (a, advise_host(fd, a, &gpus)),
             Action::Undo(a) => (a, undo_host(fd, a, &gpus)),
         };
         let s = &self.shared.stats;
         tracing::info!(
-            pid = self.snap.pid,
+            pid,
             start = a.start,
-            bytes = a.end - a.start,
+            bytes = a.size(),
             before_us = s.last_before_us,
             during_us = s.last_during_us,
             ?action,
@@ -633,15 +628,13 @@ impl Process {
         );
         if let (Err(e), Action::Advise(_)) = (&r, action) {
             tracing::warn!(
-                pid = self.snap.pid,
+                pid,
                 "keeping an allocation in host memory failed ({e}); it stays ordinary"
             );
             self.shared.refused();
         }
     }
-}
 
-impl Process {
     /// Takes back every host-memory advice (the loop is ending) while the
     /// process lives; one that exited took its managed ranges with it.
     fn undo_shared(&mut self) {
@@ -650,14 +643,13 @@ impl Process {
         if placed.is_empty() || !alive {
             return;
         }
-        let gpus: Vec<[u8; 16]> = self.lanes.iter().map(|l| l.gpu.uuid).collect();
-        let fd = self.fd.as_raw_fd();
+        let (fd, gpus) = (self.fd.as_raw_fd(), self.gpu_uuids());
         for a in placed {
             match undo_host(fd, a, &gpus) {
                 Ok(()) => tracing::info!(
                     pid = self.snap.pid,
                     start = a.start,
-                    bytes = a.end - a.start,
+                    bytes = a.size(),
                     "host-memory advice taken back (the loop ends)"
                 ),
                 Err(e) => tracing::warn!(
@@ -667,11 +659,16 @@ impl Process {
             }
         }
     }
+
+    /// The UUIDs of the GPUs the process has faulted from (its lanes').
+    fn gpu_uuids(&self) -> Vec<[u8; 16]> {
+        self.lanes.iter().map(|l| l.gpu.uuid).collect()
+    }
 }
 
 /// Advises allocation `a` to stay in host memory, mapped to each of `gpus`.
-fn advise_host(fd: std::os::fd::RawFd, a: Alloc, gpus: &[[u8; 16]]) -> anyhow::Result<()> {
-    let len = a.end - a.start;
+fn advise_host(fd: std::os::fd::RawFd, a: maps::Range, gpus: &[[u8; 16]]) -> anyhow::Result<()> {
+    let len = a.size();
     uvm::set_preferred_location(fd, a.start, len, uvm::CPU_UUID)?;
     for &g in gpus {
         uvm::set_accessed_by(fd, a.start, len, g)?;
@@ -680,8 +677,8 @@ fn advise_host(fd: std::os::fd::RawFd, a: Alloc, gpus: &[[u8; 16]]) -> anyhow::R
 }
 
 /// Takes back [`advise_host`]'s advice on `a`.
-fn undo_host(fd: std::os::fd::RawFd, a: Alloc, gpus: &[[u8; 16]]) -> anyhow::Result<()> {
-    let len = a.end - a.start;
+fn undo_host(fd: std::os::fd::RawFd, a: maps::Range, gpus: &[[u8; 16]]) -> anyhow::Result<()> {
+    let len = a.size();
     for &g in gpus {
         uvm::unset_accessed_by(fd, a.start, len, g)?;
     }

@@ -376,8 +376,9 @@ pub(super) mod tests {
     /// usual.
     #[test]
     fn a_block_kept_in_host_memory_is_not_prefetched() {
+        use crate::userspace::oracle::maps::Range;
         use crate::userspace::route::tests::{index, table};
-        use crate::userspace::shared::{Action, Alloc};
+        use crate::userspace::shared::Action;
         let mut r = Route::new(table(&[0]));
         r.fault(index(0), 3, || anyhow::bail!("not read"));
         let g = r.table().gpu(index(0)).unwrap();
@@ -393,7 +394,7 @@ pub(super) mod tests {
             parts.shared.cpu_took(3);
             parts.shared.gpu_had(3);
         }
-        let input = Alloc {
+        let input = Range {
             start: 0,
             end: 64 * BLOCK_BYTES,
         };

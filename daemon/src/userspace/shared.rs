@@ -28,6 +28,7 @@
 //! none after `MAX_UNDONE` undone; without execution ids (no `prescientctl
 //! run`) there is no step length and nothing is tried.
 
+use super::oracle::maps::Range;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -71,26 +72,13 @@ pub struct SharedStats {
     pub prefetches_declined: u64,
 }
 
-/// A managed allocation: `[start, end)` in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Alloc {
-    pub start: u64,
-    pub end: u64,
-}
-
-impl Alloc {
-    fn holds(&self, addr: u64) -> bool {
-        addr >= self.start && addr < self.end
-    }
-}
-
 /// What the process is to do for the trials this turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Advise the allocation to stay in host memory (a trial starts).
-    Advise(Alloc),
+    Advise(Range),
     /// Take the advice back (the trial made the steps slower).
-    Undo(Alloc),
+    Undo(Range),
 }
 
 /// The step's length, from the intervals between two starts of one
@@ -139,7 +127,7 @@ struct Entry {
 /// A trial under way.
 #[derive(Clone, Copy, Debug)]
 struct Trial {
-    alloc: Alloc,
+    alloc: Range,
     before: Duration,
     /// `Steps::seen` when it started.
     from: u64,
@@ -152,9 +140,9 @@ pub struct SharedBlocks {
     /// Blocks whose allocation is to be tried.
     candidates: Vec<u64>,
     trial: Option<Trial>,
-    kept: Vec<Alloc>,
+    kept: Vec<Range>,
     /// Allocations tried (kept or undone) or refused: never tried again.
-    tried: Vec<Alloc>,
+    tried: Vec<Range>,
     steps: Steps,
     pub stats: SharedStats,
 }
@@ -196,13 +184,15 @@ impl SharedBlocks {
     }
 
     /// Has a block waiting for its allocation to be looked up?
+    #[cfg(test)]
     pub fn has_candidates(&self) -> bool {
         self.trial.is_none() && !self.candidates.is_empty()
     }
 
     /// This turn's action: the trial's verdict once it has its samples,
-    /// else a new trial for a candidate (`alloc_of`: its allocation).
-    pub fn decide(&mut self, alloc_of: impl Fn(u64) -> Option<Alloc>) -> Option<Action> {
+    /// else a new trial for a candidate (`alloc_of`: its allocation, called
+    /// only when a candidate is looked up).
+    pub fn decide(&mut self, mut alloc_of: impl FnMut(u64) -> Option<Range>) -> Option<Action> {
         if let Some(t) = self.trial {
             return self.verdict(t);
         }
@@ -215,7 +205,7 @@ impl SharedBlocks {
             let Some(a) = alloc_of(b << prescient_core::BLOCK_SHIFT) else {
                 continue;
             };
-            if a.end - a.start < MIN_TRY_BYTES || self.tried.contains(&a) {
+            if a.size() < MIN_TRY_BYTES || self.tried.contains(&a) {
                 continue;
             }
             if self.tried.len() >= MAX_TRIED {
@@ -255,7 +245,7 @@ impl SharedBlocks {
 
     /// The allocations in host memory now (kept, or on trial), forgotten:
     /// the loop is ending and takes its advice back.
-    pub fn take_placed(&mut self) -> Vec<Alloc> {
+    pub fn take_placed(&mut self) -> Vec<Range> {
         let mut out = std::mem::take(&mut self.kept);
         out.extend(self.trial.take().map(|t| t.alloc));
         out
@@ -274,12 +264,12 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
-    const INPUT: Alloc = Alloc {
+    const INPUT: Range = Range {
         start: 4 * GIB,
         end: 5 * GIB,
     };
 
-    fn alloc_of(addr: u64) -> Option<Alloc> {
+    fn alloc_of(addr: u64) -> Option<Range> {
         INPUT.holds(addr).then_some(INPUT)
     }
 
@@ -346,7 +336,7 @@ mod tests {
         }
         assert_eq!(s.decide(alloc_of), None, "tried once");
         let small = |_| {
-            Some(Alloc {
+            Some(Range {
                 start: 0,
                 end: 4096,
             })
@@ -358,11 +348,11 @@ mod tests {
         assert_eq!(s.decide(small), None);
         assert_eq!(s.stats.trials, 1);
         // A second allocation undone too: no third trial.
-        let other = Alloc {
+        let other = Range {
             start: 8 * GIB,
             end: 9 * GIB,
         };
-        let third = Alloc {
+        let third = Range {
             start: 10 * GIB,
             end: 11 * GIB,
         };

@@ -20,6 +20,11 @@ impl Range {
         self.end - self.start
     }
 
+    /// Whether the byte address `addr` lies in the range.
+    pub fn holds(&self, addr: u64) -> bool {
+        addr >= self.start && addr < self.end
+    }
+
     /// The first 2 MB block the range touches.
     pub fn first_block(&self) -> u64 {
         self.start >> BLOCK_SHIFT
@@ -74,7 +79,7 @@ pub fn read(pid: i32) -> io::Result<Vec<Range>> {
 /// The range of `ranges` (sorted) holding byte address `addr`.
 pub fn find(ranges: &[Range], addr: u64) -> Option<usize> {
     let i = ranges.partition_point(|r| r.start <= addr);
-    (i > 0 && addr < ranges[i - 1].end).then(|| i - 1)
+    (i > 0 && ranges[i - 1].holds(addr)).then(|| i - 1)
 }
 
 #[cfg(test)]
