@@ -42,6 +42,10 @@
 //!    when the room made is still leaving (`waiting`); the candidate is kept
 //!    for the next round in the last two cases.
 //!
+//! While the engine's thrash guard is on ([`Engine::thrash_guarded`]: most
+//! victims came straight back), the reserve is 0 and step 2 evicts nothing:
+//! a prefetch goes in only where room is free already.
+//!
 //! Candidates the engine emitted but the round did not reach stay queued in
 //! the [`Pump`] until the next round; a fault starts a new prediction window
 //! and the host drops them with [`Pump::restart`].
@@ -134,7 +138,8 @@ pub enum Room {
     /// Victims are on their way out; it fits once their evictions
     /// complete (a later round).
     Leaving,
-    /// The engine had no victim left (every resident block is predicted).
+    /// The engine had no victim left (every resident block is predicted),
+    /// or its thrash guard is on and nothing is free.
     None,
 }
 
@@ -174,8 +179,11 @@ pub struct Pumped {
     pub declined: u32,
     /// Prefetches the driver refused.
     pub failed: u32,
-    /// The round stopped because no victim was left to make room.
+    /// The round stopped because no victim was left to make room, or the
+    /// thrash guard made none (`guarded`).
     pub no_room: bool,
+    /// The thrash guard is on and the round stopped at a full limit.
+    pub guarded: bool,
     /// The round stopped because the room made for the next candidate is
     /// still leaving the GPU (its evictions have not completed).
     pub waiting: bool,
@@ -265,7 +273,7 @@ impl Pump {
             }
             match host.prefetch(p) {
                 Admit::Issued => {
-                    engine.migrated_in(p.block);
+                    engine.prefetched_in(p.block);
                     done.prefetched += 1;
                 }
                 Admit::Declined => done.declined += 1,
@@ -338,14 +346,23 @@ where
 
 /// Evicts until fewer than `limit` blocks stay resident (room for one more
 /// once the victims are gone), then says whether one more fits under the
-/// capacity now, the blocks still leaving counted.
+/// capacity now, the blocks still leaving counted. While the engine's
+/// thrash guard is on it evicts nothing: [`Room::None`] unless the room is
+/// free already.
 fn room<S, H>(engine: &mut Engine<S>, limit: Limit, host: &mut H, done: &mut Pumped) -> Room
 where
     S: DerefMut<Target = [u64]>,
     H: Host + ?Sized,
 {
     let cap = limit.blocks(engine.free_target());
-    if !evict_down_to(engine, cap.saturating_sub(1), Why::Room, host, done) {
+    if engine.thrash_guarded() {
+        // Every victim would come straight back: only room already free.
+        let counted = host.resident_blocks(engine.resident_blocks());
+        if counted.saturating_sub(host.leaving_blocks()) >= cap {
+            done.guarded = true;
+            return Room::None;
+        }
+    } else if !evict_down_to(engine, cap.saturating_sub(1), Why::Room, host, done) {
         return Room::None;
     }
     if host.resident_blocks(engine.resident_blocks()) < limit.capacity_blocks.max(1) {

@@ -15,13 +15,15 @@
 //! - `chain.rs`: execution-id mode's chain of per-kernel block tables;
 //! - `follow.rs`: transparent mode's history follower;
 //! - `plan.rs`: transparent mode's plan follower, on small memories;
-//! - `victims.rs`: victim selection and the regret window.
+//! - `victims.rs`: victim selection and the regret window;
+//! - `thrash.rs`: the thrash guard, from the regret window's epochs.
 //!
 //! The window set and frontier they share live in `crate::window`.
 
 mod chain;
 mod follow;
 mod plan;
+mod thrash;
 mod victims;
 
 use crate::block::{Block, ExecId, NONE};
@@ -35,6 +37,7 @@ use chain::Chain;
 use core::fmt;
 use core::ops::DerefMut;
 use follow::Follower;
+use thrash::Thrash;
 use victims::Regret;
 
 /// Chain steps per [`Engine::prefetches`] call, per output slot.
@@ -91,6 +94,8 @@ pub struct Stats {
     pub regrets: u64,
     /// Blocks the history window offered soon after pre-eviction took them.
     pub regret_offers: u64,
+    /// Times the thrash guard turned on (`Engine::thrash_guarded`).
+    pub thrash_guards: u64,
 }
 
 /// Why an engine could not be built.
@@ -179,6 +184,7 @@ pub struct Engine<S> {
     chain: Chain,
     follower: Follower,
     regret: Regret,
+    thrash: Thrash,
     /// Blocks pre-eviction keeps free (see [`Engine::free_target`]).
     free_target: u32,
 }
@@ -219,6 +225,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             chain: Chain::new(),
             follower: Follower::new(),
             regret: Regret::default(),
+            thrash: Thrash::new(),
             free_target: params.free_min,
         };
         e.reset();
@@ -274,6 +281,7 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.chain = Chain::new();
         self.free_target = self.params.free_min;
         self.regret.clear();
+        self.thrash = Thrash::new();
         self.forget_history();
     }
 
@@ -294,10 +302,12 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
             return;
         }
         self.stats.faults += 1;
+        self.thrash.fault(self.epoch_victims());
         let victim_age = self.take_recent_victim(block);
         let refault = victim_age.is_some();
         if let Some(age) = victim_age {
             self.regret(age, false);
+            self.thrash.returned(age, self.free_target);
             // We evicted it and it was needed: pre-eviction ran too far ahead.
             self.stats.refaults += 1;
             self.free_target = self.free_target.saturating_sub(1).max(self.params.free_min);
@@ -343,6 +353,16 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         }
     }
 
+    /// Our prefetch took `block` to the GPU: [`Engine::migrated_in`], and a
+    /// block pre-evicted shortly before counts towards the thrash guard
+    /// (`thrash.rs`), as its fault would have.
+    pub fn prefetched_in(&mut self, block: Block) {
+        if let Some(age) = self.recent_victim_age(block) {
+            self.thrash.returned(age, self.free_target);
+        }
+        self.migrated_in(block);
+    }
+
     /// `block` left the GPU (evicted, discarded or freed).
     pub fn evicted(&mut self, block: Block) {
         self.regions().ledger.evicted(block);
@@ -360,9 +380,21 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
     ///
     /// Adapts between `free_min` and `free_max`: up on every eviction the
     /// driver had to do on the fault path, down on every fault of a block
-    /// pre-evicted shortly before.
+    /// pre-evicted shortly before. 0 while the thrash guard is on: then
+    /// the free blocks would only be more blocks to fault back.
     pub fn free_target(&self) -> u32 {
-        self.free_target
+        if self.thrash.on() {
+            0
+        } else {
+            self.free_target
+        }
+    }
+
+    /// True while the thrash guard is on (`thrash.rs`): most victims came
+    /// straight back, so the host loop makes no room for prefetches and
+    /// keeps the whole limit resident.
+    pub fn thrash_guarded(&self) -> bool {
+        self.thrash.on()
     }
 
     /// The application declared `block` dead (all of it): if resident, it is

@@ -95,20 +95,28 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         self.regret.epoch_regrets = self.regret.epoch_regrets.saturating_add(1);
     }
 
+    /// Victims in one epoch of the regret window and the thrash guard.
+    pub(super) fn epoch_victims(&self) -> u64 {
+        u64::from(self.params.history_window()) * u64::from(REGRET_EPOCH_WINDOWS)
+    }
+
     /// `n` more victims chosen: at the end of an epoch, the regret window
-    /// shrinks if too many of the epoch's victims were regretted.
+    /// shrinks if too many of the epoch's victims were regretted, and the
+    /// thrash guard takes its count of victims back within the reserve.
     fn end_regret_epoch(&mut self, n: u32) {
-        let r = &mut self.regret;
-        r.epoch_victims = r.epoch_victims.saturating_add(n);
-        let epoch = self
-            .params
-            .history_window()
-            .saturating_mul(REGRET_EPOCH_WINDOWS);
-        if r.epoch_victims < epoch {
+        if n > 0 {
+            self.thrash.victim();
+        }
+        self.regret.epoch_victims = self.regret.epoch_victims.saturating_add(n);
+        if u64::from(self.regret.epoch_victims) < self.epoch_victims() {
             return;
         }
-        let rate = r.epoch_regrets as u64 * REGRET_RATE;
-        let victims = r.epoch_victims as u64;
+        let rate = u64::from(self.regret.epoch_regrets) * REGRET_RATE;
+        let victims = u64::from(self.regret.epoch_victims);
+        if self.thrash.end_epoch(victims) {
+            self.stats.thrash_guards += 1;
+        }
+        let r = &mut self.regret;
         if r.enabled && self.params.mode == Mode::Transparent && rate > victims {
             let d = self.follower.depth;
             let cut = (d / REGRET_SHRINK).max(1);

@@ -71,6 +71,9 @@ pub(super) struct Lane {
     /// A large window's blocks prefetched since its launches started
     /// (ahead/issue.rs `Once`).
     pub(super) large_sent: Once,
+    /// The engine's thrash guard was on at the end of the last turn (its
+    /// changes are logged).
+    pub(super) guarded: bool,
 }
 
 impl Lane {
@@ -103,6 +106,7 @@ impl Lane {
             fault_blocks: 0,
             max_resident_bytes: 0,
             pre_evicted_blocks: 0,
+            guarded: false,
             prefetch_other_gpu: 0,
             upcoming_ordered: None,
             large_sent: Once::default(),
@@ -284,6 +288,7 @@ impl Lanes {
         EngineView {
             stats: self.stats(),
             free_target: ls.iter().map(|l| l.engine.free_target()).sum(),
+            guarded_lanes: ls.iter().filter(|l| l.engine.thrash_guarded()).count() as u32,
             window_blocks: ls.iter().map(|l| l.engine.window_depth() as u64).sum(),
             engine_resident_blocks: ls.iter().map(|l| l.engine.resident_blocks()).sum(),
             resident_bytes: ls.iter().map(|l| l.residency.total()).sum(),
@@ -317,6 +322,7 @@ fn add_stats(t: &mut Stats, s: &Stats) {
     t.history_jumps += s.history_jumps;
     t.regrets += s.regrets;
     t.regret_offers += s.regret_offers;
+    t.thrash_guards += s.thrash_guards;
 }
 
 /// Applies one dead or alive mark to the engines (prescient mode only):

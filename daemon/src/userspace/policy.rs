@@ -241,7 +241,29 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
     }
     l.pre_evicted_blocks += l.leaving.evict.len() as u64;
     l.leaving.submit_evictions(max_run, s.migrator, l.gpu.uuid);
+    log_thrash_guard(l);
     sent
+}
+
+/// Logs the lane's thrash guard turning on or off (core engine/thrash.rs):
+/// it changes what the lane does, so a user reading the log should see it.
+fn log_thrash_guard(l: &mut Lane) {
+    let on = l.engine.thrash_guarded();
+    if on == l.guarded {
+        return;
+    }
+    l.guarded = on;
+    let st = l.engine.stats();
+    if on {
+        tracing::info!(
+            gpu = %l.gpu,
+            victims = st.victims_evict,
+            refaults = st.refaults,
+            "thrash guard on: most pre-evicted blocks came straight back; no reserve, no room made for prefetches"
+        );
+    } else {
+        tracing::info!(gpu = %l.gpu, "thrash guard off: the engine's reserve and prefetching are back");
+    }
 }
 
 /// A lane's parts the launches to come use, beside its host, and the

@@ -182,7 +182,10 @@ pub(super) fn turn(
     let mut sent = self::refetch(engine, limit, refetch, host);
     let done = pump.round(engine, limit, max_prefetches, host);
     host.snap.prefetch_resident += u64::from(done.already_resident);
-    if done.no_room {
+    if done.guarded {
+        // The thrash guard made no room.
+        host.snap.prefetch_guarded += 1;
+    } else if done.no_room {
         // Everything resident is predicted.
         host.snap.prefetch_no_room += 1;
     }

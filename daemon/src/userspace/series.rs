@@ -103,6 +103,26 @@ pub const COUNTERS: &[(&str, &str, ReadU64)] = &[
         |s| s.backoff.as_ref().map_or(0, |b| b.suppressed),
     ),
     (
+        "prescient_userspace_thrash_guards_total",
+        "Times an engine's thrash guard turned on (most pre-evicted blocks were faulted straight back).",
+        |s| s.engine_thrash_guards,
+    ),
+    (
+        "prescient_userspace_host_shared_trials_total",
+        "Allocations tried in host memory (the CPU and the GPU share them).",
+        |s| s.host_shared.trials,
+    ),
+    (
+        "prescient_userspace_host_shared_kept_total",
+        "Host-memory trials kept (the step got shorter).",
+        |s| s.host_shared.kept,
+    ),
+    (
+        "prescient_userspace_host_shared_undone_total",
+        "Host-memory trials undone (the step did not get shorter).",
+        |s| s.host_shared.undone,
+    ),
+    (
         "prescient_userspace_fault_batches_total",
         "Fault batches the driver serviced (changes of the events' batch id).",
         |s| s.mechanism.fault_batches,
@@ -125,6 +145,11 @@ pub const GAUGES: &[(&str, &str, ReadF64)] = &[
         "prescient_userspace_window_blocks",
         "Depth of the engine's prediction window, in 2 MiB blocks.",
         |s| s.engine_window_blocks as f64,
+    ),
+    (
+        "prescient_userspace_thrash_guarded_gpus",
+        "GPUs whose thrash guard is on now: no room is made for prefetches there.",
+        |s| f64::from(s.engine_thrash_guarded_gpus),
     ),
     (
         "prescient_userspace_gate_closed_seconds",

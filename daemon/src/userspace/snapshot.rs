@@ -106,6 +106,9 @@ pub struct Snapshot {
     /// Prefetch rounds stopped under the budget because every resident block
     /// was predicted.
     pub prefetch_no_room: u64,
+    /// Prefetch rounds stopped at a full budget because the thrash guard
+    /// was on (it makes no room: core `engine/thrash.rs`).
+    pub prefetch_guarded: u64,
     /// Prefetch rounds stopped because the room made for the next block was
     /// still leaving the GPU (its evictions had not completed).
     pub prefetch_wait_evictions: u64,
@@ -142,6 +145,11 @@ pub struct Snapshot {
     /// (core `Stats::regrets`, `Stats::regret_offers`).
     pub engine_regrets: u64,
     pub engine_regret_offers: u64,
+    /// Times an engine's thrash guard turned on (core `engine/thrash.rs`:
+    /// most victims came straight back), and the GPUs whose guard is on
+    /// now (no room is made for prefetches there, the reserve is 0).
+    pub engine_thrash_guards: u64,
+    pub engine_thrash_guarded_gpus: u32,
     /// The history window's depth now, in blocks.
     pub engine_window_blocks: u64,
     /// Blocks the engine has as resident, and blocks it could not track
@@ -210,6 +218,8 @@ fn gbps(bytes: u64, busy_ns: u64) -> f64 {
 pub(super) struct EngineView {
     pub(super) stats: Stats,
     pub(super) free_target: u32,
+    /// Lanes whose thrash guard is on.
+    pub(super) guarded_lanes: u32,
     pub(super) window_blocks: u64,
     pub(super) engine_resident_blocks: u32,
     pub(super) resident_bytes: u64,
@@ -257,6 +267,8 @@ pub(super) fn fill(s: &mut Snapshot, v: EngineView, c: &Counters, t: &Tracker, s
     s.engine_victim_shortfall = st.victim_shortfall;
     s.engine_regrets = st.regrets;
     s.engine_regret_offers = st.regret_offers;
+    s.engine_thrash_guards = st.thrash_guards;
+    s.engine_thrash_guarded_gpus = v.guarded_lanes;
     s.engine_window_blocks = v.window_blocks;
     s.engine_resident_blocks = v.engine_resident_blocks;
     s.engine_ledger_overflow = st.ledger_overflow;

@@ -237,6 +237,8 @@ impl Policy for Prescient {
                 "refaults": s.refaults,
                 "regrets": s.regrets,
                 "regret_offers": s.regret_offers,
+                "thrash_guards": s.thrash_guards,
+                "thrash_guarded": self.engine.thrash_guarded(),
                 "window_depth": self.engine.window_depth(),
                 "history_hits": s.history_hits,
                 "history_misses": s.history_misses,
