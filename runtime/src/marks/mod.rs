@@ -88,6 +88,8 @@ pub const EV_SEGMENT_FREE: c_int = 4;
 /// How often dead marks whose fence passed are sent at most: batches
 /// them, and bounds the event queries per allocator call.
 const FLUSH_EVERY: Duration = Duration::from_millis(2);
+/// How often the flusher thread looks for dead marks whose fence passed.
+const FLUSHER_EVERY: Duration = Duration::from_millis(1);
 
 struct State {
     marks: Marks<SocketLink, CudaFence>,
@@ -108,6 +110,7 @@ fn state() -> Option<&'static Mutex<State>> {
         .get_or_init(|| {
             let path = std::env::var_os(ENV_SOCKET).filter(|p| !p.is_empty())?;
             let calls = fence::calls()?;
+            start_flusher(calls);
             Some(Mutex::new(State {
                 marks: Marks::new(SocketLink::new(path.into()), CudaFence::new(calls)),
                 last_flush: Instant::now(),
@@ -115,6 +118,41 @@ fn state() -> Option<&'static Mutex<State>> {
             }))
         })
         .as_ref()
+}
+
+/// Starts the thread that sends dead marks while the job makes no
+/// allocator call.
+///
+/// Fences are queried at allocator calls, but a training step's CPU thread
+/// queues the whole step and then waits (a synchronize, `loss.item()`):
+/// the frees of the step's end pass their fences on the GPU while nothing
+/// queries them, and their blocks reached the daemon only with the next
+/// step's first allocations. Under a budget the daemon had evicted many of
+/// them by then, a copy to the host of memory already dead (BENCHMARKS-gpu.md
+/// run 101). The thread takes the same lock as the allocator's callback,
+/// so the protocol's order (points 2-3 above) is unchanged; it never calls
+/// into PyTorch.
+fn start_flusher(calls: &'static fence::EventCalls) {
+    let spawned = std::thread::Builder::new()
+        .name("prescient-marks".into())
+        .spawn(move || loop {
+            std::thread::sleep(FLUSHER_EVERY);
+            if CHILD.load(Ordering::Relaxed) {
+                return;
+            }
+            let Some(mut s) = lock() else { return };
+            if !s.marks.waiting() {
+                continue;
+            }
+            let _r = Relaxed::new(calls);
+            let sent = s.marks.flush();
+            s.marks.counters.flusher_blocks += sent;
+            s.last_flush = Instant::now();
+        });
+    if let Err(e) = spawned {
+        // The allocator calls still flush, later.
+        eprintln!("prescient-runtime: no marks flusher thread: {e}");
+    }
 }
 
 fn lock() -> Option<std::sync::MutexGuard<'static, State>> {
@@ -203,9 +241,10 @@ pub fn line() -> Option<String> {
     let s = lock()?;
     let c = s.marks.counters;
     Some(format!(
-        "marks: frees={} dead_blocks={} alive_blocks={} cancelled_blocks={} dropped_blocks={} requests={} alive_wait_ms={:.1}{}",
+        "marks: frees={} dead_blocks={} flusher_blocks={} alive_blocks={} cancelled_blocks={} dropped_blocks={} requests={} alive_wait_ms={:.1}{}",
         c.frees,
         c.dead_blocks,
+        c.flusher_blocks,
         c.alive_blocks,
         c.cancelled_blocks,
         c.dropped_blocks,

@@ -87,6 +87,9 @@ pub struct Counters {
     pub requests: u64,
     /// Time spent waiting for alive marks, ns.
     pub alive_wait_ns: u64,
+    /// Of `dead_blocks`, those the flusher thread sent (mod.rs): their
+    /// fence passed while the job made no allocator call.
+    pub flusher_blocks: u64,
 }
 
 /// One process's marks.
@@ -120,6 +123,11 @@ impl<L: Link, F: Fence> Marks<L, F> {
     /// Why dead marks stopped, if they did.
     pub fn off(&self) -> Option<&str> {
         self.off.as_deref()
+    }
+
+    /// True while dead marks wait for their fences.
+    pub fn waiting(&self) -> bool {
+        self.off.is_none() && !self.pending.is_empty()
     }
 
     /// Blocks the daemon holds as dead now (as far as this side knows).
@@ -255,11 +263,13 @@ impl<L: Link, F: Fence> Marks<L, F> {
         self.counters.alive_wait_ns += t.elapsed().as_nanos() as u64;
     }
 
-    /// Sends the dead marks whose fences the GPU has passed.
-    pub fn flush(&mut self) {
+    /// Sends the dead marks whose fences the GPU has passed; returns how
+    /// many blocks the daemon took as dead.
+    pub fn flush(&mut self) -> u64 {
         if self.off.is_some() || self.pending.is_empty() {
-            return;
+            return 0;
         }
+        let before = self.counters.dead_blocks;
         let mut ready = Vec::new();
         let mut keep = VecDeque::with_capacity(self.pending.len());
         // A stream's points are passed in the order they were recorded:
@@ -286,6 +296,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
         for chunk in ready.chunks(MAX_RANGES) {
             self.send_dead(chunk);
         }
+        self.counters.dead_blocks - before
     }
 
     /// One dead mark request; blocks it did not get taken are dropped.

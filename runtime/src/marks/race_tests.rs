@@ -384,7 +384,9 @@ fn run(seed: u64, knobs: Knobs, steps: usize) -> Outcome {
             0..=24 => a.malloc(&w, &mut m),
             25..=49 => a.launch(&w),
             50..=66 => a.free(&w, &mut m),
-            67..=78 => m.flush(),
+            67..=78 => {
+                m.flush();
+            }
             79..=98 => w.borrow_mut().meanwhile(),
             _ => a.empty_cache(&w, &mut m),
         }
