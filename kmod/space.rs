@@ -2,6 +2,8 @@
 //! One attached address space: its /dev/nvidia-uvm file, its engine and its
 //! counters.
 
+use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use crate::abi::SpaceStats;
@@ -12,7 +14,62 @@ use crate::params::Params;
 use crate::pump::Pump;
 
 /// The engine of one space, over kernel-allocated storage.
-pub(crate) type SpaceEngine = Engine<VVec<u64>>;
+pub(crate) type SpaceEngine = Engine<Storage>;
+
+/// Bytes of every engine's storage that exists now: the spaces' and those
+/// being built outside the lock (SET_PARAMS, SET_EXEC_PAGE).
+///
+/// `max_table_mib` bounds the spaces' tables, but each SET_PARAMS builds
+/// its new tables before it swaps the old ones out, with no lock held, so
+/// several callers at once held several times the limit: the ioctl fuzz's
+/// four processes drove a 1 GB VM into the OOM killer (vm-tests, CI of
+/// 2026-11-27). Counting every engine alive, the total stays under twice
+/// the parameter (the old tables and one set of new ones); a build past it
+/// fails with ENOMEM, which every caller can be given.
+static ENGINE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// An engine's storage, counted in [`ENGINE_BYTES`] while it lives.
+pub(crate) struct Storage(VVec<u64>);
+
+impl Storage {
+    /// `words` zeroed words, if the count stays under the limit and the
+    /// memory is there; ENOMEM otherwise.
+    fn new(words: usize) -> Result<Storage> {
+        let bytes = (words as u64).saturating_mul(8);
+        let limit = crate::glue::max_table_bytes_param().saturating_mul(2);
+        ENGINE_BYTES
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                now.checked_add(bytes).filter(|&t| t <= limit)
+            })
+            .map_err(|_| ENOMEM)?;
+        match VVec::from_elem(0u64, words, GFP_KERNEL) {
+            Ok(v) => Ok(Storage(v)),
+            Err(_) => {
+                ENGINE_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+                Err(ENOMEM)
+            }
+        }
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        ENGINE_BYTES.fetch_sub(self.0.len() as u64 * 8, Ordering::Relaxed);
+    }
+}
+
+impl Deref for Storage {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+impl DerefMut for Storage {
+    fn deref_mut(&mut self) -> &mut [u64] {
+        &mut self.0
+    }
+}
 
 /// An address space attached with ATTACH.
 pub(crate) struct Space {
@@ -82,9 +139,11 @@ impl Space {
 }
 
 /// A fresh engine with its tables, sized by `p`; ENOMEM if the storage or
-/// the box cannot be allocated (or `p` does not fit the engine).
+/// the box cannot be allocated, if the storage would take every engine
+/// past twice `max_table_mib` ([`ENGINE_BYTES`]), or if `p` does not fit
+/// the engine.
 pub(crate) fn new_engine(p: &Params) -> Result<KBox<SpaceEngine>> {
-    let storage = VVec::from_elem(0u64, p.storage_words(), GFP_KERNEL).map_err(|_| ENOMEM)?;
+    let storage = Storage::new(p.storage_words())?;
     let engine = Engine::new(*p, storage).map_err(|_| ENOMEM)?;
     KBox::new(engine, GFP_KERNEL).map_err(|_| ENOMEM)
 }
