@@ -86,7 +86,7 @@ fi
 # VMTEST_ONLY=security: only who-may-call-what, pid namespaces, the driver boundary and the fuzz
 if [ "${VMTEST_ONLY:-all}" = security ]; then
   insmod $P || mark prescient-load FAIL ""
-  for s in cpu-fault eperm slots-per-uid pidns gpu-uuid ring-share "fuzz 8"; do $T $s; done
+  for s in cpu-fault eperm slots-per-uid pidns gpu-uuid ring-share "fuzz 8" params-race; do $T $s; done
   rmmod prescient
   if dmesg | grep -E 'BUG:|WARNING:|Oops|possible circular|inconsistent lock|sleeping function called|lockdep: |INFO: |general protection|Call Trace|kernel panic' >/tmp/splat; then
     cat /tmp/splat; mark no-splat FAIL "see above"
@@ -138,6 +138,8 @@ $T ring-share
 
 # 4c. several processes fuzzing ioctl sequences while faults run (bounded: 8 s)
 $T fuzz 8
+# 4d. eight processes asking SET_PARAMS for big tables at once
+$T params-race
 
 # 5. rmmod while a replay runs, and while a process has an execution-id page registered
 $T replay 6 attach /tmp/rm > /tmp/rm.log 2>&1 &

@@ -7,6 +7,7 @@ use std::os::fd::AsRawFd;
 mod driver;
 mod fuzz;
 mod pagefeed;
+mod race;
 mod security;
 
 const STANDIN_IOCTL_REPLAY: u64 = 0x7e00_0001;
@@ -939,6 +940,7 @@ fn main() {
         "pidns" => security::pidns(),
         "slots-per-uid" => security::slots_per_uid(),
         "fuzz" => fuzz::ioctl_fuzz(a(2).parse().unwrap_or(8)),
+        "params-race" => race::params_race(),
         "stats" => {
             let s = stats(
                 &OpenOptions::new()
