@@ -274,7 +274,7 @@ for w in $WHAT; do
       R=; AA=
       case $wl in
       dnn) A=(dnn ${ITERS:-10} 1024 4 256); OB=${DNN_BUDGET:-1G} ;;
-      stream) A=(stream ${ITERS:-10} 32 256); OB=4G ;;
+      stream) A=(stream ${ITERS:-10} 32 256); OB=${STREAM_BUDGET:-4G} ;;
       # umbench random: the CPU rewrites a random quarter of 4 GiB every
       # iteration, the GPU reads random pages of all of it.
       random) A=(random ${ITERS:-10} 4096 0.25); OB=${RANDOM_BUDGET:-4G} ;;

@@ -273,7 +273,7 @@ impl Pump {
             }
             match host.prefetch(p) {
                 Admit::Issued => {
-                    engine.prefetched_in(p.block);
+                    engine.migrated_in(p.block);
                     done.prefetched += 1;
                 }
                 Admit::Declined => done.declined += 1,

@@ -353,16 +353,6 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         }
     }
 
-    /// Our prefetch took `block` to the GPU: [`Engine::migrated_in`], and a
-    /// block pre-evicted shortly before counts towards the thrash guard
-    /// (`thrash.rs`), as its fault would have.
-    pub fn prefetched_in(&mut self, block: Block) {
-        if let Some(age) = self.recent_victim_age(block) {
-            self.thrash.returned(age, self.free_target);
-        }
-        self.migrated_in(block);
-    }
-
     /// `block` left the GPU (evicted, discarded or freed).
     pub fn evicted(&mut self, block: Block) {
         self.regions().ledger.evicted(block);

@@ -11,12 +11,14 @@
 //! footprint ran 14-19x slower than the driver's way (evict only on
 //! demand, no reserve) for that reason (BENCHMARKS-gpu.md, run 96).
 //!
-//! A victim back on the GPU (faulted, or prefetched by us) within twice
-//! the reserve's number of victims after it went (a *quick return*) would
-//! have been resident still without the reserve, and its round trip was
-//! wasted. Where prefetching pays, victims come back much later: in a
-//! stream larger than the limit, after about the blocks the limit is
-//! short of; in the G10 traces, after thousands of victims.
+//! A victim faulted again within twice the reserve's number of victims
+//! after it went (a *quick return*) would have been resident still without
+//! the reserve, and the GPU waited for it. Only faults count: where
+//! prefetching pays, a victim needed again soon comes back by our prefetch
+//! before the GPU asks (a stream a little larger than the limit: the
+//! guard's prefetch-free way turned those into faults, 6.4x as many in
+//! core/tests/thrash.rs), and in the G10 traces victims come back after
+//! thousands of victims.
 //!
 //! # States
 //! Measured over the regret window's epochs of victims (`victims.rs`):
@@ -81,9 +83,8 @@ impl Thrash {
         self.on
     }
 
-    /// A victim came back to the GPU (its fault, or our prefetch) `age`
-    /// victims after it went, with `reserve` blocks kept free (the
-    /// unguarded reserve).
+    /// A victim was faulted again `age` victims after it went, with
+    /// `reserve` blocks kept free (the unguarded reserve).
     pub(super) fn returned(&mut self, age: u64, reserve: u32) {
         if age <= 2 * u64::from(reserve) {
             self.quick += 1;

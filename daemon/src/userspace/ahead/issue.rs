@@ -112,7 +112,7 @@ where
         }
         match host.prefetch(Prefetch { block: b, ahead: 0 }) {
             Admit::Issued => {
-                engine.prefetched_in(b);
+                engine.migrated_in(b);
                 done.prefetched += 1;
                 if let Some(o) = once.as_deref_mut() {
                     o.blocks.insert(b);
