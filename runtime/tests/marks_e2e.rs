@@ -6,7 +6,9 @@
 //! marked dead once its fence has passed, and marked alive (reply awaited)
 //! when it is handed out again; in auto mode, only while a reader asks for
 //! ids (a free before that is never marked), also while the job makes no
-//! further allocator call. The stand-in's cuCtxGetDevice has CUDA
+//! further allocator call (the runtime's flusher thread, which has no
+//! current context of its own: the stand-in's event calls need one, as the
+//! driver's do). The stand-in's cuCtxGetDevice has CUDA
 //! 13.0's two-parameter ABI at 13.0: asking for it there (the bug of
 //! BENCHMARKS-gpu.md run 42) loses the dead mark. Needs a C compiler.
 
@@ -26,9 +28,9 @@ fn cc(out: &Path, args: &[&str]) {
 }
 
 /// Builds the stand-in libcuda and the allocator player, serves the marks
-/// socket, runs the player with `args`; returns its stdout and the requests
-/// the socket got.
-fn run_player(tag: &str, args: &[&str]) -> (String, Vec<String>) {
+/// socket, runs the player with `args` and `envs`; returns its stdout and
+/// the requests the socket got.
+fn run_player(tag: &str, args: &[&str], envs: &[(&str, &str)]) -> (String, Vec<String>) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("marks-e2e-{tag}-{}", std::process::id()));
@@ -71,6 +73,8 @@ fn run_player(tag: &str, args: &[&str]) -> (String, Vec<String>) {
         .env("LD_PRELOAD", runtime_so())
         .env("PRESCIENT_MARKS_SOCKET", &sock)
         .env_remove("PRESCIENT_MODE")
+        .env_remove("PRESCIENT_MARKS_FLUSHER")
+        .envs(envs.iter().copied())
         .output()
         .unwrap();
     // A runtime that never connected leaves the accept waiting: this
@@ -89,7 +93,7 @@ fn run_player(tag: &str, args: &[&str]) -> (String, Vec<String>) {
 
 #[test]
 fn a_free_is_marked_dead_after_its_fence_and_alive_before_reuse() {
-    let (stdout, lines) = run_player("reuse", &[]);
+    let (stdout, lines) = run_player("reuse", &[], &[]);
     assert!(stdout.contains("events=1"), "one fence recorded: {stdout}");
     let range = format!("[[{},{}]]", 8u64 << 30, 4u64 << 20);
     assert_eq!(lines.len(), 2, "{lines:?}");
@@ -110,11 +114,19 @@ fn a_free_is_marked_dead_after_its_fence_and_alive_before_reuse() {
 /// BENCHMARKS-gpu.md run 101).
 #[test]
 fn a_dead_mark_goes_out_while_the_job_makes_no_allocator_call() {
-    let (_, lines) = run_player("quiet", &["quiet"]);
+    let (_, lines) = run_player("quiet", &["quiet"], &[]);
     let range = format!("[[{},{}]]", 8u64 << 30, 4u64 << 20);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(
         lines[0].contains(r#""dead":true"#) && lines[0].contains(&range),
         "{lines:?}"
     );
+}
+
+/// PRESCIENT_MARKS_FLUSHER=0: no thread, so the quiet free's mark waits
+/// for an allocator call that never comes (the player leaves with _exit).
+#[test]
+fn without_the_flusher_a_quiet_free_stays_unsent() {
+    let (_, lines) = run_player("off", &["quiet"], &[("PRESCIENT_MARKS_FLUSHER", "0")]);
+    assert!(lines.is_empty(), "{lines:?}");
 }

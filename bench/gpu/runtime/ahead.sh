@@ -8,7 +8,8 @@
 # best), the same with --footprints --footprint-window-pct 50 (run 61: the
 # default then) and 25 (run 61: CONFIGS unset). CONFIGS (environment)
 # picks others: driverlike marks foot foot25 foot25u (window 25%, a pointer
-# with no live block known stands for its own 2 MB block only) foot10, and
+# with no live block known stands for its own 2 MB block only) foot10,
+# foot25r3 and foot25r12 (window 25%, --reserve-pct 3 or 12), and
 # foot25B: foot25 with the prescientd that PD_B (environment) names.
 # DEADLINE_S (environment, default 540): no case starts after this many seconds.
 # Usage: bench/gpu/runtime/ahead.sh OUT [REPS] [STEPS]
@@ -46,6 +47,8 @@ model_() {
         foot25) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;
         foot25B) PD_CASE=${PD_B:?foot25B needs PD_B} case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;
         foot10) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 10 ;;
+        foot25r3) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 --reserve-pct 3 ;;
+        foot25r12) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 --reserve-pct 12 ;;
         foot25u) PRESCIENT_FOOTPRINT_UNKNOWN_BYTES=0 case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;
       esac
     done

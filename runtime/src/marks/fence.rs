@@ -10,6 +10,7 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::sync::OnceLock;
 
 type CuEvent = *mut c_void;
+type CuContext = *mut c_void;
 /// `CU_EVENT_DISABLE_TIMING`: the cheapest event.
 const EVENT_DISABLE_TIMING: c_uint = 0x2;
 /// `CU_STREAM_CAPTURE_MODE_RELAXED`.
@@ -28,6 +29,8 @@ pub struct EventCalls {
     destroy: unsafe extern "C" fn(CuEvent) -> CuResult,
     exchange_capture_mode: unsafe extern "C" fn(*mut c_int) -> CuResult,
     ctx_get_device: unsafe extern "C" fn(*mut c_int) -> CuResult,
+    ctx_get_current: unsafe extern "C" fn(*mut CuContext) -> CuResult,
+    ctx_set_current: unsafe extern "C" fn(CuContext) -> CuResult,
 }
 
 macro_rules! get {
@@ -59,6 +62,8 @@ impl EventCalls {
             // of the jobs that crashed in BENCHMARKS-gpu.md run 42;
             // tests/marks_e2e.rs fails with it).
             ctx_get_device: get!(c"cuCtxGetDevice", CTX_GET_DEVICE_VERSION),
+            ctx_get_current: get!(c"cuCtxGetCurrent"),
+            ctx_set_current: get!(c"cuCtxSetCurrent"),
         })
     }
 }
@@ -105,10 +110,28 @@ pub fn current_device_is(calls: &EventCalls, device: c_int) -> bool {
     rc == CUDA_SUCCESS && d == device
 }
 
+thread_local! {
+    /// On the marks flusher's thread: the context it made current (its
+    /// own; the job's threads' contexts are never changed).
+    static FLUSHER_CONTEXT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Marks the calling thread as the marks flusher: [`CudaFence::passed`]
+/// makes each event's context current there before it asks the driver.
+pub fn become_flusher() {
+    FLUSHER_CONTEXT.with(|c| c.set(Some(0)));
+}
+
+/// An event recorded on a free's stream, and the context it belongs to.
+pub struct Point {
+    event: usize,
+    context: usize,
+}
+
 /// Events on the frees' streams.
 pub struct CudaFence {
     calls: &'static EventCalls,
-    pool: Vec<usize>,
+    pool: Vec<(usize, usize)>,
 }
 
 impl CudaFence {
@@ -119,21 +142,50 @@ impl CudaFence {
         }
     }
 
-    fn event(&mut self) -> Option<usize> {
-        if let Some(e) = self.pool.pop() {
-            return Some(e);
+    /// An event of the current context `context`: a pooled one of it, or
+    /// a new one.
+    fn event(&mut self, context: usize) -> Option<usize> {
+        if let Some(i) = self.pool.iter().rposition(|&(_, c)| c == context) {
+            return Some(self.pool.swap_remove(i).0);
         }
         let mut e: CuEvent = std::ptr::null_mut();
         // SAFETY: creating an event in the current context into a local.
         let rc = unsafe { (self.calls.create)(&mut e, EVENT_DISABLE_TIMING) };
         (rc == CUDA_SUCCESS).then_some(e as usize)
     }
+
+    /// The calling thread's current context; None without one.
+    fn current(&self) -> Option<usize> {
+        let mut c: CuContext = std::ptr::null_mut();
+        // SAFETY: a local out-parameter.
+        let rc = unsafe { (self.calls.ctx_get_current)(&mut c) };
+        (rc == CUDA_SUCCESS && !c.is_null()).then_some(c as usize)
+    }
+
+    /// On the flusher's thread, makes `context` current (the driver's
+    /// event calls act in the calling thread's current context; that
+    /// thread starts with none). Elsewhere nothing: the job's threads keep
+    /// theirs, and the allocator calls from the thread that recorded.
+    fn enter(&self, context: usize) -> bool {
+        FLUSHER_CONTEXT.with(|cur| match cur.get() {
+            None => true,
+            Some(c) if c == context => true,
+            Some(_) => {
+                // SAFETY: `context` was current on the thread that recorded
+                // the event, and the job holds it while it allocates.
+                let ok =
+                    unsafe { (self.calls.ctx_set_current)(context as CuContext) } == CUDA_SUCCESS;
+                cur.set(ok.then_some(context).or(Some(0)));
+                ok
+            }
+        })
+    }
 }
 
 impl Fence for CudaFence {
-    type Token = usize;
+    type Token = Point;
 
-    fn record(&mut self, stream: u64) -> Option<usize> {
+    fn record(&mut self, stream: u64) -> Option<Point> {
         let calls = driver::calls()?;
         let s = stream as usize as CuStream;
         let mut status = 0;
@@ -144,27 +196,32 @@ impl Fence for CudaFence {
             // no fence, so no mark.
             return None;
         }
-        let e = self.event()?;
+        // No current context: no event to record, so no mark (the safe side).
+        let context = self.current()?;
+        let event = self.event(context)?;
+        let p = Point { event, context };
         // SAFETY: recording our event on the allocator's stream.
-        let rc = unsafe { (self.calls.record)(e as CuEvent, s) };
+        let rc = unsafe { (self.calls.record)(event as CuEvent, s) };
         if rc != CUDA_SUCCESS {
-            self.release(e);
+            self.release(p);
             return None;
         }
-        Some(e)
+        Some(p)
     }
 
-    fn passed(&mut self, t: &usize) -> bool {
-        // SAFETY: querying our own event; NOT_READY and errors are "no".
-        unsafe { (self.calls.query)(*t as CuEvent) == CUDA_SUCCESS }
+    fn passed(&mut self, t: &Point) -> bool {
+        // SAFETY: querying our own event in its context; NOT_READY and
+        // errors are "no".
+        self.enter(t.context) && unsafe { (self.calls.query)(t.event as CuEvent) == CUDA_SUCCESS }
     }
 
-    fn release(&mut self, t: usize) {
+    fn release(&mut self, t: Point) {
         if self.pool.len() < POOL {
-            self.pool.push(t);
-        } else {
-            // SAFETY: destroying our own event, no longer referenced.
-            unsafe { (self.calls.destroy)(t as CuEvent) };
+            self.pool.push((t.event, t.context));
+        } else if self.enter(t.context) {
+            // SAFETY: destroying our own event, no longer referenced, in
+            // its context.
+            unsafe { (self.calls.destroy)(t.event as CuEvent) };
         }
     }
 }

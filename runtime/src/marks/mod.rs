@@ -80,6 +80,8 @@ use std::time::{Duration, Instant};
 
 /// The socket marks go to; unset: no marks.
 pub const ENV_SOCKET: &str = "PRESCIENT_MARKS_SOCKET";
+/// "0": no flusher thread; dead marks go out at allocator calls only.
+pub const ENV_FLUSHER: &str = "PRESCIENT_MARKS_FLUSHER";
 /// Allocator events, as the torch helper numbers them.
 pub const EV_ALLOC: c_int = 1;
 pub const EV_FREE_COMPLETED: c_int = 2;
@@ -131,23 +133,33 @@ fn state() -> Option<&'static Mutex<State>> {
 /// them by then, a copy to the host of memory already dead (BENCHMARKS-gpu.md
 /// run 101). The thread takes the same lock as the allocator's callback,
 /// so the protocol's order (points 2-3 above) is unchanged; it never calls
-/// into PyTorch.
+/// into PyTorch. The driver's event calls act in the calling thread's
+/// current context, and this thread starts with none: it makes each
+/// event's own context current first (fence.rs `enter`; the job's threads
+/// keep theirs). `PRESCIENT_MARKS_FLUSHER=0` turns it off.
 fn start_flusher(calls: &'static fence::EventCalls) {
+    if std::env::var_os(ENV_FLUSHER).is_some_and(|v| v == "0") {
+        return;
+    }
     let spawned = std::thread::Builder::new()
         .name("prescient-marks".into())
-        .spawn(move || loop {
-            std::thread::sleep(FLUSHER_EVERY);
-            if CHILD.load(Ordering::Relaxed) {
-                return;
+        .spawn(move || {
+            fence::become_flusher();
+            loop {
+                std::thread::sleep(FLUSHER_EVERY);
+                if CHILD.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Some(mut s) = lock() else { return };
+                if !s.marks.waiting() {
+                    continue;
+                }
+                let _r = Relaxed::new(calls);
+                let sent = s.marks.flush();
+                s.marks.counters.flusher_blocks += sent;
+                // `last_flush` stays the allocator calls' own: should this
+                // thread's queries fail, those calls still flush as before.
             }
-            let Some(mut s) = lock() else { return };
-            if !s.marks.waiting() {
-                continue;
-            }
-            let _r = Relaxed::new(calls);
-            let sent = s.marks.flush();
-            s.marks.counters.flusher_blocks += sent;
-            s.last_flush = Instant::now();
         });
     if let Err(e) = spawned {
         // The allocator calls still flush, later.

@@ -99,8 +99,13 @@ CUresult cuInit(unsigned flags) { return flags == 0 ? OK : INVALID_VALUE; }
 #define FAKE_DEVICES 2
 #define INVALID_DEVICE 101
 #define INVALID_CONTEXT 201
-static __thread int current_dev;
+static __thread int current_dev = -1;
 void fake_set_current(int d) { current_dev = d; }
+/* The loading (main) thread starts with device 0's context current, as a
+ * CUDA program's has once it used the device; a thread it starts has none
+ * until cuCtxSetCurrent (the driver API: "the calling CPU thread's current
+ * context"). */
+__attribute__((constructor)) static void main_thread_current(void) { current_dev = 0; }
 typedef struct { char bytes[16]; } CUuuid;
 static CUresult device_uuid(CUuuid *u, int dev) {
     if (!u) return INVALID_VALUE;
@@ -237,11 +242,19 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, void *s) { (void)s; retu
  * caller must pass; this one answers device 7 for any non-null one, so a
  * caller that asks at 13.0 and passes one argument sees the wrong device. */
 static long events_recorded;
-static int capture_mode;
+static __thread int capture_mode; /* per thread, as the driver keeps it */
 long fake_events_recorded(void) { return events_recorded; }
 CUresult cuEventCreate(void **e, unsigned flags) { static long n; (void)flags; *e = (void *)(++n); return OK; }
 CUresult cuEventRecord(void *e, void *s) { (void)e; (void)s; events_recorded++; return OK; }
-CUresult cuEventQuery(void *e) { (void)e; return OK; }
+/* Every call below needs a current context, as the driver API's calls do;
+ * contexts are device d's primary context, handle d + 1. */
+CUresult cuEventQuery(void *e) { (void)e; return current_dev < 0 ? INVALID_CONTEXT : OK; }
+CUresult cuCtxGetCurrent(void **c) {
+    if (!c) return INVALID_VALUE;
+    *c = current_dev < 0 ? NULL : (void *)(uintptr_t)(current_dev + 1);
+    return OK;
+}
+CUresult cuCtxSetCurrent(void *c) { current_dev = c ? (int)(uintptr_t)c - 1 : -1; return OK; }
 CUresult cuEventDestroy_v2(void *e) { (void)e; return OK; }
 CUresult cuThreadExchangeStreamCaptureMode(int *m) { int t = capture_mode; capture_mode = *m; *m = t; return OK; }
 CUresult cuCtxGetDevice(int *d) {
@@ -285,6 +298,8 @@ static const struct { const char *name; int version; int ptsz; void *fn; } table
     {"cuEventDestroy", 4000, 0, cuEventDestroy_v2},
     {"cuThreadExchangeStreamCaptureMode", 10010, 0, cuThreadExchangeStreamCaptureMode},
     {"cuCtxGetDevice", 2000, 0, cuCtxGetDevice},
+    {"cuCtxGetCurrent", 4000, 0, cuCtxGetCurrent},
+    {"cuCtxSetCurrent", 4000, 0, cuCtxSetCurrent},
     {"cuCtxGetDevice", 13000, 0, cuCtxGetDevice_v2},
     {"cuMemAllocAsync", 11020, 0, cuMemAllocAsync},
     {"cuMemAllocAsync", 11020, 1, cuMemAllocAsync_ptsz},
