@@ -15,10 +15,10 @@
 //! after it went (a *quick return*) would have been resident still without
 //! the reserve, and the GPU waited for it. Only faults count: where
 //! prefetching pays, a victim needed again soon comes back by our prefetch
-//! before the GPU asks (a stream a little larger than the limit: the
-//! guard's prefetch-free way turned those into faults, 6.4x as many in
-//! core/tests/thrash.rs), and in the G10 traces victims come back after
-//! thousands of victims.
+//! before the GPU asks (umbench stream under 96% of its footprint: a
+//! guard counting those returns too turned on and made it 3.1x slower,
+//! BENCHMARKS-gpu.md run 103), and in the G10 traces victims come back
+//! after thousands of victims.
 //!
 //! # States
 //! Measured over the regret window's epochs of victims (`victims.rs`):
@@ -94,16 +94,16 @@ impl Thrash {
     /// An epoch of `victims` ended. Returns true when this turned the guard
     /// on.
     pub(super) fn end_epoch(&mut self, victims: u64) -> bool {
-        let regrets = core::mem::take(&mut self.quick);
+        let quick = core::mem::take(&mut self.quick);
         if self.on {
             self.hold = self.hold.saturating_sub(1);
-            if self.hold == 0 && regrets * LEAVE_RATE <= victims {
+            if self.hold == 0 && quick * LEAVE_RATE <= victims {
                 self.leave();
             }
             return false;
         }
         self.since_left = self.since_left.saturating_add(1);
-        if regrets * ENTER_RATE <= victims {
+        if quick * ENTER_RATE <= victims {
             self.streak = 0;
             return false;
         }
