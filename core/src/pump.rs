@@ -357,8 +357,7 @@ where
     let cap = limit.blocks(engine.free_target());
     if engine.thrash_guarded() {
         // Every victim would come straight back: only room already free.
-        let counted = host.resident_blocks(engine.resident_blocks());
-        if counted.saturating_sub(host.leaving_blocks()) >= cap {
+        if staying(engine, host) >= cap {
             done.guarded = true;
             return Room::None;
         }
@@ -370,6 +369,16 @@ where
     } else {
         Room::Leaving
     }
+}
+
+/// Blocks that stay resident: those the host counts, less those leaving.
+fn staying<S, H>(engine: &Engine<S>, host: &H) -> u64
+where
+    S: DerefMut<Target = [u64]>,
+    H: Host + ?Sized,
+{
+    let counted = host.resident_blocks(engine.resident_blocks());
+    counted.saturating_sub(host.leaving_blocks())
 }
 
 /// Takes the engine's victims, a batch at a time, until at most `target`
@@ -389,8 +398,7 @@ where
 {
     let mut batch = [Victim::default(); VICTIM_BATCH];
     loop {
-        let counted = host.resident_blocks(engine.resident_blocks());
-        let resident = counted.saturating_sub(host.leaving_blocks());
+        let resident = staying(engine, host);
         if resident <= target {
             return true;
         }

@@ -79,18 +79,18 @@ fn churn(
     }
 }
 
+/// Random access a block past the budget (runs 96/99): two in three
+/// victims faulted back, after fewer victims than the reserve holds.
+fn random_past_the_budget(e: &mut Engine<Vec<u64>>, gpu: &mut BTreeSet<u64>) {
+    churn(e, gpu, 20_000, RESERVE as usize / 2, |i| {
+        (i % 3 != 0).then_some(true)
+    });
+}
+
 #[test]
 fn victims_faulted_straight_back_turn_it_on() {
-    // Random access a block past the budget: two in three victims faulted
-    // back, after fewer victims than the reserve holds.
     let mut e = full_engine();
-    churn(
-        &mut e,
-        &mut all_blocks(),
-        20_000,
-        RESERVE as usize / 2,
-        |i| (i % 3 != 0).then_some(true),
-    );
+    random_past_the_budget(&mut e, &mut all_blocks());
     assert!(e.stats().thrash_guards >= 1, "{:?}", e.stats());
     assert!(e.thrash_guarded());
     assert_eq!(e.free_target(), 0, "no reserve while guarded");
@@ -126,13 +126,7 @@ fn victims_faulted_back_much_later_leave_it_off() {
 #[test]
 fn it_turns_off_once_victims_stop_coming_back() {
     let mut e = full_engine();
-    churn(
-        &mut e,
-        &mut all_blocks(),
-        20_000,
-        RESERVE as usize / 2,
-        |i| (i % 3 != 0).then_some(true),
-    );
+    random_past_the_budget(&mut e, &mut all_blocks());
     assert!(e.thrash_guarded());
     churn(&mut e, &mut all_blocks(), 20_000, 0, |_| None);
     assert!(!e.thrash_guarded(), "{:?}", e.stats());
@@ -172,13 +166,7 @@ fn while_guarded_the_pump_makes_no_room_for_a_prefetch() {
         resident: all_blocks(),
         ..Gpu::default()
     };
-    churn(
-        &mut e,
-        &mut gpu.resident,
-        20_000,
-        RESERVE as usize / 2,
-        |i| (i % 3 != 0).then_some(true),
-    );
+    random_past_the_budget(&mut e, &mut gpu.resident);
     assert!(e.thrash_guarded());
     assert_eq!(gpu.resident.len() as u64, CAPACITY);
     // A new kernel whose blocks are all elsewhere: the engine predicts

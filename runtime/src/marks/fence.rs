@@ -131,7 +131,7 @@ pub struct Point {
 /// Events on the frees' streams.
 pub struct CudaFence {
     calls: &'static EventCalls,
-    pool: Vec<(usize, usize)>,
+    pool: Vec<Point>,
 }
 
 impl CudaFence {
@@ -144,14 +144,17 @@ impl CudaFence {
 
     /// An event of the current context `context`: a pooled one of it, or
     /// a new one.
-    fn event(&mut self, context: usize) -> Option<usize> {
-        if let Some(i) = self.pool.iter().rposition(|&(_, c)| c == context) {
-            return Some(self.pool.swap_remove(i).0);
+    fn event(&mut self, context: usize) -> Option<Point> {
+        if let Some(i) = self.pool.iter().rposition(|p| p.context == context) {
+            return Some(self.pool.swap_remove(i));
         }
         let mut e: CuEvent = std::ptr::null_mut();
         // SAFETY: creating an event in the current context into a local.
         let rc = unsafe { (self.calls.create)(&mut e, EVENT_DISABLE_TIMING) };
-        (rc == CUDA_SUCCESS).then_some(e as usize)
+        (rc == CUDA_SUCCESS).then_some(Point {
+            event: e as usize,
+            context,
+        })
     }
 
     /// The calling thread's current context; None without one.
@@ -197,11 +200,9 @@ impl Fence for CudaFence {
             return None;
         }
         // No current context: no event to record, so no mark (the safe side).
-        let context = self.current()?;
-        let event = self.event(context)?;
-        let p = Point { event, context };
+        let p = self.event(self.current()?)?;
         // SAFETY: recording our event on the allocator's stream.
-        let rc = unsafe { (self.calls.record)(event as CuEvent, s) };
+        let rc = unsafe { (self.calls.record)(p.event as CuEvent, s) };
         if rc != CUDA_SUCCESS {
             self.release(p);
             return None;
@@ -217,7 +218,7 @@ impl Fence for CudaFence {
 
     fn release(&mut self, t: Point) {
         if self.pool.len() < POOL {
-            self.pool.push((t.event, t.context));
+            self.pool.push(t);
         } else if self.enter(t.context) {
             // SAFETY: destroying our own event, no longer referenced, in
             // its context.
