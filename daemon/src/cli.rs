@@ -198,6 +198,13 @@ pub struct PolicyArgs {
     /// 1.87x faster, the 220M LM 1.31-1.52x slower).
     #[arg(long, hide = true)]
     pub cyclic_victims: bool,
+    /// With launch footprints: victims among the blocks no queued launch
+    /// uses go by their next use, predicted from their uses one step ago
+    /// (a step: the launches between two of one execution id), the
+    /// farthest first; the queue is ordered as with --order-queue. A
+    /// research knob, off.
+    #[arg(long, hide = true, conflicts_with = "cyclic_victims")]
+    pub next_use_victims: bool,
     /// Never try an allocation in host memory. By default (prescient mode,
     /// with execution ids) an allocation of 64 MB or more that the CPU's
     /// own faults take back from the GPU in two rounds (a buffer the CPU

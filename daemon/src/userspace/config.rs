@@ -104,6 +104,11 @@ pub struct Config {
     /// whole queue ordered as `order_queue` does (`--cyclic-victims`,
     /// hidden).
     pub cyclic_victims: bool,
+    /// Victims among blocks no queued launch uses go by their next use
+    /// predicted from their uses a step ago, the farthest first
+    /// (ahead/recur.rs, order.rs `order_next_use`), with the whole queue
+    /// ordered as `order_queue` does (`--next-use-victims`, hidden).
+    pub next_use_victims: bool,
     /// Try allocations the CPU rewrites every step in host memory, mapped
     /// to the GPU, keeping those that shorten the step (shared.rs): on
     /// unless `--no-host-shared`.
@@ -154,6 +159,7 @@ impl Default for Config {
             order_queue: false,
             large_window_pct: 0,
             cyclic_victims: false,
+            next_use_victims: false,
             // On: dnn 34.7 ms a step with its input tried and kept, 170.4
             // without; no trial started on the other jobs (GPU runs 96-97).
             host_shared: true,
@@ -164,9 +170,15 @@ impl Default for Config {
 impl Config {
     /// Does a research knob read the whole list of upcoming blocks and
     /// the running launches' (`--order-queue`, `--cyclic-victims`,
-    /// `--large-window-pct`)? Else a turn reads only its window's part.
+    /// `--next-use-victims`, `--large-window-pct`)? Else a turn reads only
+    /// its window's part.
     pub fn reads_whole_queue(&self) -> bool {
-        self.order_queue || self.cyclic_victims || self.large_window_pct > 0
+        self.orders_queue() || self.large_window_pct > 0
+    }
+
+    /// Does a research knob order the whole queue for victims?
+    pub fn orders_queue(&self) -> bool {
+        self.order_queue || self.cyclic_victims || self.next_use_victims
     }
 
     /// The budget of `gpu`: its own by UUID or nvidia-smi index, else the

@@ -104,6 +104,9 @@ impl Policy for Prescient {
             if p.cfg.cyclic_victims {
                 a.track_left();
             }
+            if p.cfg.next_use_victims {
+                a.track_next_use();
+            }
             if p.cfg.reads_whole_queue() {
                 a.track_running();
             }
@@ -280,16 +283,18 @@ struct Ahead<'a> {
 /// (ahead/issue.rs). Returns what the round did.
 fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
     let lb = limit.blocks(a.engine.free_target());
-    let pass = a.cfg.order_queue || a.cfg.cyclic_victims;
-    if pass && order::may_order(a.up, lb) {
+    if a.cfg.orders_queue() && order::may_order(a.up, lb) {
         let now = Instant::now();
         if a.ordered
             .is_none_or(|t| now.duration_since(t) >= order::ORDER_EVERY)
         {
             *a.ordered = Some(now);
-            match &a.up.left {
-                Some(left) if a.cfg.cyclic_victims => {
+            match (&a.up.left, &a.up.next_use) {
+                (Some(left), _) if a.cfg.cyclic_victims => {
                     order::order_cyclic(a.engine, left, &a.up.blocks);
+                }
+                (_, Some(next)) if a.cfg.next_use_victims => {
+                    order::order_next_use(a.engine, &next.farthest_first, &a.up.blocks);
                 }
                 _ => {
                     order::order_upcoming(a.engine, &a.up.blocks);
@@ -568,6 +573,10 @@ mod tests {
             },
             Config {
                 cyclic_victims: true,
+                ..mk()
+            },
+            Config {
+                next_use_victims: true,
                 ..mk()
             },
             Config {

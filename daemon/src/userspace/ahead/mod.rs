@@ -17,12 +17,14 @@
 //!
 //! - queue.rs: the launches to come, and how far ahead of the GPU they are;
 //! - issue.rs: their blocks, prefetched in order under the budget;
-//! - order.rs: victim orders over the whole queue (research knobs, off);
+//! - order.rs: victim orders over the whole queue (research knobs, off),
+//!   recur.rs: each block's next use from its uses a step ago (for one);
 //! - ring.rs: finding and mapping the ring; turn.rs: reading it each turn.
 
 pub(super) mod issue;
 pub(super) mod order;
 pub(super) mod queue;
+mod recur;
 mod ring;
 mod turn;
 
@@ -59,6 +61,10 @@ pub struct AheadStats {
     /// queued at the last snapshot.
     pub window_blocks: u64,
     pub queued_now: u64,
+    /// `--next-use-victims`: launches in a step (0: none known yet), and
+    /// times the table of uses started again at its bound.
+    pub next_use_period: u64,
+    pub next_use_restarts: u64,
 }
 
 /// The process's ring, its reader, and the launches to come.
@@ -74,6 +80,7 @@ pub(super) struct Ahead {
     /// `track_running`).
     want_left: bool,
     want_running: bool,
+    want_next_use: bool,
     seen_gen: u64,
     wanted: bool,
     pub(super) stats: AheadStats,
@@ -95,6 +102,7 @@ impl Ahead {
             upcoming_max: 0,
             want_left: false,
             want_running: false,
+            want_next_use: false,
             seen_gen: 0,
             wanted: true,
             stats: AheadStats::default(),
@@ -120,6 +128,16 @@ impl Ahead {
     /// (`queue::Left`, for `--cyclic-victims`), from the next list on.
     pub(super) fn track_left(&mut self) {
         self.want_left = true;
+    }
+
+    /// Predicts each block's next use from its uses a step ago
+    /// (`Upcoming::next_use`, for `--next-use-victims`), from the next
+    /// record on.
+    pub(super) fn track_next_use(&mut self) {
+        if !self.want_next_use {
+            self.want_next_use = true;
+            self.queue.recur.get_or_insert_with(Default::default);
+        }
     }
 
     /// Lists the running launches' blocks too (`Upcoming::running`, for
@@ -165,6 +183,9 @@ impl Ahead {
             if self.want_running {
                 up.running.get_or_insert_with(Vec::new);
             }
+            if self.want_next_use {
+                up.next_use.get_or_insert_with(Default::default);
+            }
             self.queue.upcoming(max, up);
             self.upcoming_gen = Some(self.queue.front_generation);
             self.seen_gen = self.queue.generation;
@@ -189,9 +210,12 @@ impl Ahead {
 
     /// The counters, with the queue's.
     pub(super) fn snapshot(&self) -> AheadStats {
+        let recur = self.queue.recur.as_ref();
         AheadStats {
             queue: self.queue.stats.clone(),
             queued_now: self.queue.len() as u64,
+            next_use_period: recur.and_then(|r| r.period()).unwrap_or(0),
+            next_use_restarts: recur.map_or(0, |r| r.restarts),
             ..self.stats.clone()
         }
     }

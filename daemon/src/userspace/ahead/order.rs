@@ -16,8 +16,13 @@
 //! `--cyclic-victims` (hidden, off) puts before that order the blocks no
 //! queued launch uses, from the one that left the queue last
 //! (`order_cyclic`): GPU runs 87-90, stream 1.87x faster and the
-//! transformer 1.16x, the 220M LM 1.31-1.52x slower. Neither pass runs
-//! while the running launches alone exceed the limit (`may_order`).
+//! transformer 1.16x, the 220M LM 1.31-1.52x slower.
+//!
+//! `--next-use-victims` (hidden, off) puts before that order the blocks no
+//! queued launch uses by their next use predicted from a step ago, the
+//! farthest first (`order_next_use`, recur.rs): the block that left last
+//! is the one a backward pass needs first. No pass runs while the running
+//! launches alone exceed the limit (`may_order`).
 
 use super::queue::{Left, Upcoming};
 use prescient_core::Engine;
@@ -76,6 +81,30 @@ where
         engine.migrated_in(b);
     }
     gone.len() as u64 + order_upcoming(engine, upcoming)
+}
+
+/// `--next-use-victims`: [`order_upcoming`], after making the resident
+/// live blocks of `farthest_first` (`(next use, block)` of blocks no
+/// queued launch uses, recur.rs) the most recently migrated in that
+/// order: victims are the blocks no launch is known to use, then those
+/// expected back last, then the queued ones from the one used last.
+/// Returns how many blocks were touched.
+pub(in crate::userspace) fn order_next_use<S>(
+    engine: &mut Engine<S>,
+    farthest_first: &[(u64, u64)],
+    upcoming: &[u64],
+) -> u64
+where
+    S: DerefMut<Target = [u64]>,
+{
+    let mut touched = 0;
+    for &(_, b) in farthest_first {
+        if engine.is_live(b) {
+            engine.migrated_in(b);
+            touched += 1;
+        }
+    }
+    touched + order_upcoming(engine, upcoming)
 }
 
 /// May the whole-queue passes run? Not while the running launches alone
@@ -154,6 +183,62 @@ mod tests {
         let got: Vec<u64> = out.iter().map(|v| v.block).collect();
         assert_eq!(got, [4, 2, 7, 6, 1, 0, 5, 3]);
     }
+
+    /// `--next-use-victims` through the queue: four training steps of six
+    /// launches (forward 1-3 writes activations 10-12, backward 4-6
+    /// reads them in reverse), then the fifth's forward pass, which the GPU
+    /// has run (the page shows its last launch, which uses 12). Blocks
+    /// 10-12 and 30 (no launch uses it) are resident: the victims are 30,
+    /// then 10 (read last by the coming backward pass), 11, 12. The block
+    /// that left the queue last, 11, is the one it reads second.
+    #[test]
+    fn next_use_victims_go_by_the_last_steps_order() {
+        use super::super::queue::Queue;
+        use prescient_uapi::execpage::encode;
+        use prescient_uapi::launchring::Record;
+        let mut q = Queue::default();
+        q.recur = Some(Default::default());
+        let order = [(1, 10), (2, 11), (3, 12), (4, 12), (5, 11), (6, 10)];
+        let launches: Vec<_> = (0..4)
+            .flat_map(|_| order)
+            .chain(order.into_iter().take(3))
+            .collect();
+        for &(id, block) in &launches {
+            let mut r = Record {
+                id: encode(id),
+                stream: 0x7000,
+                ..Record::default()
+            };
+            r.push(block, 1);
+            q.push(&r);
+        }
+        for &(id, _) in &launches {
+            q.started(0x7000, id);
+        }
+        let mut up = Upcoming {
+            next_use: Some(Default::default()),
+            ..Upcoming::default()
+        };
+        q.upcoming(MAX_UPCOMING_TEST, &mut up);
+        assert_eq!(up.blocks, [12], "the running launch");
+        let next = up.next_use.clone().unwrap().farthest_first;
+        assert_eq!(next, [(30, 10), (29, 11), (28, 12)]);
+
+        let p = base_params(Some(8 * BLOCK_BYTES), 1024);
+        let mut e = prescient_core::Engine::new(p, vec![0u64; p.storage_words()]).unwrap();
+        let mut l = Residency::default();
+        for b in [12, 11, 10, 30] {
+            fault_in(&mut l, &mut e, b);
+        }
+        assert_eq!(order_next_use(&mut e, &next, &up.blocks), 4, "12 twice");
+        let mut out = [prescient_core::Victim::default(); 4];
+        assert_eq!(e.victims(&mut out), 4);
+        let got: Vec<u64> = out.iter().map(|v| v.block).collect();
+        assert_eq!(got, [30, 10, 11, 12]);
+    }
+
+    /// The list bound for the test above: the whole queue.
+    const MAX_UPCOMING_TEST: usize = 64;
 
     /// The passes run unless the running launches are larger than the
     /// limit.

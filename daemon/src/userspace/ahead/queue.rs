@@ -4,6 +4,7 @@
 //! run and leave from the front. The front of each stream is the kernel
 //! it runs now; behind it, the kernels to come and their blocks.
 
+use super::recur::Recurrence;
 use prescient_uapi::execpage;
 use prescient_uapi::launchring::Record;
 use serde::Serialize;
@@ -25,6 +26,8 @@ pub struct Launch {
     pub id: u64,
     /// `(first block, count)` ranges.
     pub ranges: Vec<(u64, u64)>,
+    /// Its number among the launches queued, from 1 (0: not counted).
+    pub number: u64,
 }
 
 /// What the queue saw (the `ahead` object of the stats JSON).
@@ -68,6 +71,8 @@ pub struct Queue {
     pub generation: u64,
     pub front_generation: u64,
     pub stats: QueueStats,
+    /// Each block's uses, for its next use (`--next-use-victims`).
+    pub recur: Option<Recurrence>,
 }
 
 /// The histogram bucket of `n` queued launches.
@@ -86,11 +91,10 @@ impl Queue {
         self.stats.truncated += u64::from(r.truncated);
         self.stats.guessed += u64::from(r.guessed);
         self.stats.blocks += r.blocks().map(|(_, n)| n).sum::<u64>();
+        let ranges: Vec<(u64, u64)> = r.blocks().collect();
+        let number = self.recur.as_mut().map_or(0, |t| t.launched(id, &ranges));
         let q = self.streams.entry(r.stream).or_default();
-        q.push_back(Launch {
-            id,
-            ranges: r.blocks().collect(),
-        });
+        q.push_back(Launch { id, ranges, number });
         self.len += 1;
         if self.len > MAX_QUEUED {
             q.pop_front();
@@ -125,6 +129,19 @@ impl Queue {
             self.generation += 1;
             self.front_generation += 1;
         }
+    }
+
+    /// The number of the launch the GPU runs now: the earliest at a
+    /// stream's front, else one past the last queued.
+    fn now(&self) -> u64 {
+        let last = self.recur.as_ref().map_or(0, Recurrence::last_launch);
+        (self
+            .streams
+            .values()
+            .filter_map(|q| q.front())
+            .map(|l| l.number))
+        .min()
+        .unwrap_or(last + 1)
     }
 
     /// Launches queued in all.
@@ -189,6 +206,9 @@ impl Queue {
         if let Some(left) = up.left.as_mut() {
             left.update(&old, out, &seen);
         }
+        if let (Some(next), Some(recur)) = (up.next_use.as_mut(), self.recur.as_ref()) {
+            next.update(recur, self.now());
+        }
         if let Some(r) = up.running.as_mut() {
             let first = &out[..running.unwrap_or(0)];
             r.clear();
@@ -213,6 +233,8 @@ pub struct Upcoming {
     pub generation: u64,
     /// When each block left the list, if asked for (`--cyclic-victims`).
     pub left: Option<Left>,
+    /// If asked for (`--next-use-victims`): every block's next use.
+    pub next_use: Option<NextUses>,
 }
 
 impl Upcoming {
@@ -225,6 +247,42 @@ impl Upcoming {
     /// Do the running launches alone use more blocks than `limit_blocks`?
     pub fn running_exceeds(&self, limit_blocks: u64) -> bool {
         self.running().len() as u64 > limit_blocks
+    }
+}
+
+/// `(next use, block)` of every block with a use known, the farthest
+/// first (`u64::MAX`: not expected back; those go first of all), as of
+/// launch `now`; empty while no period is known (the engine's order
+/// stands). Blocks the list holds are in it too: the pass orders those
+/// after (order.rs `order_next_use`).
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct NextUses {
+    pub farthest_first: Vec<(u64, u64)>,
+    pub now: u64,
+}
+
+impl NextUses {
+    /// Computes the order again once the GPU is a 64th of a period past
+    /// the last time: a block's next use changes only when the GPU passes
+    /// it, and the computation costs about a microsecond a block, too
+    /// much for every kernel start.
+    fn update(&mut self, recur: &Recurrence, now: u64) {
+        let Some(period) = recur.period() else {
+            self.farthest_first.clear();
+            return;
+        };
+        let fresh = !self.farthest_first.is_empty() && now < self.now + (period / 64).max(1);
+        if fresh && now >= self.now {
+            return;
+        }
+        self.now = now;
+        self.farthest_first.clear();
+        self.farthest_first.extend(
+            recur
+                .next_uses(now, period)
+                .map(|(b, at)| (at.unwrap_or(u64::MAX), b)),
+        );
+        self.farthest_first.sort_unstable_by(|x, y| y.cmp(x));
     }
 }
 
