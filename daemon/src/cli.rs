@@ -194,17 +194,20 @@ pub struct PolicyArgs {
     /// uses go from the one that left the queue last (used again last in
     /// a program that repeats itself), and the queue is ordered as with
     /// --order-queue; neither pass runs while the running launches exceed
-    /// the limit. A research knob, off (BENCHMARKS-gpu.md runs 87-90: stream
-    /// 1.87x faster, the 220M LM 1.31-1.52x slower).
+    /// the limit; it replaces the next-use order. A research knob, off
+    /// (BENCHMARKS-gpu.md runs 87-90: stream 1.87x faster, the 220M LM
+    /// 1.31-1.52x slower).
     #[arg(long, hide = true)]
     pub cyclic_victims: bool,
-    /// With launch footprints: victims among the blocks no queued launch
+    /// With launch footprints, victims among the blocks no queued launch
     /// uses go by their next use, predicted from their uses one step ago
     /// (a step: the launches between two of one execution id), the
-    /// farthest first; the queue is ordered as with --order-queue. A
-    /// research knob, off.
-    #[arg(long, hide = true, conflicts_with = "cyclic_victims")]
-    pub next_use_victims: bool,
+    /// farthest first, and the queue is ordered as with --order-queue;
+    /// this turns that off (victims: least recently migrated first, the
+    /// window's blocks last). A research knob (BENCHMARKS-gpu.md runs
+    /// 108-111).
+    #[arg(long, hide = true)]
+    pub no_next_use_victims: bool,
     /// Never try an allocation in host memory. By default (prescient mode,
     /// with execution ids) an allocation of 64 MB or more that the CPU's
     /// own faults take back from the GPU in two rounds (a buffer the CPU

@@ -298,7 +298,7 @@ fn loop_config(
         order_queue: args.policy.order_queue,
         large_window_pct: args.policy.large_window_pct,
         cyclic_victims: args.policy.cyclic_victims,
-        next_use_victims: args.policy.next_use_victims,
+        next_use_victims: !args.policy.no_next_use_victims,
         host_shared: !args.policy.no_host_shared,
     }
 }

@@ -12,7 +12,8 @@
 # foot25r3 and foot25r12 (window 25%, --reserve-pct 3 or 12), and
 # foot25B: foot25 with the prescientd that PD_B (environment) names, and
 # foot25nf: foot25 with the runtime's marks flusher off (PRESCIENT_MARKS_FLUSHER=0),
-# foot25nu: foot25 with --next-use-victims.
+# foot25nn: foot25 with --no-next-use-victims (runs 108-111 ran the
+# next-use order as foot25nu, when it was off by default).
 # DEADLINE_S (environment, default 540): no case starts after this many seconds.
 # Usage: bench/gpu/runtime/ahead.sh OUT [REPS] [STEPS]
 set -u
@@ -51,7 +52,7 @@ model_() {
         foot10) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 10 ;;
         foot25r3) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 --reserve-pct 3 ;;
         foot25r12) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 --reserve-pct 12 ;;
-        foot25nu) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 --next-use-victims ;;
+        foot25nn) case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 --no-next-use-victims ;;
         foot25nf) PRESCIENT_MARKS_FLUSHER=0 case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;
         foot25u) PRESCIENT_FOOTPRINT_UNKNOWN_BYTES=0 case_ "$d" "$model" "$budget" "$model.$c.$r" exec-id prescient on 1 --footprints --footprint-window-pct 25 ;;
       esac

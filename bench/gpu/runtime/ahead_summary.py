@@ -14,7 +14,7 @@ import statistics
 import sys
 
 WARM = 3
-CONFIGS = ["driverlike", "marks", "foot", "foot25", "foot25u", "foot10", "foot25B", "foot25r3", "foot25r12", "foot25nf", "foot25nu"]
+CONFIGS = ["driverlike", "marks", "foot", "foot25", "foot25u", "foot10", "foot25B", "foot25r3", "foot25r12", "foot25nf", "foot25nu", "foot25nn"]
 
 
 def steps_of(path):

@@ -13,8 +13,8 @@
 # ("driverlike transparent execid marks"), and "foot": marks plus launch
 # footprints (prescientd --footprints), "footB" the same with the prescientd
 # that PD_B (environment) names, "foot50" foot with the footprint window at
-# 50%, "footnf" foot with the runtime's marks flusher off, "footnu" foot
-# with --next-use-victims; PLAIN=0 skips the plain run.
+# 50%, "footnf" foot with the runtime's marks flusher off, "footnn" foot
+# with --no-next-use-victims; PLAIN=0 skips the plain run.
 set -u
 out=$1; model=$2; steps=$3; reps=$4; budget=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,7 +57,7 @@ for r in $(seq 1 "$reps"); do
       marks) case_ "$model.marks.$r" exec-id prescient on 1 ;;
       foot) case_ "$model.foot.$r" exec-id prescient on 1 --footprints ;;
       foot50) case_ "$model.foot50.$r" exec-id prescient on 1 --footprints --footprint-window-pct 50 ;;
-      footnu) case_ "$model.footnu.$r" exec-id prescient on 1 --footprints --next-use-victims ;;
+      footnn) case_ "$model.footnn.$r" exec-id prescient on 1 --footprints --no-next-use-victims ;;
       footnf) PRESCIENT_MARKS_FLUSHER=0 case_ "$model.footnf.$r" exec-id prescient on 1 --footprints ;;
       footB) PD_CASE=${PD_B:?footB needs PD_B} case_ "$model.footB.$r" exec-id prescient on 1 --footprints ;;
     esac

@@ -68,6 +68,9 @@ pub(super) struct Lane {
     /// When the launches to come were last ordered for victim choice
     /// (ahead/issue.rs `order_upcoming`).
     pub(super) upcoming_ordered: Option<Instant>,
+    /// The generation of the next uses the blocks were last ordered by
+    /// (`--next-use-victims`, ahead/queue.rs `NextUses`).
+    pub(super) next_use_ordered: u64,
     /// A large window's blocks prefetched since its launches started
     /// (ahead/issue.rs `Once`).
     pub(super) large_sent: Once,
@@ -109,6 +112,7 @@ impl Lane {
             guarded: false,
             prefetch_other_gpu: 0,
             upcoming_ordered: None,
+            next_use_ordered: 0,
             large_sent: Once::default(),
         })
     }
