@@ -43,7 +43,8 @@ pub(super) fn budget_blocks(l: &Lane) -> Option<u64> {
 /// The upcoming blocks a turn may use: the largest window of any lane
 /// (`--footprint-window-pct` of its budget or size, never less than its
 /// turn's share of its limit), or the whole list where a pass orders it
-/// or a large window may take the running launches'.
+/// (the next-use order's, by default) or a large window may take the
+/// running launches'.
 fn upcoming_needed(lanes: &Lanes, cfg: &Config) -> usize {
     if cfg.reads_whole_queue() {
         return MAX_UPCOMING;

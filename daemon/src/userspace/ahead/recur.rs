@@ -85,9 +85,9 @@ impl Recurrence {
         Some(*g.select_nth_unstable(mid).1)
     }
 
-    /// The launch that next uses `block` after launch `now`, by the
-    /// `period`: one period after the earliest kept use that gives a
-    /// launch past `now`. A block in a run of uses too dense for its kept
+    /// The launch that next uses `block` after launch `now`: its first
+    /// queued use past `now` if it has one, else by the `period`: one
+    /// period after the earliest kept use that gives a launch past `now`. A block in a run of uses too dense for its kept
     /// uses to reach a period back (a workspace every launch reads) comes
     /// back after its mean gap while the run goes on. None: no use known,
     /// or none in the last period.
@@ -123,6 +123,11 @@ impl Recurrence {
 /// [`Recurrence::next_use`] from a block's kept uses `u`.
 fn next_of(u: &[u64; USES_KEPT], now: u64, period: u64) -> Option<u64> {
     let kept: &[u64] = &u[..u.iter().position(|&x| x == 0).unwrap_or(USES_KEPT)];
+    // A use already queued (the CPU runs ahead) is known, not predicted:
+    // every launch before it is queued too, so it is the next.
+    if let Some(&queued) = kept.iter().rev().find(|&&x| x > now) {
+        return Some(queued);
+    }
     let (&newest, &oldest) = (kept.first()?, kept.last()?);
     let gap = ((newest - oldest) / (USES_KEPT as u64 - 1)).max(1);
     let dense = kept.len() == USES_KEPT && oldest.saturating_add(period) > now;
@@ -180,6 +185,13 @@ mod tests {
             (Some(28), Some(29), Some(30))
         );
         assert_eq!(next(99), None, "never used");
+        // With the GPU back at 25 (26 and 27 still queued), 11 and 12 have
+        // queued uses: those, not a period after last step's.
+        assert_eq!(
+            (r.next_use(12, 25, 6), r.next_use(11, 25, 6)),
+            (Some(27), Some(26))
+        );
+        assert_eq!(r.next_use(10, 25, 6), Some(30), "no queued use: 24 + 6");
         // A block last used a period ago or more is not expected back.
         r.launched(7, &[(40, 1)]);
         assert_eq!(r.next_use(40, 28 + 6, 6), None);
