@@ -172,15 +172,15 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Does a research knob read the whole list of upcoming blocks and
-    /// the running launches' (`--order-queue`, `--cyclic-victims`,
-    /// `--next-use-victims`, `--large-window-pct`)? Else a turn reads only
+    /// Does a pass read the whole list of upcoming blocks and the running
+    /// launches' (the next-use order, the default; `--order-queue`,
+    /// `--cyclic-victims`, `--large-window-pct`)? Else a turn reads only
     /// its window's part.
     pub fn reads_whole_queue(&self) -> bool {
         self.orders_queue() || self.large_window_pct > 0
     }
 
-    /// Does a research knob order the whole queue for victims?
+    /// Does a pass order the whole queue for victims?
     pub fn orders_queue(&self) -> bool {
         self.order_queue || self.cyclic_victims || self.next_use_victims
     }

@@ -69,7 +69,7 @@ pub(super) struct Lane {
     /// (ahead/issue.rs `order_upcoming`).
     pub(super) upcoming_ordered: Option<Instant>,
     /// The generation of the next uses the blocks were last ordered by
-    /// (`--next-use-victims`, ahead/queue.rs `NextUses`).
+    /// (the next-use order, ahead/queue.rs `NextUses`).
     pub(super) next_use_ordered: u64,
     /// A large window's blocks prefetched since its launches started
     /// (ahead/issue.rs `Once`).

@@ -7,7 +7,8 @@
 //! soonest last, so that blocks outside the window go first and, among
 //! the window's, the one used last goes first (Belady's choice within the
 //! window; outside it, the engine's tables decide). order.rs has the
-//! passes that order the whole queue (research knobs, off).
+//! passes that order the whole queue (the next-use order, on by default,
+//! and research knobs).
 
 use super::queue::Upcoming;
 use prescient_core::pump::{self, Admit, Host};

@@ -17,8 +17,9 @@
 //!
 //! - queue.rs: the launches to come, and how far ahead of the GPU they are;
 //! - issue.rs: their blocks, prefetched in order under the budget;
-//! - order.rs: victim orders over the whole queue (research knobs, off),
-//!   recur.rs: each block's next use from its uses a step ago (for one);
+//! - order.rs: victim orders over the whole queue (the next-use order, on,
+//!   and research knobs), recur.rs: each block's next use from its uses a
+//!   step ago (for the next-use order);
 //! - ring.rs: finding and mapping the ring; turn.rs: reading it each turn.
 
 pub(super) mod issue;
@@ -61,7 +62,7 @@ pub struct AheadStats {
     /// queued at the last snapshot.
     pub window_blocks: u64,
     pub queued_now: u64,
-    /// `--next-use-victims`: launches in a step (0: none known yet), and
+    /// The next-use order: launches in a step (0: none known yet), and
     /// times the table of uses started again at its bound.
     pub next_use_period: u64,
     pub next_use_restarts: u64,
@@ -131,7 +132,7 @@ impl Ahead {
     }
 
     /// Predicts each block's next use from its uses a step ago
-    /// (`Upcoming::next_use`, for `--next-use-victims`), from the next
+    /// (`Upcoming::next_use`, for the next-use order), from the next
     /// record on.
     pub(super) fn track_next_use(&mut self) {
         if !self.want_next_use {

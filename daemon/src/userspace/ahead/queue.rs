@@ -71,7 +71,7 @@ pub struct Queue {
     pub generation: u64,
     pub front_generation: u64,
     pub stats: QueueStats,
-    /// Each block's uses, for its next use (`--next-use-victims`).
+    /// Each block's uses, for its next use (the next-use order).
     pub recur: Option<Recurrence>,
 }
 
@@ -233,7 +233,7 @@ pub struct Upcoming {
     pub generation: u64,
     /// When each block left the list, if asked for (`--cyclic-victims`).
     pub left: Option<Left>,
-    /// If asked for (`--next-use-victims`): every block's next use.
+    /// If asked for (the next-use order): every block's next use.
     pub next_use: Option<NextUses>,
 }
 

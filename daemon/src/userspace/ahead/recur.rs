@@ -1,6 +1,7 @@
-//! Each block's next use, predicted from its uses one period ago
-//! (`--next-use-victims`, a research knob, off): the period is the number
-//! of launches between two launches of one execution id.
+//! Each block's next use, predicted from its uses one period ago, for the
+//! victim order (order.rs `order_next_use`; on unless
+//! `--no-next-use-victims`): the period is the number of launches between
+//! two launches of one execution id.
 //!
 //! Why: among blocks no queued launch uses, Belady's victim is the one
 //! used again last. `--cyclic-victims` took the block that left the queue
@@ -13,9 +14,10 @@
 //! out the same blocks every step).
 //!
 //! Bounds: the ring is the process's memory, so a record adds at most
-//! [`MAX_RECORD_BLOCKS`] blocks, and past [`MAX_BLOCKS`] blocks or
-//! [`MAX_IDS`] ids the table starts again (a process that large is
-//! outside what the knob was measured on).
+//! [`MAX_RECORD_BLOCKS`] blocks, and past [`MAX_BLOCKS`] blocks (512 GB of
+//! managed memory; 128 bytes of uses each, 32 MiB at most) or [`MAX_IDS`]
+//! ids the table starts again. Ids that never repeat (arguments that
+//! change every launch) give no period, and the order stays the engine's.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -87,10 +89,11 @@ impl Recurrence {
 
     /// The launch that next uses `block` after launch `now`: its first
     /// queued use past `now` if it has one, else by the `period`: one
-    /// period after the earliest kept use that gives a launch past `now`. A block in a run of uses too dense for its kept
-    /// uses to reach a period back (a workspace every launch reads) comes
-    /// back after its mean gap while the run goes on. None: no use known,
-    /// or none in the last period.
+    /// period after the earliest kept use that gives a launch past `now`.
+    /// A block in a run of uses too dense for its kept uses to reach a
+    /// period back (a workspace every launch reads) comes back after its
+    /// mean gap while the run goes on. None: no use known, or none in the
+    /// last period.
     #[cfg(test)]
     pub fn next_use(&self, block: u64, now: u64, period: u64) -> Option<u64> {
         next_of(self.uses.get(&block)?, now, period)
