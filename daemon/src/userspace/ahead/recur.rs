@@ -195,9 +195,13 @@ mod tests {
             (Some(27), Some(26))
         );
         assert_eq!(r.next_use(10, 25, 6), Some(30), "no queued use: 24 + 6");
+        // A block first used by a launch still queued: that launch, not a
+        // step after it.
+        r.launched(9, &[(50, 1)]);
+        assert_eq!(r.next_use(50, 27, 6), Some(28));
         // A block last used a period ago or more is not expected back.
         r.launched(7, &[(40, 1)]);
-        assert_eq!(r.next_use(40, 28 + 6, 6), None);
+        assert_eq!(r.next_use(40, 29 + 6, 6), None);
     }
 
     #[test]
@@ -242,5 +246,46 @@ mod tests {
         }
         assert_eq!(r.restarts, 1);
         assert!(r.next_uses(0, 1).count() <= MAX_BLOCKS);
+    }
+
+    /// Against the definition: a step of `pattern` (launch i of the step
+    /// uses the blocks `pattern[i]`, ids distinct within it, each block
+    /// used at most 8 times a step) repeated 3 times and `extra` launches
+    /// into the fourth, the GPU `behind` launches short of the last one
+    /// queued. Each block's true next use is the first launch after the
+    /// GPU's that uses it in the endless repetition; the prediction must
+    /// equal it (queued uses known, the rest a step after last step's).
+    mod against_the_definition {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn steps() -> impl Strategy<Value = Vec<Vec<u64>>> {
+            proptest::collection::vec(proptest::collection::vec(0u64..40, 1..4), 16..60)
+                .prop_filter("each block at most 8 times a step", |p| {
+                    (0..40).all(|b| p.iter().flatten().filter(|&&x| x == b).count() <= 8)
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn predictions_equal_the_next_use(pattern in steps(), extra in 0usize..60, behind in 0u64..60) {
+                let len = pattern.len();
+                let extra = extra % len;
+                let mut r = Recurrence::default();
+                for i in 0..(3 * len + extra) {
+                    let ranges: Vec<(u64, u64)> = pattern[i % len].iter().map(|&b| (b, 1)).collect();
+                    r.launched((i % len) as u64 + 1, &ranges);
+                }
+                let period = r.period().expect("every gap is one step");
+                prop_assert_eq!(period, len as u64);
+                let now = r.last_launch() - behind % len as u64;
+                for b in 0..40u64 {
+                    // Launch n (from 1) runs pattern[(n - 1) % len].
+                    let truth = (now + 1..=now + len as u64)
+                        .find(|&n| pattern[(n as usize - 1) % len].contains(&b));
+                    prop_assert_eq!(r.next_use(b, now, period), truth, "block {}", b);
+                }
+            }
+        }
     }
 }
