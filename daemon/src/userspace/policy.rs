@@ -543,6 +543,53 @@ mod tests {
         }
     }
 
+    /// The next-use order (the default) runs only when the next uses were
+    /// computed again: in a full lane (blocks 0-63), next uses with 5
+    /// soonest, then 7, then 3 make them the last victims, 5 the very
+    /// last; a second turn with another order but the same generation
+    /// changes nothing; a new generation orders them again.
+    #[test]
+    fn the_next_use_order_runs_when_the_next_uses_change() {
+        use crate::userspace::ahead::queue::NextUses;
+        let mut w = World::new(config("128M", &[0]), &[0]);
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
+        for b in 0..64 {
+            w.route.fault(index(0), b, || anyhow::bail!("known"));
+            lane.fault(b, false, false);
+        }
+        let tail = |w: &mut World, lane: &mut Lane, order: [u64; 3], generation| {
+            // Past ORDER_EVERY since the last turn.
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            let up = Upcoming {
+                blocks: (1000..1016).collect(),
+                next_use: Some(NextUses {
+                    farthest_first: order.iter().rev().map(|&b| (b * 10, b)).collect(),
+                    now: 0,
+                    generation,
+                }),
+                ..Upcoming::default()
+            };
+            w.turn_with(lane, &up, &mut Vec::new());
+            let mut out = [prescient_core::Victim::default(); 64];
+            let n = lane.engine.victims(&mut out);
+            out[..n]
+                .iter()
+                .map(|v| v.block)
+                .rev()
+                .take(3)
+                .collect::<Vec<u64>>()
+        };
+        // The last three victims, the very last first.
+        assert_eq!(tail(&mut w, &mut lane, [5, 7, 3], 1), [5, 7, 3]);
+        assert_eq!(
+            tail(&mut w, &mut lane, [3, 7, 5], 1),
+            [5, 7, 3],
+            "same generation"
+        );
+        assert_eq!(tail(&mut w, &mut lane, [3, 7, 5], 2), [3, 7, 5]);
+    }
+
     /// Without a pass over the whole queue (`--no-next-use-victims`), the
     /// list of upcoming blocks is bounded by the largest lane's window
     /// (25% of 64 and of 32 blocks: 16), by a wider window, and not at all
