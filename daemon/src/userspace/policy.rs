@@ -349,6 +349,18 @@ mod tests {
     }
 
     impl World {
+        /// The lane of GPU 0 with blocks 0-63 faulted in: full under the
+        /// 128M budget the tests that use it give.
+        fn full_lane(&mut self) -> Lane {
+            let gpu = self.route.table().gpu(index(0)).unwrap();
+            let mut lane = Lane::new(gpu, self.cfg.budget_of(&gpu), &self.cfg, false).unwrap();
+            for b in 0..64 {
+                self.route.fault(index(0), b, || anyhow::bail!("known"));
+                lane.fault(b, false, false);
+            }
+            lane
+        }
+
         fn new(cfg: Config, parents: &[u16]) -> World {
             let null = std::fs::File::open("/dev/null").unwrap();
             World {
@@ -522,12 +534,7 @@ mod tests {
                 ..config("128M", &[0])
             };
             let mut w = World::new(cfg, &[0]);
-            let gpu = w.route.table().gpu(index(0)).unwrap();
-            let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
-            for b in 0..64 {
-                w.route.fault(index(0), b, || anyhow::bail!("known"));
-                lane.fault(b, false, false);
-            }
+            let mut lane = w.full_lane();
             let mut upcoming: Vec<u64> = (1000..1016).collect();
             upcoming.extend([40, 20, 30]);
             w.turn_ahead(&mut lane, &upcoming, &mut Vec::new());
@@ -552,12 +559,7 @@ mod tests {
     fn the_next_use_order_runs_when_the_next_uses_change() {
         use crate::userspace::ahead::queue::NextUses;
         let mut w = World::new(config("128M", &[0]), &[0]);
-        let gpu = w.route.table().gpu(index(0)).unwrap();
-        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
-        for b in 0..64 {
-            w.route.fault(index(0), b, || anyhow::bail!("known"));
-            lane.fault(b, false, false);
-        }
+        let mut lane = w.full_lane();
         let tail = |w: &mut World, lane: &mut Lane, order: [u64; 3], generation| {
             // Past ORDER_EVERY since the last turn.
             std::thread::sleep(std::time::Duration::from_millis(3));
@@ -658,12 +660,7 @@ mod tests {
             ..config("128M", &[0])
         };
         let mut w = World::new(cfg, &[0]);
-        let gpu = w.route.table().gpu(index(0)).unwrap();
-        let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
-        for b in 0..64 {
-            w.route.fault(index(0), b, || anyhow::bail!("known"));
-            lane.fault(b, false, false);
-        }
+        let mut lane = w.full_lane();
         let running: Vec<u64> = (1000..1070).collect();
         let mut upcoming = running.clone();
         upcoming.extend([40, 20, 30]);

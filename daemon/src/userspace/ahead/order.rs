@@ -52,14 +52,23 @@ pub(in crate::userspace) fn order_upcoming<S>(engine: &mut Engine<S>, upcoming: 
 where
     S: DerefMut<Target = [u64]>,
 {
-    let mut resident = 0;
-    for &b in upcoming.iter().rev() {
+    touch_live(engine, upcoming.iter().rev().copied())
+}
+
+/// Makes the resident live blocks of `blocks` the most recently migrated,
+/// in that order (the last touched is the last victim); returns how many.
+fn touch_live<S>(engine: &mut Engine<S>, blocks: impl Iterator<Item = u64>) -> u64
+where
+    S: DerefMut<Target = [u64]>,
+{
+    let mut touched = 0;
+    for b in blocks {
         if engine.is_live(b) {
             engine.migrated_in(b);
-            resident += 1;
+            touched += 1;
         }
     }
-    resident
+    touched
 }
 
 /// `--cyclic-victims`: [`order_upcoming`], after making the resident live
@@ -102,14 +111,7 @@ pub(in crate::userspace) fn order_next_use<S>(
 where
     S: DerefMut<Target = [u64]>,
 {
-    let mut touched = 0;
-    for &(_, b) in farthest_first {
-        if engine.is_live(b) {
-            engine.migrated_in(b);
-            touched += 1;
-        }
-    }
-    touched + order_upcoming(engine, upcoming)
+    touch_live(engine, farthest_first.iter().map(|&(_, b)| b)) + order_upcoming(engine, upcoming)
 }
 
 /// May the whole-queue passes run? Not while the running launches alone
