@@ -208,6 +208,13 @@ pub struct PolicyArgs {
     /// 108-111).
     #[arg(long, hide = true)]
     pub no_next_use_victims: bool,
+    /// With the next-use order, running launches larger than the limit
+    /// are ordered by where the GPU is in them, told by its faults: the
+    /// blocks it has passed go by their next use, the ones ahead of it
+    /// are kept and prefetched in the order it reaches them; this turns
+    /// that off (no order while they run). A research knob.
+    #[arg(long, hide = true)]
+    pub no_sweep_victims: bool,
     /// Never try an allocation in host memory. By default (prescient mode,
     /// with execution ids) an allocation of 64 MB or more that the CPU's
     /// own faults take back from the GPU in two rounds (a buffer the CPU

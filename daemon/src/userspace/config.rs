@@ -110,6 +110,10 @@ pub struct Config {
     /// ordered as `order_queue` does: on unless `--no-next-use-victims`
     /// (hidden); `--cyclic-victims` takes its place.
     pub next_use_victims: bool,
+    /// With the next-use order: running launches larger than the limit
+    /// are ordered by where the GPU is in them (ahead/sweep.rs): on unless
+    /// `--no-sweep-victims` (hidden).
+    pub sweep_victims: bool,
     /// Try allocations the CPU rewrites every step in host memory, mapped
     /// to the GPU, keeping those that shorten the step (shared.rs): on
     /// unless `--no-host-shared`.
@@ -164,6 +168,7 @@ impl Default for Config {
             // bench transformer 1.17-1.20x, dnn 1.28x, the PyTorch jobs
             // as fast with 4-11% fewer bytes (GPU runs 108-111).
             next_use_victims: true,
+            sweep_victims: true,
             // On: dnn 34.7 ms a step with its input tried and kept, 170.4
             // without; no trial started on the other jobs (GPU runs 96-97).
             host_shared: true,
@@ -178,6 +183,16 @@ impl Config {
     /// its window's part.
     pub fn reads_whole_queue(&self) -> bool {
         self.orders_queue() || self.large_window_pct > 0
+    }
+
+    /// Are running launches larger than the limit ordered by where the
+    /// GPU is in them (with the next-use order; `--large-window-pct`
+    /// keeps its own window for them)?
+    pub fn sweep_victims(&self) -> bool {
+        self.sweep_victims
+            && self.next_use_victims
+            && !self.cyclic_victims
+            && self.large_window_pct == 0
     }
 
     /// Does a pass order the whole queue for victims?

@@ -17,6 +17,7 @@
 //! (the driver moved it there, or our prefetch did).
 
 use super::ahead::issue::Once;
+use super::ahead::sweep::Sweep;
 use super::config::{engine_params, Config};
 use super::discard::Leaving;
 use super::marks::Mark;
@@ -77,7 +78,15 @@ pub(super) struct Lane {
     /// The engine's thrash guard was on at the end of the last turn (its
     /// changes are logged).
     pub(super) guarded: bool,
+    /// Where the GPU is in running launches larger than the budget
+    /// (ahead/sweep.rs), and the faults since the last turn that say it
+    /// (the last [`TURN_FAULTS`] at most).
+    pub(super) sweep: Sweep,
+    pub(super) turn_faults: Vec<u64>,
 }
+
+/// Faults kept for a turn's sweep at most: the last ones place the front.
+pub(super) const TURN_FAULTS: usize = 256;
 
 impl Lane {
     /// A lane for `gpu` under `budget`, its engine built from `cfg` for
@@ -114,11 +123,22 @@ impl Lane {
             upcoming_ordered: None,
             next_use_ordered: 0,
             large_sent: Once::default(),
+            sweep: Sweep::default(),
+            turn_faults: Vec::new(),
         })
     }
 }
 
 impl Lane {
+    /// Keeps fault `b` for the turn's sweep, the last [`TURN_FAULTS`] at
+    /// most.
+    pub(super) fn note_fault(&mut self, b: u64) {
+        if self.turn_faults.len() >= TURN_FAULTS {
+            self.turn_faults.drain(..TURN_FAULTS / 2);
+        }
+        self.turn_faults.push(b);
+    }
+
     /// A fault of this GPU on block `b`, as the one-engine loop handled
     /// it: once per run of faults on one block, the engine learns it
     /// (`learns`) and the ledger counts it resident. None for a repeat;
@@ -137,6 +157,7 @@ impl Lane {
         let before = stats.then(|| self.engine.stats());
         self.last_fault_block = b;
         self.fault_blocks += 1;
+        self.note_fault(b);
         if learns {
             self.engine.fault(b);
             self.faulted = true;

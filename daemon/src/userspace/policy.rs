@@ -7,6 +7,7 @@
 use super::ahead::issue;
 use super::ahead::order;
 use super::ahead::queue::Upcoming;
+use super::ahead::sweep::Sweep;
 use super::ahead::MAX_UPCOMING;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
@@ -140,6 +141,8 @@ impl Policy for Prescient {
             let window = ahead.iter().map(|d: &Issued| d.window).max().unwrap_or(0);
             let done: Vec<_> = ahead.iter().map(|d| d.done).collect();
             a.put_back(u, &done, window);
+            a.stats.sweep_orders += ahead.iter().map(|d| d.sweep_orders).sum::<u64>();
+            a.stats.sweep_asides += ahead.iter().map(|d| d.sweep_asides).sum::<u64>();
         }
         // Our prefetches took their blocks to one GPU: off the others.
         for (index, blocks) in sent {
@@ -150,10 +153,14 @@ impl Policy for Prescient {
     }
 }
 
-/// What one lane's round of upcoming launches did, and its window.
+/// What one lane's round of upcoming launches did, its window, whether
+/// it ordered a sweep's blocks (1) or not (0), and whether the sweep
+/// stood aside in it (1).
 struct Issued {
     done: issue::Issued,
     window: u64,
+    sweep_orders: u64,
+    sweep_asides: u64,
 }
 
 /// What every lane's turn shares: the process's settings, sets and workers.
@@ -219,11 +226,14 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
             ordered: &mut l.upcoming_ordered,
             next_use_ordered: &mut l.next_use_ordered,
             large_sent: &mut l.large_sent,
+            sweep: &mut l.sweep,
+            faults: &l.turn_faults,
             cfg: s.cfg,
             up: s.upcoming,
         };
         s.ahead.push(issue_upcoming(ahead, limit, &mut host));
     }
+    l.turn_faults.clear();
     let sent = turn(
         &mut l.pump,
         &mut l.engine,
@@ -278,6 +288,9 @@ struct Ahead<'a> {
     ordered: &'a mut Option<Instant>,
     next_use_ordered: &'a mut u64,
     large_sent: &'a mut issue::Once,
+    sweep: &'a mut Sweep,
+    /// The lane's faults since its last turn, oldest first.
+    faults: &'a [u64],
     cfg: &'a Config,
     up: &'a Upcoming,
 }
@@ -286,40 +299,100 @@ struct Ahead<'a> {
 /// (ahead/issue.rs). Returns what the round did.
 fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
     let lb = limit.blocks(a.engine.free_target());
-    if a.cfg.orders_queue() && order::may_order(a.up, lb) {
-        let now = Instant::now();
-        if a.ordered
-            .is_none_or(|t| now.duration_since(t) >= order::ORDER_EVERY)
-        {
-            *a.ordered = Some(now);
-            match (&a.up.left, &a.up.next_use) {
-                (Some(left), _) if a.cfg.cyclic_victims => {
-                    order::order_cyclic(a.engine, left, &a.up.blocks);
-                }
-                // Only when the next uses were computed again: a pass
-                // touches every resident block (0.3 ms at 3,000), and
-                // blocks migrated in since went to the most recent end,
-                // where blocks in use belong.
-                (_, Some(next)) if a.cfg.next_use_victims => {
-                    if *a.next_use_ordered != next.generation {
-                        *a.next_use_ordered = next.generation;
-                        order::order_next_use(a.engine, &next.farthest_first, &a.up.blocks);
-                    }
-                }
-                _ => {
-                    order::order_upcoming(a.engine, &a.up.blocks);
-                }
-            }
+    let large = !order::may_order(a.up, lb);
+    let mut swept = false;
+    let (mut sweep_orders, mut sweep_asides) = (0, 0);
+    if a.cfg.sweep_victims() && large {
+        let sweep = a.sweep.at(a.up.generation, &a.up.running_ranges);
+        let was_aside = sweep.stands_aside();
+        for &b in a.faults {
+            sweep.fault(b);
         }
+        swept = !sweep.stands_aside();
+        sweep_asides = u64::from(!was_aside && !swept);
+        if swept {
+            sweep_orders = order_sweep(a.engine, a.ordered, a.next_use_ordered, sweep, a.up);
+        }
+    } else if a.cfg.orders_queue() && !large {
+        order_queue(a.engine, a.ordered, a.next_use_ordered, a.cfg, a.up);
     }
     let (pct, large_pct) = (a.cfg.footprint_window_pct, a.cfg.large_window_pct);
-    let (w, large) = issue::window(a.up, lb, pct, large_pct);
+    let (w, large) = if swept {
+        let part = (lb.saturating_mul(u64::from(pct.min(100))) / 100) as usize;
+        (a.sweep.window(a.up.running(), part), false)
+    } else {
+        issue::window(a.up, lb, pct, large_pct)
+    };
     let once = large.then(|| a.large_sent.at(a.up.generation));
     let done = issue::issue(a.engine, limit, host, w, PREFETCHES_PER_TURN, once);
     Issued {
         done,
         window: w.len() as u64,
+        sweep_orders,
+        sweep_asides,
     }
+}
+
+/// The whole-queue pass the configuration asks for, at most every
+/// `order::ORDER_EVERY`.
+fn order_queue(
+    engine: &mut Engine<Vec<u64>>,
+    ordered: &mut Option<Instant>,
+    next_use_ordered: &mut u64,
+    cfg: &Config,
+    up: &Upcoming,
+) {
+    let now = Instant::now();
+    if ordered.is_some_and(|t| now.duration_since(t) < order::ORDER_EVERY) {
+        return;
+    }
+    *ordered = Some(now);
+    match (&up.left, &up.next_use) {
+        (Some(left), _) if cfg.cyclic_victims => {
+            order::order_cyclic(engine, left, &up.blocks);
+        }
+        // Only when the next uses were computed again: a pass touches
+        // every resident block (0.3 ms at 3,000), and blocks migrated in
+        // since went to the most recent end, where blocks in use belong.
+        (_, Some(next)) if cfg.next_use_victims => {
+            if *next_use_ordered != next.generation {
+                *next_use_ordered = next.generation;
+                order::order_next_use(engine, &next.farthest_first, &up.blocks);
+            }
+        }
+        _ => {
+            order::order_upcoming(engine, &up.blocks);
+        }
+    }
+}
+
+/// The sweep order (order.rs `order_sweep`) of running launches larger
+/// than the limit, when a front moved or the next uses were computed
+/// again, at most every `order::ORDER_EVERY`. Returns 1 if it ran.
+fn order_sweep(
+    engine: &mut Engine<Vec<u64>>,
+    ordered: &mut Option<Instant>,
+    next_use_ordered: &mut u64,
+    sweep: &mut Sweep,
+    up: &Upcoming,
+) -> u64 {
+    let now = Instant::now();
+    if ordered.is_some_and(|t| now.duration_since(t) < order::ORDER_EVERY) {
+        return 0;
+    }
+    let next = up.next_use.as_ref();
+    let renewed = next.is_some_and(|n| n.generation != *next_use_ordered);
+    // Both are asked: `moved` records the fronts it compared.
+    if !(sweep.moved() | renewed) {
+        return 0;
+    }
+    *ordered = Some(now);
+    if let Some(n) = next {
+        *next_use_ordered = n.generation;
+    }
+    let farthest = next.map_or(&[][..], |n| &n.farthest_first[..]);
+    order::order_sweep(engine, farthest, sweep, up.running());
+    1
 }
 
 #[cfg(test)]
@@ -513,11 +586,68 @@ mod tests {
         let small: Vec<u64> = (5000..5010).collect();
         let sent = w.turn_running(&mut lane, &upcoming, &small, &mut ahead);
         assert_eq!(sent, upcoming[..(lb * 25 / 100) as usize]);
-        // Off (the default): the plain window, whatever runs.
-        let mut w = World::new(config("128M", &[0]), &[0]);
+        // Off, and the sweep off: the plain window, whatever runs.
+        let cfg = Config {
+            sweep_victims: false,
+            ..config("128M", &[0])
+        };
+        let mut w = World::new(cfg, &[0]);
         let mut lane = Lane::new(gpu, w.cfg.budget_of(&gpu), &w.cfg, false).unwrap();
         let sent = w.turn_running(&mut lane, &upcoming, &running, &mut ahead);
         assert_eq!(sent, upcoming[..(lb * 25 / 100) as usize]);
+    }
+
+    /// The sweep (the default): a full lane (0-63 resident under 64
+    /// blocks) runs a launch over 0-47 and 1000-1047 side by side. A fault
+    /// at 1012 puts the GPU a quarter in, so 0-11 are passed: victims are
+    /// the resident blocks the launch does not use (48-63), then the
+    /// passed ones from the one passed last (11 first), then the ones
+    /// ahead from the one reached last; the window is the blocks ahead in
+    /// the order the GPU reaches them (12 and 1012 side by side). Without
+    /// it (`--no-sweep-victims`) the engine's order stands: the launch's
+    /// own blocks go before 48-63.
+    #[test]
+    fn a_sweep_larger_than_the_limit_keeps_what_the_gpu_has_not_reached() {
+        for on in [true, false] {
+            let cfg = Config {
+                sweep_victims: on,
+                ..config("128M", &[0])
+            };
+            let mut w = World::new(cfg, &[0]);
+            let mut lane = w.full_lane();
+            // The faults that filled it were a launch before this one.
+            lane.turn_faults.clear();
+            w.route.fault(index(0), 1012, || anyhow::bail!("known"));
+            lane.fault(1012, false, false);
+            let ranges = [(0, 48), (1000, 48)];
+            let running: Vec<u64> = (0..48).chain(1000..1048).collect();
+            let up = Upcoming {
+                blocks: running.clone(),
+                running: Some(running.clone()),
+                running_ranges: ranges.to_vec(),
+                ..Upcoming::default()
+            };
+            let mut ahead = Vec::new();
+            let sent = w.turn_with(&mut lane, &up, &mut ahead);
+            let mut out = [prescient_core::Victim::default(); 96];
+            let n = lane.engine.victims(&mut out);
+            let victims: Vec<u64> = out[..n].iter().map(|v| v.block).collect();
+            if !on {
+                assert_eq!(ahead[0].sweep_orders, 0);
+                // Least recently migrated, past the plain window (0-14):
+                // a block the launch uses before the ones it does not.
+                assert!(victims[0] < 48, "{victims:?}");
+                continue;
+            }
+            assert_eq!(ahead[0].sweep_orders, 1);
+            // 48-52 went for the first prefetches.
+            assert_eq!(victims[..11], (53..64).collect::<Vec<u64>>()[..]);
+            assert_eq!(victims[11..23], [11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+            assert_eq!(victims[23..26], [47, 46, 45]);
+            // The room for 1013 is still leaving the GPU: nothing sent yet.
+            assert!(sent.is_empty() && ahead[0].done.waiting);
+            assert_eq!(lane.sweep.window(&running, 4), [12, 1012, 13, 1013]);
+        }
     }
 
     /// `--order-queue`: a full lane's turn with launches to come that use

@@ -392,6 +392,7 @@ impl Process {
         }
         lane.last_fault_block = b;
         lane.fault_blocks += 1;
+        lane.note_fault(b);
         if learns {
             lane.engine.fault(b);
             lane.faulted = true;

@@ -19,7 +19,8 @@
 //! - issue.rs: their blocks, prefetched in order under the budget;
 //! - order.rs: victim orders over the whole queue (the next-use order, on,
 //!   and research knobs), recur.rs: each block's next use from its uses a
-//!   step ago (for the next-use order);
+//!   step ago (for the next-use order); sweep.rs: where the GPU is in
+//!   running launches larger than the limit (their victims and window);
 //! - ring.rs: finding and mapping the ring; turn.rs: reading it each turn.
 
 pub(super) mod issue;
@@ -27,6 +28,7 @@ pub(super) mod order;
 pub(super) mod queue;
 mod recur;
 mod ring;
+pub(super) mod sweep;
 mod turn;
 
 use prescient_uapi::launchring::{Reader, CAPACITY};
@@ -66,6 +68,11 @@ pub struct AheadStats {
     /// times the table of uses started again at its bound.
     pub next_use_period: u64,
     pub next_use_restarts: u64,
+    /// Orders of running launches larger than the limit by where the GPU
+    /// is in them (sweep.rs), and launches it stood aside for (their
+    /// faults came behind the front).
+    pub sweep_orders: u64,
+    pub sweep_asides: u64,
 }
 
 /// The process's ring, its reader, and the launches to come.

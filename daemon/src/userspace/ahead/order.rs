@@ -26,10 +26,14 @@
 //! again (every 32nd of a step): the block that left last is the one a
 //! backward pass needs first. GPU runs 108-113: stream 1.39-1.63x faster,
 //! the bench transformer 1.17-1.20x, dnn 1.28-1.48x, the PyTorch jobs as
-//! fast or faster with fewer bytes, FDTD-2D 3% slower. No pass runs while
-//! the running launches alone exceed the limit (`may_order`).
+//! fast or faster with fewer bytes, FDTD-2D 3% slower. No such pass runs
+//! while the running launches alone exceed the limit (`may_order`); the
+//! sweep order does then (`order_sweep`, sweep.rs: the blocks the GPU has
+//! passed go by their next use, the ones ahead of it are kept; on with the
+//! next-use order, `--no-sweep-victims`, hidden, turns it off).
 
 use super::queue::{Left, Upcoming};
+use super::sweep::Sweep;
 use prescient_core::Engine;
 use std::ops::DerefMut;
 use std::time::Duration;
@@ -112,6 +116,41 @@ where
     S: DerefMut<Target = [u64]>,
 {
     touch_live(engine, farthest_first.iter().map(|&(_, b)| b)) + order_upcoming(engine, upcoming)
+}
+
+/// The sweep order, for running launches larger than the limit (where
+/// [`may_order`] keeps the other passes out): the resident live blocks of
+/// `farthest_first` but the running ones the GPU has not passed yet, in
+/// that order (a passed one is next used after its launch, which recur.rs
+/// gives), then the running blocks not passed from the one reached last:
+/// victims are blocks used again last, and of the sweep's, the ones behind
+/// it. Without next uses (no step known yet), the passed blocks go first,
+/// the one passed last first. Returns how many blocks were touched.
+///
+/// Why not the plain next-use order: it keeps every block of the running
+/// launches, so their victims are blocks later launches need first; see
+/// sweep.rs for the counts.
+pub(in crate::userspace) fn order_sweep<S>(
+    engine: &mut Engine<S>,
+    farthest_first: &[(u64, u64)],
+    sweep: &mut Sweep,
+    running: &[u64],
+) -> u64
+where
+    S: DerefMut<Target = [u64]>,
+{
+    let not_ahead = |b: &u64| !matches!(sweep.place(*b), Some((_, false)));
+    let mut touched = if farthest_first.is_empty() {
+        touch_live(engine, sweep.passed(running).into_iter())
+    } else {
+        touch_live(
+            engine,
+            farthest_first.iter().map(|&(_, b)| b).filter(not_ahead),
+        )
+    };
+    let ahead = sweep.window(running, running.len());
+    touched += touch_live(engine, ahead.iter().rev().copied());
+    touched
 }
 
 /// May the whole-queue passes run? Not while the running launches alone

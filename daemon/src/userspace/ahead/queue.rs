@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 pub const MAX_QUEUED: usize = 8192;
 /// Launches searched for the kernel a page update names, from the front.
 pub const MATCH_WINDOW: usize = 4096;
+/// Ranges of the running launches listed at most (`Upcoming::running_ranges`).
+pub const MAX_RUNNING_RANGES: usize = 256;
 /// Buckets of the queued-launches histogram: 0, 1, 2-3, 4-7, ... 2^14+.
 pub const DEPTH_BUCKETS: usize = 16;
 
@@ -178,10 +180,15 @@ impl Queue {
         // among them are used later too.
         let mut again = HashSet::new();
         let mut running = None;
+        up.running_ranges.clear();
         let mut iters: Vec<_> = self.streams.values().map(|q| q.iter()).collect();
         while out.len() < max && !iters.is_empty() {
             iters.retain_mut(|it| match it.next() {
                 Some(l) => {
+                    if want_running && running.is_none() {
+                        let room = MAX_RUNNING_RANGES.saturating_sub(up.running_ranges.len());
+                        up.running_ranges.extend(l.ranges.iter().take(room));
+                    }
                     // Bounded by `max` whatever a range claims (the ring
                     // is the process's memory: its counts are not trusted).
                     for &(first, count) in &l.ranges {
@@ -228,6 +235,10 @@ pub struct Upcoming {
     /// order of use: what to keep of running launches larger than the
     /// budget (issue.rs `window`), and whether they are (order.rs).
     pub running: Option<Vec<u64>>,
+    /// With `running`: the running launches' `(first block, count)`
+    /// ranges as their records claim them (sweep.rs places the blocks of
+    /// `running` in them; nothing walks them).
+    pub running_ranges: Vec<(u64, u64)>,
     /// The queue's front generation when computed (`running` changes
     /// only with it).
     pub generation: u64,
