@@ -215,6 +215,12 @@ pub struct PolicyArgs {
     /// that off (no order while they run). A research knob.
     #[arg(long, hide = true)]
     pub no_sweep_victims: bool,
+    /// With the sweep: the part of each GPU's limit the blocks ahead of
+    /// the GPU may fill, in percent (each block of it is one less for the
+    /// blocks passed, which come back: bench/gpu/sweep_replay.py). A
+    /// research knob.
+    #[arg(long, hide = true, value_name = "PCT", default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub sweep_window_pct: u32,
     /// Never try an allocation in host memory. By default (prescient mode,
     /// with execution ids) an allocation of 64 MB or more that the CPU's
     /// own faults take back from the GPU in two rounds (a buffer the CPU

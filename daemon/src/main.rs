@@ -300,6 +300,7 @@ fn loop_config(
         cyclic_victims: args.policy.cyclic_victims,
         next_use_victims: !args.policy.no_next_use_victims,
         sweep_victims: !args.policy.no_sweep_victims,
+        sweep_window_pct: args.policy.sweep_window_pct,
         host_shared: !args.policy.no_host_shared,
     }
 }

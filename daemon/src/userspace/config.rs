@@ -114,6 +114,9 @@ pub struct Config {
     /// are ordered by where the GPU is in them (ahead/sweep.rs): on unless
     /// `--no-sweep-victims` (hidden).
     pub sweep_victims: bool,
+    /// The sweep's window: the part of the limit the blocks ahead of the
+    /// GPU may fill, in percent (`--sweep-window-pct`, hidden).
+    pub sweep_window_pct: u32,
     /// Try allocations the CPU rewrites every step in host memory, mapped
     /// to the GPU, keeping those that shorten the step (shared.rs): on
     /// unless `--no-host-shared`.
@@ -169,6 +172,7 @@ impl Default for Config {
             // as fast with 4-11% fewer bytes (GPU runs 108-111).
             next_use_victims: true,
             sweep_victims: true,
+            sweep_window_pct: 25,
             // On: dnn 34.7 ms a step with its input tried and kept, 170.4
             // without; no trial started on the other jobs (GPU runs 96-97).
             host_shared: true,

@@ -318,7 +318,8 @@ fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
     }
     let (pct, large_pct) = (a.cfg.footprint_window_pct, a.cfg.large_window_pct);
     let (w, large) = if swept {
-        let part = (lb.saturating_mul(u64::from(pct.min(100))) / 100) as usize;
+        let pct = a.cfg.sweep_window_pct.min(100);
+        let part = (lb.saturating_mul(u64::from(pct)) / 100) as usize;
         (a.sweep.window(a.up.running(), part), false)
     } else {
         issue::window(a.up, lb, pct, large_pct)
@@ -640,6 +641,12 @@ mod tests {
                 continue;
             }
             assert_eq!(ahead[0].sweep_orders, 1);
+            let lb = Limit {
+                capacity_blocks: 64,
+                watermark_pct: DEFAULT_WATERMARK_PCT,
+            }
+            .blocks(lane.engine.free_target());
+            assert_eq!(ahead[0].window, lb * 25 / 100, "--sweep-window-pct 25");
             // 48-52 went for the first prefetches.
             assert_eq!(victims[..11], (53..64).collect::<Vec<u64>>()[..]);
             assert_eq!(victims[11..23], [11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);

@@ -66,8 +66,14 @@ pub(in crate::userspace) struct Sweep {
     ranges: Vec<Range>,
     /// The fronts when the blocks were last ordered.
     ordered: Vec<Option<u64>>,
-    /// The window's blocks (`Sweep::window`), kept to reuse its room.
+    /// The farthest front of the ranges (what a range without faults
+    /// takes).
+    lead: Option<u64>,
+    /// The window's blocks (`Sweep::window`), and the fronts and size it
+    /// was computed for (computed again only when they change: it sorts
+    /// the running blocks, and a turn comes every millisecond or so).
     window: Vec<u64>,
+    window_for: Option<(Vec<Option<u64>>, usize)>,
     /// Faults in the followed ranges since the launches started, and of
     /// them, faults on blocks the sweep called passed.
     faults: u64,
@@ -91,6 +97,8 @@ impl Sweep {
         self.generation = Some(generation);
         self.ranges.clear();
         self.ordered.clear();
+        self.window_for = None;
+        self.lead = None;
         (self.faults, self.regrets, self.aside) = (0, 0, false);
         let followed = ranges.iter().filter(|r| r.1 > 0).take(MAX_RANGES);
         self.ranges.extend(followed.map(|&(first, count)| Range {
@@ -98,7 +106,9 @@ impl Sweep {
             count,
             front: None,
         }));
-        self.ranges.sort_unstable_by_key(|r| (r.first, r.count));
+        // Of ranges starting at one block, the longest stays.
+        self.ranges
+            .sort_unstable_by_key(|r| (r.first, std::cmp::Reverse(r.count)));
         self.ranges.dedup_by_key(|r| r.first);
         self
     }
@@ -117,6 +127,7 @@ impl Sweep {
             self.regrets += 1;
         }
         self.ranges[i].front = Some(at);
+        self.lead = self.ranges.iter().filter_map(|r| r.front).max();
         self.aside |= self.faults >= REGRET_MIN_FAULTS && self.regrets * REGRET_RATE > self.faults;
     }
 
@@ -146,9 +157,7 @@ impl Sweep {
 
     /// The front of range `i`: its own, else the farthest of the others.
     fn front(&self, i: usize) -> Option<u64> {
-        self.ranges[i]
-            .front
-            .or_else(|| self.ranges.iter().filter_map(|r| r.front).max())
+        self.ranges[i].front.or(self.lead)
     }
 
     /// Where `b` is: None outside the followed ranges, else its place and
@@ -191,8 +200,18 @@ impl Sweep {
 
     /// Of `running`, the blocks the GPU has not passed, in the order it
     /// reaches them (by place, then block), at most `n`; blocks outside
-    /// the followed ranges last, in `running`'s order.
+    /// the followed ranges last, in `running`'s order. `running` must be
+    /// the same list for one generation of launches (queue.rs lists it
+    /// when they change): the result is kept until a front moves.
     pub(in crate::userspace) fn window(&mut self, running: &[u64], n: usize) -> &[u64] {
+        let same = self.window_for.as_ref().is_some_and(|(fronts, size)| {
+            *size == n && fronts.iter().enumerate().all(|(i, &f)| self.front(i) == f)
+        });
+        if same {
+            return &self.window;
+        }
+        let fronts = (0..self.ranges.len()).map(|i| self.front(i)).collect();
+        self.window_for = Some((fronts, n));
         let mut ahead: Vec<(u64, u64, u64)> = (running.iter().zip(0u64..))
             .filter_map(|(&b, i)| match self.place(b) {
                 Some((_, true)) => None,
@@ -221,10 +240,11 @@ mod tests {
     #[test]
     fn fronts_follow_the_faults_side_by_side() {
         let mut s = Sweep::default();
-        let ranges = [(200, 64), (100, 64), (7, 1), (200, 64)];
+        let ranges = [(200, 10), (100, 64), (7, 1), (200, 64)];
         let running: Vec<u64> = (100..164).chain(200..264).chain([7]).collect();
         s.at(1, &ranges);
         assert_eq!(s.ranges.len(), 3, "200-263 once");
+        assert_eq!(s.ranges[2].count, 64, "the longest of those at 200");
         assert_eq!(s.place(132), Some((32768, false)), "no front yet");
         assert!(s.passed(&running).is_empty());
         assert_eq!(s.window(&running, 3), [7, 100, 200]);
