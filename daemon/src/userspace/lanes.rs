@@ -130,13 +130,22 @@ impl Lane {
 }
 
 impl Lane {
-    /// Keeps fault `b` for the turn's sweep, the last [`TURN_FAULTS`] at
-    /// most.
-    pub(super) fn note_fault(&mut self, b: u64) {
+    /// A fault on `b` that is not a repeat of the last one (the caller
+    /// checks `last_fault_block`): counted, kept for the turn's sweep (the
+    /// last [`TURN_FAULTS`] at most), and learnt by the engine if `learns`.
+    /// The GPU_FAULT path ([`Lane::fault`]) and the migration path
+    /// (process.rs `migration_fault`) both come here.
+    pub(super) fn new_fault(&mut self, b: u64, learns: bool) {
+        self.last_fault_block = b;
+        self.fault_blocks += 1;
         if self.turn_faults.len() >= TURN_FAULTS {
             self.turn_faults.drain(..TURN_FAULTS / 2);
         }
         self.turn_faults.push(b);
+        if learns {
+            self.engine.fault(b);
+            self.faulted = true;
+        }
     }
 
     /// A fault of this GPU on block `b`, as the one-engine loop handled
@@ -155,13 +164,7 @@ impl Lane {
         }
         self.uncertain.remove(&b);
         let before = stats.then(|| self.engine.stats());
-        self.last_fault_block = b;
-        self.fault_blocks += 1;
-        self.note_fault(b);
-        if learns {
-            self.engine.fault(b);
-            self.faulted = true;
-        }
+        self.new_fault(b, learns);
         let both = before.map(|x| (x, self.engine.stats()));
         fault_in(&mut self.residency, &mut self.engine, b);
         Some(both)

@@ -318,8 +318,7 @@ fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
     }
     let (pct, large_pct) = (a.cfg.footprint_window_pct, a.cfg.large_window_pct);
     let (w, large) = if swept {
-        let pct = a.cfg.sweep_window_pct.min(100);
-        let part = (lb.saturating_mul(u64::from(pct)) / 100) as usize;
+        let part = issue::part(lb, a.cfg.sweep_window_pct);
         (a.sweep.window(a.up.running(), part), false)
     } else {
         issue::window(a.up, lb, pct, large_pct)
@@ -343,10 +342,9 @@ fn order_queue(
     cfg: &Config,
     up: &Upcoming,
 ) {
-    let now = Instant::now();
-    if ordered.is_some_and(|t| now.duration_since(t) < order::ORDER_EVERY) {
+    let Some(now) = order::due(*ordered) else {
         return;
-    }
+    };
     *ordered = Some(now);
     match (&up.left, &up.next_use) {
         (Some(left), _) if cfg.cyclic_victims => {
@@ -377,10 +375,9 @@ fn order_sweep(
     sweep: &mut Sweep,
     up: &Upcoming,
 ) -> u64 {
-    let now = Instant::now();
-    if ordered.is_some_and(|t| now.duration_since(t) < order::ORDER_EVERY) {
+    let Some(now) = order::due(*ordered) else {
         return 0;
-    }
+    };
     let next = up.next_use.as_ref();
     let renewed = next.is_some_and(|n| n.generation != *next_use_ordered);
     // Both are asked: `moved` records the fronts it compared.

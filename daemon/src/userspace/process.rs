@@ -390,13 +390,7 @@ impl Process {
         if b == lane.last_fault_block {
             return false;
         }
-        lane.last_fault_block = b;
-        lane.fault_blocks += 1;
-        lane.note_fault(b);
-        if learns {
-            lane.engine.fault(b);
-            lane.faulted = true;
-        }
+        lane.new_fault(b, learns);
         self.count_fault(b, with_id);
         learns
     }

@@ -147,12 +147,22 @@ pub(in crate::userspace) fn window(
     pct: u32,
     large_pct: u32,
 ) -> (&[u64], bool) {
-    let part = |pct: u32| (limit_blocks.saturating_mul(u64::from(pct.min(100))) / 100) as usize;
     if large_pct > 0 && up.running_exceeds(limit_blocks) {
         let running = up.running();
-        return (&running[..part(large_pct).min(running.len())], true);
+        return (
+            &running[..part(limit_blocks, large_pct).min(running.len())],
+            true,
+        );
     }
-    (&up.blocks[..part(pct).min(up.blocks.len())], false)
+    (
+        &up.blocks[..part(limit_blocks, pct).min(up.blocks.len())],
+        false,
+    )
+}
+
+/// `pct` percent (at most 100) of `limit_blocks`: a window's size.
+pub(in crate::userspace) fn part(limit_blocks: u64, pct: u32) -> usize {
+    (limit_blocks.saturating_mul(u64::from(pct.min(100))) / 100) as usize
 }
 
 #[cfg(test)]

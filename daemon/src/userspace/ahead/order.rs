@@ -36,12 +36,20 @@ use super::queue::{Left, Upcoming};
 use super::sweep::Sweep;
 use prescient_core::Engine;
 use std::ops::DerefMut;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the whole queue's blocks are ordered
 /// for victim choice (`order_upcoming`); between passes, blocks migrated
 /// in go to the most recent end, where blocks about to be used belong.
 pub(in crate::userspace) const ORDER_EVERY: Duration = Duration::from_millis(1);
+
+/// Now, if a pass may run: none ran (`last`) or the last was
+/// [`ORDER_EVERY`] ago or more.
+pub(in crate::userspace) fn due(last: Option<Instant>) -> Option<Instant> {
+    let now = Instant::now();
+    last.is_none_or(|t| now.duration_since(t) >= ORDER_EVERY)
+        .then_some(now)
+}
 
 /// Makes the resident live blocks of `upcoming` (the launches to come,
 /// in order of use) the most recently migrated, the one used soonest

@@ -69,11 +69,12 @@ pub(in crate::userspace) struct Sweep {
     /// The farthest front of the ranges (what a range without faults
     /// takes).
     lead: Option<u64>,
-    /// The window's blocks (`Sweep::window`), and the fronts and size it
-    /// was computed for (computed again only when they change: it sorts
-    /// the running blocks, and a turn comes every millisecond or so).
-    window: Vec<u64>,
-    window_for: Option<(Vec<Option<u64>>, usize)>,
+    /// Every running block not passed, in the order the GPU reaches them
+    /// (`Sweep::window` gives a prefix), and the fronts it was computed
+    /// for (computed again only when one moved: it sorts the running
+    /// blocks, and a turn comes every millisecond or so).
+    ahead: Vec<u64>,
+    ahead_for: Option<Vec<Option<u64>>>,
     /// Faults in the followed ranges since the launches started, and of
     /// them, faults on blocks the sweep called passed.
     faults: u64,
@@ -97,7 +98,7 @@ impl Sweep {
         self.generation = Some(generation);
         self.ranges.clear();
         self.ordered.clear();
-        self.window_for = None;
+        self.ahead_for = None;
         self.lead = None;
         (self.faults, self.regrets, self.aside) = (0, 0, false);
         let followed = ranges.iter().filter(|r| r.1 > 0).take(MAX_RANGES);
@@ -169,18 +170,22 @@ impl Sweep {
         Some((at, passed))
     }
 
+    /// Each range's front, in range order.
+    fn fronts(&self) -> impl Iterator<Item = Option<u64>> + '_ {
+        (0..self.ranges.len()).map(|i| self.front(i))
+    }
+
     /// Has a front moved by the margin or more since the blocks were last
     /// ordered? Counts the order as done if so.
     pub(in crate::userspace) fn moved(&mut self) -> bool {
-        let now: Vec<Option<u64>> = (0..self.ranges.len()).map(|i| self.front(i)).collect();
         let far = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(x), Some(y)) => x.abs_diff(y) >= MARGIN,
             (a, b) => a != b,
         };
-        let moved = self.ordered.len() != now.len()
-            || now.iter().zip(&self.ordered).any(|(&a, &b)| far(a, b));
+        let moved = self.ordered.len() != self.ranges.len()
+            || self.fronts().zip(&self.ordered).any(|(a, &b)| far(a, b));
         if moved {
-            self.ordered = now;
+            self.ordered = self.fronts().collect();
         }
         moved
     }
@@ -202,28 +207,26 @@ impl Sweep {
     /// reaches them (by place, then block), at most `n`; blocks outside
     /// the followed ranges last, in `running`'s order. `running` must be
     /// the same list for one generation of launches (queue.rs lists it
-    /// when they change): the result is kept until a front moves.
+    /// when they change): the order is kept until a front moves, whatever
+    /// `n` (the pass asks for all, the window for a part).
     pub(in crate::userspace) fn window(&mut self, running: &[u64], n: usize) -> &[u64] {
-        let same = self.window_for.as_ref().is_some_and(|(fronts, size)| {
-            *size == n && fronts.iter().enumerate().all(|(i, &f)| self.front(i) == f)
-        });
-        if same {
-            return &self.window;
+        let same = (self.ahead_for.as_ref())
+            .is_some_and(|fronts| fronts.iter().copied().eq(self.fronts()));
+        if !same {
+            self.ahead_for = Some(self.fronts().collect());
+            let mut ahead: Vec<(u64, u64, u64)> = (running.iter().zip(0u64..))
+                .filter_map(|(&b, i)| match self.place(b) {
+                    Some((_, true)) => None,
+                    Some((at, false)) => Some((at, b, 0)),
+                    None => Some((u64::MAX, i, b)),
+                })
+                .collect();
+            ahead.sort_unstable();
+            let block = |(at, b, other): (u64, u64, u64)| if at == u64::MAX { other } else { b };
+            self.ahead.clear();
+            self.ahead.extend(ahead.into_iter().map(block));
         }
-        let fronts = (0..self.ranges.len()).map(|i| self.front(i)).collect();
-        self.window_for = Some((fronts, n));
-        let mut ahead: Vec<(u64, u64, u64)> = (running.iter().zip(0u64..))
-            .filter_map(|(&b, i)| match self.place(b) {
-                Some((_, true)) => None,
-                Some((at, false)) => Some((at, b, 0)),
-                None => Some((u64::MAX, i, b)),
-            })
-            .collect();
-        ahead.sort_unstable();
-        self.window.clear();
-        let block = |(at, b, other): (u64, u64, u64)| if at == u64::MAX { other } else { b };
-        self.window.extend(ahead.into_iter().take(n).map(block));
-        &self.window
+        &self.ahead[..n.min(self.ahead.len())]
     }
 }
 
