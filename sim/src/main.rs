@@ -58,6 +58,11 @@ struct CheckGpuArgs {
     /// parameters and check with them.
     #[arg(long)]
     fit: bool,
+    /// Check every point of the fitting grid against every run, held-out
+    /// ones included (a survey of what the model can reach, not a fit):
+    /// one line per point, the closest to the targets first.
+    #[arg(long, conflicts_with_all = ["fit", "json"])]
+    grid: bool,
 }
 
 #[derive(Args, Clone)]
@@ -476,6 +481,9 @@ fn check_gpu(a: CheckGpuArgs) -> Result<()> {
         None => gpu::RUNS_JSON.to_string(),
     };
     let runs = gpu::parse_runs(&text)?;
+    if a.grid {
+        return survey_grid(&runs);
+    }
     let params = if a.fit {
         let (p, worst) = gpu::fit(&runs)?;
         eprintln!(
@@ -508,6 +516,38 @@ fn check_gpu(a: CheckGpuArgs) -> Result<()> {
             if r.held_out { "yes" } else { "" }
         );
     }
+    Ok(())
+}
+
+/// `check-gpu --grid`: every grid point's largest errors over every run,
+/// the closest to the targets (time ratio 15%, faults 25%) first.
+fn survey_grid(runs: &[prescient_sim::gpu::RecordedRun]) -> Result<()> {
+    let mut points = prescient_sim::gpu::fit::survey(runs)?;
+    let key = |s: &prescient_sim::gpu::fit::Survey| (s.ratio / 0.15).max(s.faults / 0.25);
+    points.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    println!(
+        "{:>10} {:>5} {:>5} {:>4} {:>6} {:>9} {:>9} {:>9}",
+        "latency", "batch", "ahead", "fill", "worker", "ratio err", "fault err", "time err"
+    );
+    for s in &points {
+        let p = s.params;
+        println!(
+            "{:>8.0}us {:>5} {:>5} {:>4} {:>6.2} {:>8.1}% {:>8.1}% {:>8.1}%",
+            p.fault_latency_s * 1e6,
+            p.fault_batch,
+            p.wave_skew,
+            p.fill_max,
+            p.worker_frac,
+            100.0 * s.ratio,
+            100.0 * s.faults,
+            100.0 * s.times
+        );
+    }
+    let meeting = points.iter().filter(|s| s.meets_targets()).count();
+    println!(
+        "{meeting} of {} points have every run's time ratio within 15% and faults within 25%",
+        points.len()
+    );
     Ok(())
 }
 

@@ -92,3 +92,18 @@ fn check_gpu_refuses_a_run_without_a_trace() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no trace for workload"), "{err}");
 }
+
+/// `--grid` surveys every point itself: with `--fit` or `--json` it is a
+/// usage error naming the flag, not a silent choice of one of them.
+#[test]
+fn check_gpu_grid_refuses_fit_and_json() {
+    for other in ["--fit", "--json"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_prescient-sim"))
+            .args(["check-gpu", "--grid", other])
+            .output()
+            .expect("run prescient-sim");
+        assert_eq!(out.status.code(), Some(2), "{other}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--grid") && err.contains(other), "{err}");
+    }
+}

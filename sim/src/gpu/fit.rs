@@ -64,6 +64,42 @@ pub fn fit(runs: &[RecordedRun]) -> Result<(GpuParams, f64)> {
     best.context("empty fitting grid")
 }
 
+/// One grid point's largest errors over the runs it was checked on.
+#[derive(Clone, Copy, Debug)]
+pub struct Survey {
+    pub params: GpuParams,
+    /// Largest time-ratio error, fault error and iteration-time error.
+    pub ratio: f64,
+    pub faults: f64,
+    pub times: f64,
+}
+
+impl Survey {
+    /// Within the targets on every run: time ratio within 15%,
+    /// faults within 25%.
+    pub fn meets_targets(&self) -> bool {
+        self.ratio <= 0.15 && self.faults <= 0.25
+    }
+}
+
+/// Every grid point against every run, held-out ones included: a survey
+/// of what the model can reach, not a fit (`check-gpu --grid`), the
+/// points in grid order.
+pub fn survey(runs: &[RecordedRun]) -> Result<Vec<Survey>> {
+    grid()
+        .map(|params| {
+            let rows = check(runs, params)?;
+            let max = |f: &dyn Fn(&super::CheckRow) -> f64| rows.iter().map(f).fold(0.0, f64::max);
+            Ok(Survey {
+                params,
+                ratio: max(&|r| r.ratio_error()),
+                faults: max(&|r| r.fault_error()),
+                times: max(&|r| r.time_errors[0].max(r.time_errors[1])),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! blocks per iteration with what the cost model predicts for the same
 //! workload, budget and link speeds.
 
-mod fit;
+pub mod fit;
 pub mod umbench;
 
 pub use fit::fit;
