@@ -2,7 +2,8 @@
 // migrating it to the host (what prescientd's workers do: UVM_MIGRATE to
 // the CPU) or by dropping a read duplicate (issue 20: the GPU oracle and
 // Prescient are bound by UVM's ~20 GB/s evictions to the host on stream and
-// FDTD-2D, and most of what they evict was only read).
+// FDTD-2D; BENCHMARKS-gpu.md run 123 has the numbers and why those jobs,
+// which write every block each step, cannot use the second way).
 //
 //   rdup MB [CHUNK_MB [CASES]]     CASES: a comma list of the cases below (default all)
 //
