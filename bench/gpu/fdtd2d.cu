@@ -7,12 +7,17 @@
 // 3.22 GB managed), the fields initialised by the CPU as the original does.
 //
 //   fdtd2d ITERS NX NY     one iteration = one time step (the 3 kernels)
+//   FDTD_HOST=ex,hz        those fields advised to stay in host memory, the
+//                          GPU reading and writing them there over the link
+//                          (what a user could do by hand for the part that
+//                          does not fit; BENCHMARKS-gpu.md run 125)
 //
 // Output: umbench's JSON lines (umcommon.cuh): "alloc" with managed_bytes,
 // one "iter" per step, a "summary" whose checksum is over the bits of the
 // three fields after the last step (the kernels are deterministic: equal
 // with and without Prescient).
 #include "umcommon.cuh"
+#include <string>
 
 // ey[i][j] -= 0.5 (hz[i][j] - hz[i-1][j]); row 0 takes the source fict[t].
 __global__ void step1(const float* fict, float* ey, const float* hz, size_t nx, size_t ny, int t) {
@@ -49,6 +54,24 @@ static void init(float* fict, int iters, float* ex, float* ey, float* hz, size_t
     }
 }
 
+// Advises `p` (field `name`) to stay in host memory, mapped to GPU 0, if
+// FDTD_HOST lists it.
+static void advise_host(const char* name, void* p, size_t bytes) {
+  const char* list = getenv("FDTD_HOST");
+  if (!list) return;
+  std::string l = std::string(",") + list + ",";
+  if (l.find(std::string(",") + name + ",") == std::string::npos) return;
+#if CUDART_VERSION >= 13000
+  cudaMemLocation host = {cudaMemLocationTypeHost, 0}, gpu0 = {cudaMemLocationTypeDevice, 0};
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, gpu0));
+#else
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId));
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, 0));
+#endif
+  printf("{\"event\":\"advise\",\"field\":\"%s\",\"bytes\":%zu,\"preferred\":\"host\",\"accessed_by\":0}\n", name, bytes);
+}
+
 int main(int argc, char** argv) {
   if (argc != 4) { fprintf(stderr, "usage: fdtd2d ITERS NX NY\n"); return 1; }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -65,6 +88,9 @@ int main(int argc, char** argv) {
   CK(cudaMallocManaged(&hz, nhz * sizeof(float)));
   unsigned long long* d; CK(cudaMallocManaged(&d, 4096));
   init(fict, iters, ex, ey, hz, nx, ny);
+  advise_host("ex", ex, nex * sizeof(float));
+  advise_host("ey", ey, ney * sizeof(float));
+  advise_host("hz", hz, nhz * sizeof(float));
   wait_go();
   dim3 block(32, 8), grid((unsigned)((ny + 31) / 32), (unsigned)((nx + 7) / 8));
   std::vector<double> gpu, tot;
