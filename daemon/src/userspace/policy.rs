@@ -300,6 +300,12 @@ struct Ahead<'a> {
 fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
     let lb = limit.blocks(a.engine.free_target());
     let large = !order::may_order(a.up, lb);
+    if large && a.cfg.host_shared {
+        // What does not fit may be read and written in host memory instead
+        // (shared.rs): a measured trial, as for the CPU's rewrites.
+        host.shared
+            .overflow(a.up.generation, &a.up.running_ranges, lb);
+    }
     let mut swept = false;
     let (mut sweep_orders, mut sweep_asides) = (0, 0);
     if a.cfg.sweep_victims() && large {
@@ -627,6 +633,9 @@ mod tests {
             };
             let mut ahead = Vec::new();
             let sent = w.turn_with(&mut lane, &up, &mut ahead);
+            // Either way, 96 blocks under the 64-block budget: the first range
+            // (48 blocks, 96 MB) is offered to be tried in host memory.
+            assert_eq!(w.shared.stats.overflow_candidates, 1);
             let mut out = [prescient_core::Victim::default(); 96];
             let n = lane.engine.victims(&mut out);
             let victims: Vec<u64> = out[..n].iter().map(|v| v.block).collect();

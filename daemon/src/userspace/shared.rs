@@ -14,10 +14,22 @@
 //! its kernel's atomics went to host memory), and faults do not say which
 //! kind a block is. So every advice is a measured trial.
 //!
+//! The same holds for the part of a kernel larger than the budget that does
+//! not fit (FDTD-2D: each kernel sweeps two or three 1.07 GB fields through
+//! a 1.61 GB budget, every block in and out once a step): read and written
+//! in host memory it costs link bytes at every use but nothing on the way
+//! out (GPU run 125: two of FDTD-2D's fields advised by hand, 155.6 ms a
+//! step under the driver against Prescient's 301.8).
+//!
 //! States: a block the CPU's own fault took back from the GPU (a migration
 //! to the CPU for coherence) in `TAKES_TO_TRY` rounds, the GPU having it
 //! again in between, makes its allocation a *candidate* if it is at least
-//! `MIN_TRY_BYTES` and was never tried. With the step's length known (the
+//! `MIN_TRY_BYTES` and was never tried. Without such a candidate, running
+//! launches whose ranges not in host memory exceed the budget offer their
+//! largest range never tried (`SharedBlocks::overflow`): FDTD-2D's fields
+//! one after another, while what is left still exceeds it. The CPU's
+//! candidates go first: dnn's input, which its first kernel also sweeps,
+//! is one, and once it is in host memory that kernel fits. With the step's length known (the
 //! median of the last `SAMPLES` intervals between two starts of one
 //! execution id), the candidate is *on trial*: advised, never prefetched.
 //! After `SKIP` more intervals, the median of the next `SAMPLES` decides:
@@ -70,6 +82,8 @@ pub struct SharedStats {
     pub last_during_us: u64,
     /// Prefetches declined because the block lives in host memory.
     pub prefetches_declined: u64,
+    /// Candidates offered because running launches exceeded the budget.
+    pub overflow_candidates: u64,
 }
 
 /// What the process is to do for the trials this turn.
@@ -144,6 +158,11 @@ pub struct SharedBlocks {
     /// Allocations tried (kept or undone) or refused: never tried again.
     tried: Vec<Range>,
     steps: Steps,
+    /// The largest range of the last running launches that exceeded the
+    /// budget (its first block), tried when no CPU candidate waits, and
+    /// the generation of running launches `overflow` last looked at.
+    overflow: Option<u64>,
+    overflow_generation: Option<u64>,
     pub stats: SharedStats,
 }
 
@@ -163,6 +182,42 @@ impl SharedBlocks {
         if e.takes == TAKES_TO_TRY && self.candidates.len() < MAX_TRIED {
             self.candidates.push(b);
         }
+    }
+
+    /// Running launches (of `generation`) whose `ranges` (first block,
+    /// blocks) not in host memory exceed `limit_blocks` sweep every block
+    /// through the limit: their largest range of at least
+    /// `MIN_TRY_BYTES` never tried becomes the overflow candidate (the one
+    /// at the lowest address among equals; its middle block names it).
+    /// Launches that fit clear it. Looks once a generation.
+    pub fn overflow(&mut self, generation: u64, ranges: &[(u64, u64)], limit_blocks: u64) {
+        if self.overflow_generation == Some(generation) {
+            return;
+        }
+        self.overflow_generation = Some(generation);
+        // A range is named by its middle block: its first one may start
+        // before the allocation (2 MB blocks, allocations aligned less),
+        // in the mapping below it.
+        let mid = |(first, n): (u64, u64)| (first + n / 2) << prescient_core::BLOCK_SHIFT;
+        let mut left: Vec<(u64, u64)> = (ranges.iter().copied())
+            .filter(|&r| !self.is_host(mid(r)))
+            .collect();
+        left.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
+        left.dedup_by_key(|r| r.0);
+        let used: u64 = left.iter().map(|r| r.1).sum();
+        let best = (used > limit_blocks)
+            .then(|| {
+                left.iter().find(|&&r| {
+                    r.1 << prescient_core::BLOCK_SHIFT >= MIN_TRY_BYTES
+                        && !self.tried.iter().any(|a| a.holds(mid(r)))
+                })
+            })
+            .flatten()
+            .map(|&r| mid(r) >> prescient_core::BLOCK_SHIFT);
+        if best.is_some() && best != self.overflow {
+            self.stats.overflow_candidates += 1;
+        }
+        self.overflow = best;
     }
 
     /// The GPU had block `b` again (a fault, or a migration to it).
@@ -186,7 +241,7 @@ impl SharedBlocks {
     /// Has a block waiting for its allocation to be looked up?
     #[cfg(test)]
     pub fn has_candidates(&self) -> bool {
-        self.trial.is_none() && !self.candidates.is_empty()
+        self.trial.is_none() && (!self.candidates.is_empty() || self.overflow.is_some())
     }
 
     /// This turn's action: the trial's verdict once it has its samples,
@@ -198,10 +253,11 @@ impl SharedBlocks {
         }
         if self.stats.undone >= MAX_UNDONE {
             self.candidates.clear();
+            self.overflow = None;
             return None;
         }
         let before = self.steps.median()?;
-        while let Some(b) = self.candidates.pop() {
+        while let Some(b) = self.candidates.pop().or_else(|| self.overflow.take()) {
             let Some(a) = alloc_of(b << prescient_core::BLOCK_SHIFT) else {
                 continue;
             };
@@ -281,6 +337,123 @@ mod tests {
             }
             *t0 += per;
         }
+    }
+
+    /// A field of FDTD-2D's shape: 512 blocks from `first`.
+    fn field(first: u64) -> Range {
+        Range {
+            start: first << prescient_core::BLOCK_SHIFT,
+            end: (first + 512) << prescient_core::BLOCK_SHIFT,
+        }
+    }
+
+    /// The allocation of `addr`: dnn's input or one of three fields.
+    fn alloc_or_field(addr: u64) -> Option<Range> {
+        let b = addr >> prescient_core::BLOCK_SHIFT;
+        let f = [10000, 20000, 30000]
+            .into_iter()
+            .find(|f| (*f..f + 512).contains(&b));
+        f.map(field).or_else(|| alloc_of(addr))
+    }
+
+    /// A kernel over a scalar and three 512-block fields (FDTD-2D's last)
+    /// under a 720-block limit: the largest field (the lowest address among
+    /// equals) is tried; while it is on trial the next one is the
+    /// candidate, tried once the first is kept; then the third field fits
+    /// and nothing more is offered, whatever the launches that follow.
+    #[test]
+    fn overflow_tries_fields_while_what_is_left_exceeds_the_limit() {
+        let ranges = [
+            (7, 1),
+            (20000, 512),
+            (10000, 512),
+            (30000, 512),
+            (10000, 512),
+        ];
+        let mut s = SharedBlocks::default();
+        s.overflow(1, &ranges, 720);
+        assert_eq!(s.stats.overflow_candidates, 1);
+        let mut t = Instant::now();
+        run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
+        assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(field(10000))));
+        s.overflow(1, &ranges, 720);
+        assert_eq!(s.stats.overflow_candidates, 1, "once a generation");
+        s.overflow(2, &ranges, 720);
+        assert_eq!(
+            s.stats.overflow_candidates, 2,
+            "10000 is on trial: 20000 next"
+        );
+        // Kept (the step 1.5x shorter): the next field is tried.
+        run_steps(&mut s, &mut t, 5, Duration::from_millis(200));
+        assert_eq!(s.decide(alloc_or_field), None, "the verdict");
+        assert_eq!(s.stats.kept, 1);
+        assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(field(20000))));
+        s.overflow(3, &ranges, 720);
+        assert!(!s.has_candidates(), "30000 and the scalar fit");
+        assert_eq!(s.stats.overflow_candidates, 2);
+    }
+
+    /// Allocations need not start on a 2 MB block: a range whose first
+    /// block begins in the allocation below it is tried as its own
+    /// allocation (named by its middle block), not as the one below.
+    #[test]
+    fn overflow_names_a_range_by_its_own_allocation() {
+        const MB: u64 = 1 << 20;
+        let low = Range {
+            start: 20 * GIB,
+            end: 20 * GIB + 1025 * MB,
+        };
+        let high = Range {
+            start: low.end,
+            end: low.end + 1025 * MB,
+        };
+        let alloc_of = |addr: u64| [low, high].into_iter().find(|a| a.holds(addr));
+        let block = |addr: u64| addr >> prescient_core::BLOCK_SHIFT;
+        // Each range as the runtime gives it: every block it touches.
+        let ranges = [
+            (block(low.start), block(low.end - 1) - block(low.start) + 1),
+            (
+                block(high.start),
+                block(high.end - 1) - block(high.start) + 1,
+            ),
+        ];
+        assert_eq!(
+            ranges[1],
+            (block(high.start), 513),
+            "high's first block is low's last"
+        );
+        let mut s = SharedBlocks::default();
+        // Only the second is running: it alone exceeds a 500-block limit.
+        s.overflow(1, &ranges[1..], 500);
+        let mut t = Instant::now();
+        run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
+        assert_eq!(s.decide(alloc_of), Some(Action::Advise(high)));
+    }
+
+    /// A candidate of the CPU's goes before the overflow's: dnn's input,
+    /// which its first kernel sweeps too.
+    #[test]
+    fn the_cpus_candidates_go_before_the_overflow() {
+        let mut s = SharedBlocks::default();
+        s.overflow(1, &[(10000, 512), (20000, 512)], 720);
+        let block = ((4 * GIB) >> prescient_core::BLOCK_SHIFT) + 10;
+        s.cpu_took(block);
+        s.gpu_had(block);
+        s.cpu_took(block);
+        let mut t = Instant::now();
+        run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
+        assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(INPUT)));
+    }
+
+    /// Launches that fit the limit, or exceed it only by ranges under
+    /// `MIN_TRY_BYTES` (16 blocks: 32 MB), offer nothing.
+    #[test]
+    fn overflow_offers_nothing_that_fits_or_is_small() {
+        let mut s = SharedBlocks::default();
+        s.overflow(1, &[(0, 300), (1000, 300)], 720);
+        s.overflow(2, &[(0, 16), (100, 16), (200, 16)], 40);
+        assert_eq!(s.stats.overflow_candidates, 0);
+        assert!(!s.has_candidates());
     }
 
     /// A block of dnn's input taken back by the CPU in two rounds: its
