@@ -197,18 +197,23 @@ impl SharedBlocks {
         self.overflow_generation = Some(generation);
         // A range is named by its middle block: its first one may start
         // before the allocation (2 MB blocks, allocations aligned less),
-        // in the mapping below it.
-        let mid = |(first, n): (u64, u64)| (first + n / 2) << prescient_core::BLOCK_SHIFT;
+        // in the mapping below it. The ranges come from the process's
+        // ring: no arithmetic on them may overflow.
+        let mid = |(first, n): (u64, u64)| {
+            first
+                .saturating_add(n / 2)
+                .saturating_mul(prescient_core::BLOCK_BYTES)
+        };
         let mut left: Vec<(u64, u64)> = (ranges.iter().copied())
             .filter(|&r| !self.is_host(mid(r)))
             .collect();
         left.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
         left.dedup_by_key(|r| r.0);
-        let used: u64 = left.iter().map(|r| r.1).sum();
+        let used = left.iter().fold(0u64, |sum, r| sum.saturating_add(r.1));
         let best = (used > limit_blocks)
             .then(|| {
                 left.iter().find(|&&r| {
-                    r.1 << prescient_core::BLOCK_SHIFT >= MIN_TRY_BYTES
+                    r.1.saturating_mul(prescient_core::BLOCK_BYTES) >= MIN_TRY_BYTES
                         && !self.tried.iter().any(|a| a.holds(mid(r)))
                 })
             })
@@ -443,6 +448,22 @@ mod tests {
         let mut t = Instant::now();
         run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
         assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(INPUT)));
+    }
+
+    /// Ranges as the process's ring may give them, at the top of the
+    /// address space or absurdly long, neither panic nor wrap: the longest
+    /// (at the lowest address) is the candidate, its middle saturated at
+    /// the last block (its lookup finds no allocation there).
+    #[test]
+    fn overflow_survives_ranges_at_the_end_of_the_address_space() {
+        let mut s = SharedBlocks::default();
+        s.overflow(
+            1,
+            &[(u64::MAX - 1, u64::MAX), (u64::MAX, 1000), (5, u64::MAX)],
+            10,
+        );
+        assert_eq!(s.stats.overflow_candidates, 1);
+        assert_eq!(s.overflow, Some(u64::MAX >> prescient_core::BLOCK_SHIFT));
     }
 
     /// Launches that fit the limit, or exceed it only by ranges under
