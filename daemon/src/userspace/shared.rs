@@ -82,7 +82,8 @@ pub struct SharedStats {
     pub last_during_us: u64,
     /// Prefetches declined because the block lives in host memory.
     pub prefetches_declined: u64,
-    /// Candidates offered because running launches exceeded the budget.
+    /// Times a range became the overflow candidate (running launches
+    /// exceeding the budget; again after launches that fit cleared it).
     pub overflow_candidates: u64,
 }
 
