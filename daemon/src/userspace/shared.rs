@@ -29,9 +29,10 @@
 //! largest range never tried (`SharedBlocks::overflow`): FDTD-2D's fields
 //! one after another, while what is left still exceeds it. The CPU's
 //! candidates go first: dnn's input, which its first kernel also sweeps,
-//! is one, and once it is in host memory that kernel fits. With the step's length known (the
-//! median of the last `SAMPLES` intervals between two starts of one
-//! execution id), the candidate is *on trial*: advised, never prefetched.
+//! is one, and once it is in host memory that kernel fits.
+//!
+//! With the step's length known (the median of the last `SAMPLES`
+//! intervals between two starts of one execution id), the candidate is *on trial*: advised, never prefetched.
 //! After `SKIP` more intervals, the median of the next `SAMPLES` decides:
 //! at most `KEEP_PCT`% of the length before, it is *kept*; else the advice
 //! is *undone* and the allocation never tried again. When the loop ends
@@ -160,7 +161,7 @@ pub struct SharedBlocks {
     tried: Vec<Range>,
     steps: Steps,
     /// The largest range of the last running launches that exceeded the
-    /// budget (its first block), tried when no CPU candidate waits, and
+    /// budget (its middle block), tried when no CPU candidate waits, and
     /// the generation of running launches `overflow` last looked at.
     overflow: Option<u64>,
     overflow_generation: Option<u64>,
@@ -211,15 +212,17 @@ impl SharedBlocks {
         left.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
         left.dedup_by_key(|r| r.0);
         let used = left.iter().fold(0u64, |sum, r| sum.saturating_add(r.1));
-        let best = (used > limit_blocks)
-            .then(|| {
-                left.iter().find(|&&r| {
-                    r.1.saturating_mul(prescient_core::BLOCK_BYTES) >= MIN_TRY_BYTES
-                        && !self.tried.iter().any(|a| a.holds(mid(r)))
-                })
-            })
-            .flatten()
-            .map(|&r| mid(r) >> prescient_core::BLOCK_SHIFT);
+        let untried = |&&r: &&(u64, u64)| {
+            r.1.saturating_mul(prescient_core::BLOCK_BYTES) >= MIN_TRY_BYTES
+                && !self.tried.iter().any(|a| a.holds(mid(r)))
+        };
+        let best = if used > limit_blocks {
+            left.iter()
+                .find(untried)
+                .map(|&r| mid(r) >> prescient_core::BLOCK_SHIFT)
+        } else {
+            None
+        };
         if best.is_some() && best != self.overflow {
             self.stats.overflow_candidates += 1;
         }

@@ -17,17 +17,12 @@ const WORKER_FRAC: [f64; 5] = [0.12, 0.13, 0.14, 0.15, 0.16];
 /// after the driver takes it (BENCHMARKS-gpu.md, run 41).
 const EVENT_LATENCY_S: f64 = 64e-6;
 
-/// A run's error: the largest of its time-ratio error, its fault error and
-/// half the error of each predicted iteration time (the parameters should
-/// give the times, not only their ratio).
+/// The fit's error over `runs`: the largest of any run's time-ratio
+/// error, fault error and half the error of each predicted iteration time
+/// (the parameters should give the times, not only their ratio).
 fn worst(runs: &[RecordedRun], p: GpuParams) -> Result<f64> {
-    Ok(check(runs, p)?
-        .iter()
-        .map(|r| {
-            let t = r.time_errors[0].max(r.time_errors[1]);
-            r.ratio_error().max(r.fault_error()).max(0.5 * t)
-        })
-        .fold(0.0, f64::max))
+    let s = largest_errors(runs, p)?;
+    Ok(s.ratio.max(s.faults).max(0.5 * s.times))
 }
 
 /// Every point of the grid.
@@ -82,22 +77,24 @@ impl Survey {
     }
 }
 
+/// `params`' largest errors of each kind over `runs` (what the fit and the
+/// survey both judge by).
+fn largest_errors(runs: &[RecordedRun], params: GpuParams) -> Result<Survey> {
+    let rows = check(runs, params)?;
+    let max = |f: &dyn Fn(&super::CheckRow) -> f64| rows.iter().map(f).fold(0.0, f64::max);
+    Ok(Survey {
+        params,
+        ratio: max(&|r| r.ratio_error()),
+        faults: max(&|r| r.fault_error()),
+        times: max(&|r| r.time_errors[0].max(r.time_errors[1])),
+    })
+}
+
 /// Every grid point against every run, held-out ones included: a survey
 /// of what the model can reach, not a fit (`check-gpu --grid`), the
 /// points in grid order.
 pub fn survey(runs: &[RecordedRun]) -> Result<Vec<Survey>> {
-    grid()
-        .map(|params| {
-            let rows = check(runs, params)?;
-            let max = |f: &dyn Fn(&super::CheckRow) -> f64| rows.iter().map(f).fold(0.0, f64::max);
-            Ok(Survey {
-                params,
-                ratio: max(&|r| r.ratio_error()),
-                faults: max(&|r| r.fault_error()),
-                times: max(&|r| r.time_errors[0].max(r.time_errors[1])),
-            })
-        })
-        .collect()
+    grid().map(|params| largest_errors(runs, params)).collect()
 }
 
 #[cfg(test)]
