@@ -17,7 +17,6 @@
 // three fields after the last step (the kernels are deterministic: equal
 // with and without Prescient).
 #include "umcommon.cuh"
-#include <string>
 
 // ey[i][j] -= 0.5 (hz[i][j] - hz[i-1][j]); row 0 takes the source fict[t].
 __global__ void step1(const float* fict, float* ey, const float* hz, size_t nx, size_t ny, int t) {
@@ -58,17 +57,8 @@ static void init(float* fict, int iters, float* ex, float* ey, float* hz, size_t
 // FDTD_HOST lists it.
 static void advise_host(const char* name, void* p, size_t bytes) {
   const char* list = getenv("FDTD_HOST");
-  if (!list) return;
-  std::string l = std::string(",") + list + ",";
-  if (l.find(std::string(",") + name + ",") == std::string::npos) return;
-#if CUDART_VERSION >= 13000
-  cudaMemLocation host = {cudaMemLocationTypeHost, 0}, gpu0 = {cudaMemLocationTypeDevice, 0};
-  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
-  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, gpu0));
-#else
-  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId));
-  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, 0));
-#endif
+  if (!list || !listed(list, name)) return;
+  advise_host_mapped(p, bytes);
   printf("{\"event\":\"advise\",\"field\":\"%s\",\"bytes\":%zu,\"preferred\":\"host\",\"accessed_by\":0}\n", name, bytes);
 }
 

@@ -66,14 +66,7 @@ static int bw(size_t mb) {
 // reads once per iteration (DNN_ADVISE=1): keep it in host memory and let
 // the GPU read it there over the link (no migration in, no eviction out).
 static void advise_host_read(void* p, size_t bytes) {
-#if CUDART_VERSION >= 13000
-  cudaMemLocation host = {cudaMemLocationTypeHost, 0}, gpu0 = {cudaMemLocationTypeDevice, 0};
-  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
-  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, gpu0));
-#else
-  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId));
-  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, 0));
-#endif
+  advise_host_mapped(p, bytes);
   printf("{\"event\":\"advise\",\"bytes\":%zu,\"preferred\":\"host\",\"accessed_by\":0}\n", bytes);
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <vector>
 #include <algorithm>
+#include <string>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
   fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } } while (0)
@@ -36,6 +37,27 @@ static void check_fits(size_t bytes) {
   printf("{\"event\":\"alloc\",\"managed_bytes\":%zu,\"gpu_free\":%zu,\"gpu_total\":%zu,\"pid\":%d}\n",
          bytes, fr, tot, (int)getpid());
   fflush(stdout);
+}
+
+// Does the comma-separated `list` name `name` (FDTD_HOST's fields, rdup's
+// cases)?
+static bool listed(const char* list, const char* name) {
+  return (std::string(",") + list + ",").find(std::string(",") + name + ",") != std::string::npos;
+}
+
+// Advises [p, p + bytes) to stay in host memory, mapped to GPU 0 (what a
+// user does by hand for data the GPU should read and write there over the
+// link instead of migrating it: umbench dnn's DNN_ADVISE, fdtd2d's
+// FDTD_HOST).
+static void advise_host_mapped(void* p, size_t bytes) {
+#if CUDART_VERSION >= 13000
+  cudaMemLocation host = {cudaMemLocationTypeHost, 0}, gpu0 = {cudaMemLocationTypeDevice, 0};
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, host));
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, gpu0));
+#else
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId));
+  CK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, 0));
+#endif
 }
 
 static void wait_go() {
