@@ -6,6 +6,7 @@
 //       multi-kernel DNN-like loop; the CPU rewrites the input every iteration
 //       (DNN_ADVISE=1: the input advised to stay in host memory, read there)
 //   umbench stream ITERS NBUF BUF_MB   layered streaming over NBUF buffers
+//       (STREAM_HOST=N: the first N buffers advised to stay in host memory)
 //   umbench random ITERS MB CPU_FRAC   random page access, CPU rewrites a
 //                                      random fraction of blocks each iteration
 //   umbench hold MB SECS               MB of managed memory written by the
@@ -108,6 +109,10 @@ static int stream(int iters, int nbuf, size_t buf_mb) {
     CK(cudaMallocManaged(&b[i], n * 4));
     for (size_t j = 0; j < n; j += 1) b[i][j] = (uint32_t)(j + i);
   }
+  // STREAM_HOST=N: the first N buffers advised to stay in host memory and
+  // read and written there by the GPU (what a user could do by hand).
+  int nhost = getenv("STREAM_HOST") ? atoi(getenv("STREAM_HOST")) : 0;
+  for (int i = 0; i < nhost && i < nbuf; i++) advise_host_read(b[i], n * 4);
   unsigned long long* d; CK(cudaMallocManaged(&d, 4096));
   wait_go();
   std::vector<double> gpu, tot;
