@@ -202,6 +202,7 @@ pub unsafe extern "C" fn mem_free(dptr: CuDevicePtr) -> CuResult {
         // Back to the driver only once none of it is dead at the daemon.
         crate::marks::before_free(dptr, n);
         crate::footprint::extents::managed_freed(dptr, n);
+        crate::advice::freed(dptr, n);
     }
     // SAFETY: the slot holds cuMemFree_v2.
     let f: unsafe extern "C" fn(CuDevicePtr) -> CuResult = unsafe { real(&REAL_MEM_FREE) };

@@ -25,6 +25,7 @@
 //! write to pinned host memory per launch, and managed memory holds the
 //! same data as device memory.
 
+pub mod advice;
 pub mod alloc;
 pub mod config;
 pub mod device;

@@ -199,6 +199,7 @@ extern "C" fn after_fork_in_child() {
     DEVICE.store(0, Ordering::Release);
     STATE.store(UNSET, Ordering::Release);
     crate::footprint::ring::forget();
+    crate::advice::forget_published();
     crate::marks::after_fork_in_child();
 }
 

@@ -15,7 +15,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 use crate::driver::{self, CuResult, GetProcAddressV1, GetProcAddressV2, PER_THREAD_FLAG};
-use crate::{alloc, launch};
+use crate::{advice, alloc, launch};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Once;
@@ -50,6 +50,7 @@ entries! {
     c"cuMemAllocFromPoolAsync", 0 => alloc::REAL_POOL_ASYNC, alloc::mem_alloc_pool_async;
     c"cuMemAllocFromPoolAsync", PER_THREAD_FLAG => alloc::REAL_POOL_ASYNC_PTSZ, alloc::mem_alloc_pool_async_ptsz;
     c"cuMemCreate", 0 => alloc::REAL_MEM_CREATE, alloc::mem_create;
+    c"cuMemAdvise", 0 => advice::REAL_MEM_ADVISE, advice::mem_advise;
     c"cuLaunchKernel", 0 => launch::REAL_LAUNCH, launch::launch_kernel;
     c"cuLaunchKernel", PER_THREAD_FLAG => launch::REAL_LAUNCH_PTSZ, launch::launch_kernel_ptsz;
     c"cuLaunchKernelEx", 0 => launch::REAL_LAUNCH_EX, launch::launch_kernel_ex;

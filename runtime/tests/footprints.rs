@@ -153,8 +153,48 @@ fn check_launches(m: &HashMap<String, String>) {
     assert_eq!(get("kernel_committed"), "1");
     assert_eq!(recorded(m, "kernel"), blocks(&[(a, a + MB)]));
     assert_eq!(get("kernel_guessed"), "0");
-    assert_eq!(get("head"), "6");
+    assert_eq!(get("head"), "8");
     assert_eq!(get("dropped"), "0");
+}
+
+/// The `(start, end)` pairs of a printed advice table.
+fn advice(m: &HashMap<String, String>, name: &str) -> Vec<(u64, u64)> {
+    let v = &m[&format!("{name}_ranges")];
+    (v.split(',').filter(|r| !r.is_empty()))
+        .map(|r| {
+            let (a, b) = r.split_once(':').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The job's `cuMemAdvise` (at 13.0, as cudaMemAdvise calls it) reaches
+/// the ring's host-advice table at its next launch: the host-preferred
+/// ranges, a GPU preference cutting one, nothing for advice the driver
+/// refused, and a free taking its allocation's advice away.
+#[test]
+fn the_jobs_host_advice_reaches_the_ring() {
+    let m = run(&[]);
+    let n = |k: &str| -> u64 { m[k].parse().unwrap() };
+    let (b, c) = (n("b"), n("c"));
+    assert_eq!((n("advice_before_n"), n("advice_before_seq")), (0, 0));
+    assert_eq!(
+        m["adv_rc"], "0,0,0,1",
+        "the last pointer is in no allocation"
+    );
+    let mut want = vec![
+        (b, b + 32 * MB),
+        (b + 64 * MB, b + 96 * MB),
+        (c, c + 6 * MB),
+    ];
+    want.sort_unstable();
+    assert_eq!(advice(&m, "advised"), want);
+    assert_eq!(m["free_rc"], "0");
+    want.retain(|&(s, _)| s != c);
+    assert_eq!(advice(&m, "after_free_c"), want);
+    let (s1, s2) = (n("advised_seq"), n("after_free_c_seq"));
+    assert!(s1 > 0 && s1 % 2 == 0 && s2 > s1 && s2 % 2 == 0, "{s1} {s2}");
+    assert_eq!(n("after_free_c_left_out"), 0);
 }
 
 #[test]

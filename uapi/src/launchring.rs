@@ -24,7 +24,9 @@
 //! - word 8: head, the next position a writer claims; word 16: tail, the
 //!   next position the reader reads (on its own cache line);
 //! - then [`CAPACITY`] records of [`RECORD_WORDS`] words; position `pos`
-//!   lives in record `pos % CAPACITY`.
+//!   lives in record `pos % CAPACITY`;
+//! - then the host-advice table ([`advice`], [`ADVICE_WORDS`]): the ranges
+//!   the process itself advised to stay in host memory.
 //!
 //! A record: `[seq, check, id, stream, meta, ranges...]`. `seq` is 0 until
 //! first written, `2 pos + 1` while the writer of position `pos` writes it,
@@ -50,10 +52,14 @@
 
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 
+pub mod advice;
+pub use advice::{ADVICE_SLOTS, ADVICE_WORDS};
+
 /// The memfd's name (`/proc/PID/fd/N` links to `/memfd:NAME (deleted)`).
 pub const MEMFD_NAME: &str = "prescient-launch-ring";
-/// "PRSCLRG" and format version 1 in the low byte.
-pub const MAGIC: u64 = 0x5052_5343_4c52_4701;
+/// "PRSCLRG" and format version 2 in the low byte (version 2 added the
+/// host-advice table).
+pub const MAGIC: u64 = 0x5052_5343_4c52_4702;
 /// Header words before the first record.
 pub const HEADER_WORDS: usize = 24;
 /// Words per record.
@@ -66,7 +72,7 @@ pub const MAX_RANGES: usize = RECORD_WORDS - RECORD_HEAD;
 /// forward and backward pass (about 600 launches a step).
 pub const CAPACITY: usize = 4096;
 /// Words in the ring.
-pub const RING_WORDS: usize = HEADER_WORDS + CAPACITY * RECORD_WORDS;
+pub const RING_WORDS: usize = HEADER_WORDS + CAPACITY * RECORD_WORDS + ADVICE_WORDS;
 /// Bytes in the ring (the memfd's size).
 pub const RING_BYTES: usize = RING_WORDS * 8;
 /// Word indices of the header.

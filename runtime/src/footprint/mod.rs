@@ -104,6 +104,9 @@ pub fn asked() -> Option<Ring<'static>> {
 /// Publishes one launch into `ring` (one [`asked`] gave): its encoded id,
 /// its stream's slot key and its footprint, from its pointer words.
 pub fn publish(ring: &Ring<'_>, id: u64, stream_key: u64, ptrs: &PointerWords) {
+    // The job's host advice first: the daemon reads it before it places
+    // this launch's blocks.
+    crate::advice::publish(ring);
     let mut r = Record {
         id: prescient_uapi::execpage::encode(id),
         stream: stream_key,

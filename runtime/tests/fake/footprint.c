@@ -27,7 +27,9 @@ typedef void (*event_t)(int, int, uint64_t, uint64_t, void *);
 #define RING_HEADER 24
 #define RECORD_WORDS 32
 #define RING_CAPACITY 4096
-#define RING_BYTES ((RING_HEADER + RING_CAPACITY * RECORD_WORDS) * 8)
+/* The host-advice table after the records (launchring/advice.rs). */
+#define ADVICE_AT (RING_HEADER + RING_CAPACITY * RECORD_WORDS)
+#define RING_BYTES ((ADVICE_AT + 8 + 2 * 64) * 8)
 
 static void *h;
 static gpa2_t gpa2;
@@ -55,6 +57,17 @@ static void print_record(const char *name, uint64_t pos) {
     for (int i = 0; i < n; i++)
         printf("%s%llu:%llu", i ? "," : "", (unsigned long long)(w[5 + i] & 0xffffffff),
                (unsigned long long)(w[5 + i] >> 32));
+    printf("\n");
+}
+
+/* Prints the host-advice table: sequence, count, left out, ranges. */
+static void print_advice(const char *name) {
+    volatile uint64_t *t = ring() + ADVICE_AT;
+    int n = (int)t[1];
+    printf("%s_seq=%llu %s_n=%d %s_left_out=%llu %s_ranges=", name, (unsigned long long)t[0], name, n,
+           name, (unsigned long long)t[2], name);
+    for (int i = 0; i < n && i < 64; i++)
+        printf("%s%llu:%llu", i ? "," : "", (unsigned long long)t[8 + 2 * i], (unsigned long long)t[9 + 2 * i]);
     printf("\n");
 }
 
@@ -137,6 +150,25 @@ int main(int argc, char **argv) {
     void *p4[2] = {&kp, &ks};
     lk(fn(4), 64, 1, 1, 128, 1, 1, 0, (void *)0x7000, p4, NULL);
     print_record("kernel", head0 + 5);
+    /* The job's own advice (cudaMemAdvise calls cuMemAdvise at 13.0): c
+     * and b to the host, b's middle third back to the GPU, a pointer no
+     * allocation holds (refused by the driver: not kept). The next launch
+     * publishes the set; freeing c takes its advice away. */
+    typedef struct { int type; int id; } CUmemLocation;
+    typedef CUresult (*adv_t)(CUdeviceptr, size_t, int, CUmemLocation);
+    adv_t adv = (adv_t)get("cuMemAdvise", 13000);
+    CUmemLocation host = {2, 0}, gpu0 = {1, 0};
+    print_advice("advice_before");
+    int r1 = adv(c, 6 << 20, 3, host), r2 = adv(b, 96 << 20, 3, host);
+    int r3 = adv(b + (32 << 20), 32 << 20, 3, gpu0), r4 = adv(0x1000, 4096, 3, host);
+    printf("adv_rc=%d,%d,%d,%d\n", r1, r2, r3, r4);
+    lk(fn(0), 64, 1, 1, 128, 1, 1, 0, (void *)0x7000, p3, NULL);
+    print_advice("advised");
+    typedef CUresult (*free_t)(CUdeviceptr);
+    free_t fr = (free_t)get("cuMemFree", 12000);
+    printf("free_rc=%d\n", fr(c));
+    lk(fn(2), 256, 1, 1, 128, 1, 1, 0, (void *)0x7000, p1, NULL);
+    print_advice("after_free_c");
     printf("head=%llu dropped=%llu\n", (unsigned long long)(ring()[8] - head0),
            (unsigned long long)ring()[5]);
     return 0;

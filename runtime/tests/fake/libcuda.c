@@ -235,6 +235,31 @@ CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc, unsig
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, void *s) { (void)s; return record_alloc(d, n, 0); }
 
+/* Advice: cuMemAdvise (the 8.0 ABI, a CUdevice, CU_DEVICE_CPU = -1) and
+ * cuMemAdvise_v2 (12.2 on, a CUmemLocation by value: CU_MEM_LOCATION_TYPE_DEVICE
+ * = 1, _HOST = 2, _HOST_NUMA = 3, _HOST_NUMA_CURRENT = 4). Both take only
+ * ranges inside one managed allocation (the driver also takes pageable
+ * host memory where the system has HMM; this stand-in has none) and the
+ * advice values 1-6 (CU_MEM_ADVISE_SET_READ_MOSTLY .. _UNSET_ACCESSED_BY). */
+static long advised;
+long fake_advised(void) { return advised; }
+static int in_managed(CUdeviceptr p, size_t n) {
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].managed == 1 && p >= allocs[i].p && p + n <= allocs[i].p + allocs[i].n) return 1;
+    return 0;
+}
+CUresult cuMemAdvise(CUdeviceptr p, size_t n, int advice, int device) {
+    if (!in_managed(p, n) || advice < 1 || advice > 6 || (device != -1 && device != 0)) return INVALID_VALUE;
+    advised++;
+    return OK;
+}
+CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, int advice, CUmemLocation loc) {
+    if (!in_managed(p, n) || advice < 1 || advice > 6 || loc.type < 1 || loc.type > 4) return INVALID_VALUE;
+    if (loc.type == 1 && loc.id != 0) return 101; /* CUDA_ERROR_INVALID_DEVICE: one device */
+    advised++;
+    return OK;
+}
+
 /* name, ABI start version, per-thread variant?, entry point */
 /* Events: work runs at once here, so a recorded event has completed.
  * cuCtxGetDevice's ABI changed in CUDA 13.0 (cuCtxGetDevice_v2 takes the
@@ -305,6 +330,8 @@ static const struct { const char *name; int version; int ptsz; void *fn; } table
     {"cuMemAllocAsync", 11020, 1, cuMemAllocAsync_ptsz},
     {"cuMemPrefetchAsync", 8000, 0, cuMemPrefetchAsync},
     {"cuMemPrefetchAsync", 12020, 0, cuMemPrefetchAsync_v2},
+    {"cuMemAdvise", 8000, 0, cuMemAdvise},
+    {"cuMemAdvise", 12020, 0, cuMemAdvise_v2},
 };
 
 static CUresult lookup(const char *sym, void **pfn, int version, unsigned long long flags, int *status) {

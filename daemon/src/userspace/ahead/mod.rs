@@ -91,6 +91,8 @@ pub(super) struct Ahead {
     want_next_use: bool,
     seen_gen: u64,
     wanted: bool,
+    /// The sequence of the host-advice table last taken.
+    advice_seq: Option<u64>,
     pub(super) stats: AheadStats,
 }
 
@@ -113,6 +115,7 @@ impl Ahead {
             want_next_use: false,
             seen_gen: 0,
             wanted: true,
+            advice_seq: None,
             stats: AheadStats::default(),
         })
     }
@@ -164,6 +167,15 @@ impl Ahead {
         (s.records_read, s.records_skipped, s.records_torn) =
             (self.reader.read, self.reader.skipped, self.reader.torn);
         (s.records_dropped, s.records_committed) = (dropped, committed);
+    }
+
+    /// The ranges the job advised to stay in host memory, when the
+    /// runtime published a new table since the last call (a torn one is
+    /// taken at a later call).
+    pub(super) fn host_advice(&mut self) -> Option<Vec<(u64, u64)>> {
+        let t = self.ring.ring().host_advice(self.advice_seq)?;
+        self.advice_seq = Some(t.seq);
+        Some(t.ranges().to_vec())
     }
 
     /// The blocks of the launches to come, in order (recomputed when the
@@ -240,6 +252,30 @@ mod tests {
     use super::*;
     use prescient_uapi::execpage::encode;
     use prescient_uapi::launchring::{Record, Ring};
+
+    /// The host-advice table of the runtime's ring in this process: taken
+    /// once per publication (the empty table a fresh ring holds first),
+    /// not while the writer writes it.
+    #[test]
+    fn the_jobs_host_advice_is_taken_once_per_publication() {
+        let _one = ring::tests::ONE_RING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (_f, w) = ring::tests::runtime_ring();
+        let r = Ring::new(w).unwrap();
+        r.init(std::process::id());
+        let mut a = Ahead::find(std::process::id() as i32).expect("found");
+        assert_eq!(a.host_advice(), Some(vec![]), "a fresh ring's table");
+        assert_eq!(a.host_advice(), None);
+        r.publish_host_advice(&[(1 << 30, 2 << 30)], 0);
+        assert_eq!(a.host_advice(), Some(vec![(1 << 30, 2 << 30)]));
+        assert_eq!(a.host_advice(), None);
+        let seq = prescient_uapi::launchring::advice::ADVICE_AT;
+        w[seq].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(a.host_advice(), None, "being written");
+        w[seq].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(a.host_advice(), Some(vec![(1 << 30, 2 << 30)]));
+    }
 
     /// The runtime's ring in this process: the reader starts at what is
     /// written after it came, queues the launches per stream, follows the

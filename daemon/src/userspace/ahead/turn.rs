@@ -33,5 +33,17 @@ impl Process {
         if want {
             a.poll();
         }
+        if let Some(ranges) = a.host_advice() {
+            let had = self.shared.stats.user_host_ranges > 0;
+            self.shared.set_user_host(&ranges);
+            if had || !ranges.is_empty() {
+                tracing::info!(
+                    pid = self.snap.pid,
+                    ranges = ranges.len(),
+                    bytes = self.shared.stats.user_host_bytes,
+                    "the job's own host-memory advice: left in host memory"
+                );
+            }
+        }
     }
 }

@@ -41,6 +41,8 @@
 //! none after `MAX_UNDONE` undone; without execution ids (no `prescientctl
 //! run`) there is no step length and nothing is tried.
 
+mod user;
+
 use super::oracle::maps::Range;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -86,6 +88,11 @@ pub struct SharedStats {
     /// Times a range became the overflow candidate (running launches
     /// exceeding the budget; again after launches that fit cleared it).
     pub overflow_candidates: u64,
+    /// The job's own host advice (user.rs): ranges and bytes, and trials
+    /// it superseded (their allocation then left alone, not undone).
+    pub user_host_ranges: u64,
+    pub user_host_bytes: u64,
+    pub user_superseded: u64,
 }
 
 /// What the process is to do for the trials this turn.
@@ -165,6 +172,9 @@ pub struct SharedBlocks {
     /// the generation of running launches `overflow` last looked at.
     overflow: Option<u64>,
     overflow_generation: Option<u64>,
+    /// The ranges the job itself advised to stay in host memory (user.rs):
+    /// never prefetched, never tried, never undone.
+    user: Vec<Range>,
     pub stats: SharedStats,
 }
 
@@ -241,10 +251,11 @@ impl SharedBlocks {
         self.steps.start(id, now);
     }
 
-    /// Does the byte address `addr` live in host memory (kept, or on
-    /// trial)? Such blocks are never prefetched.
+    /// Does the byte address `addr` live in host memory (kept, on trial,
+    /// or so advised by the job itself)? Such blocks are never prefetched.
     pub fn is_host(&self, addr: u64) -> bool {
-        self.trial.is_some_and(|t| t.alloc.holds(addr)) || self.kept.iter().any(|a| a.holds(addr))
+        self.trial.is_some_and(|t| t.alloc.holds(addr))
+            || (self.kept.iter().chain(&self.user)).any(|a| a.holds(addr))
     }
 
     /// Has a block waiting for its allocation to be looked up?
@@ -270,7 +281,7 @@ impl SharedBlocks {
             let Some(a) = alloc_of(b << prescient_core::BLOCK_SHIFT) else {
                 continue;
             };
-            if a.size() < MIN_TRY_BYTES || self.tried.contains(&a) {
+            if a.size() < MIN_TRY_BYTES || self.tried.contains(&a) || self.user_overlaps(a) {
                 continue;
             }
             if self.tried.len() >= MAX_TRIED {
@@ -329,17 +340,17 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
-    const INPUT: Range = Range {
+    pub(super) const INPUT: Range = Range {
         start: 4 * GIB,
         end: 5 * GIB,
     };
 
-    fn alloc_of(addr: u64) -> Option<Range> {
+    pub(super) fn alloc_of(addr: u64) -> Option<Range> {
         INPUT.holds(addr).then_some(INPUT)
     }
 
     /// `n` steps of `per` each, of five kernels (each recurs once a step).
-    fn run_steps(s: &mut SharedBlocks, t0: &mut Instant, n: usize, per: Duration) {
+    pub(super) fn run_steps(s: &mut SharedBlocks, t0: &mut Instant, n: usize, per: Duration) {
         for _ in 0..n {
             for id in 0..5 {
                 s.kernel_start(id, *t0 + per / 5 * id as u32);
