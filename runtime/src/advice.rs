@@ -26,6 +26,11 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 pub static REAL_MEM_ADVISE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+pub static REAL_MEM_ADVISE_V1: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+/// The version `cuMemAdvise`'s first ABI (a `CUdevice`) is resolved at.
+pub const V1_VERSION: c_int = 8000;
+/// `CU_DEVICE_CPU`: the host, in the first ABI.
+pub const DEVICE_CPU: c_int = -1;
 
 /// `CUmem_advise` (cuda.h): the advice values this file reads.
 pub const ADVISE_SET_PREFERRED_LOCATION: c_int = 3;
@@ -152,6 +157,43 @@ pub unsafe extern "C" fn mem_advise(
     rc
 }
 
+/// `cuMemAdvise`'s first ABI (CUDA 8.0 to 12.1: a `CUdevice`,
+/// [`DEVICE_CPU`] for the host), as the job sees it.
+pub unsafe extern "C" fn mem_advise_v1(
+    dptr: CuDevicePtr,
+    count: usize,
+    advice: c_int,
+    device: c_int,
+) -> CuResult {
+    let p = REAL_MEM_ADVISE_V1.load(Ordering::Acquire);
+    type MemAdviseV1 = unsafe extern "C" fn(CuDevicePtr, usize, c_int, c_int) -> CuResult;
+    // SAFETY: wrap.rs hands this wrapper out only for the real
+    // cuMemAdvise resolved at V1_VERSION, whose ABI is MemAdviseV1.
+    let rc = unsafe {
+        let f: MemAdviseV1 = std::mem::transmute_copy::<*mut c_void, MemAdviseV1>(&p);
+        f(dptr, count, advice, device)
+    };
+    if rc == CUDA_SUCCESS {
+        change(|s| apply(s, dptr, count as u64, advice, location_of(device)));
+    }
+    rc
+}
+
+/// The location a first-ABI device number names.
+pub fn location_of(device: c_int) -> MemLocation {
+    if device == DEVICE_CPU {
+        MemLocation {
+            kind: MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        }
+    } else {
+        MemLocation {
+            kind: crate::driver::MEM_LOCATION_TYPE_DEVICE,
+            id: device,
+        }
+    }
+}
+
 /// The job freed `[addr, addr + bytes)`: its advice went with it.
 pub fn freed(addr: u64, bytes: u64) {
     change(|s| s.remove(addr..addr.saturating_add(bytes)));
@@ -240,5 +282,36 @@ mod tests {
         s.insert(3..12);
         assert_eq!(s.pairs()[0], (0, 15));
         assert_eq!(s.left_out, 3);
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any sequence of advice over a small space leaves the set equal
+        /// to a byte map of the same advice: ascending, disjoint, never
+        /// touching, nothing empty.
+        #[test]
+        fn the_set_matches_a_byte_map(
+            ops in proptest::collection::vec((any::<bool>(), 0u64..200, 0u64..60), 1..40),
+        ) {
+            let mut s = HostSet::default();
+            let mut map = [false; 260];
+            for (host, start, len) in ops {
+                let loc = if host { HOST } else { GPU0 };
+                apply(&mut s, start, len, ADVISE_SET_PREFERRED_LOCATION, loc);
+                for b in &mut map[start as usize..(start + len) as usize] {
+                    *b = host;
+                }
+            }
+            let mut want = Vec::new();
+            for (i, &b) in map.iter().enumerate() {
+                match (b, want.last_mut()) {
+                    (true, Some((_, end))) if *end == i as u64 => *end += 1,
+                    (true, _) => want.push((i as u64, i as u64 + 1)),
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(s.pairs(), want);
+        }
     }
 }

@@ -20,10 +20,12 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Once;
 
-/// One wrapped entry point: the name and flags it is resolved with, where
-/// its real address is kept, and the wrapper handed out for it.
+/// One wrapped entry point: the name, version and flags it is resolved
+/// with, where its real address is kept, and the wrapper handed out for it.
 pub struct Entry {
     pub name: &'static CStr,
+    /// [`driver::API_VERSION`] but for an older ABI wrapped beside it.
+    pub version: c_int,
     pub flags: u64,
     pub real: &'static AtomicPtr<c_void>,
     /// The wrapper's address (a function: addresses are not constants).
@@ -31,10 +33,18 @@ pub struct Entry {
 }
 
 macro_rules! entries {
-    ($( $name:literal, $flags:expr => $real:path, $wrapper:path; )*) => {
+    (@version) => { driver::API_VERSION };
+    (@version $version:expr) => { $version };
+    ($( $name:literal $(@ $version:expr)?, $flags:expr => $real:path, $wrapper:path; )*) => {
         /// Every wrapped entry point.
         pub static ENTRIES: &[Entry] = &[
-            $( Entry { name: $name, flags: $flags, real: &$real, wrapper: || $wrapper as *mut c_void }, )*
+            $( Entry {
+                name: $name,
+                version: entries!(@version $($version)?),
+                flags: $flags,
+                real: &$real,
+                wrapper: || $wrapper as *mut c_void,
+            }, )*
         ];
     };
 }
@@ -51,6 +61,9 @@ entries! {
     c"cuMemAllocFromPoolAsync", PER_THREAD_FLAG => alloc::REAL_POOL_ASYNC_PTSZ, alloc::mem_alloc_pool_async_ptsz;
     c"cuMemCreate", 0 => alloc::REAL_MEM_CREATE, alloc::mem_create;
     c"cuMemAdvise", 0 => advice::REAL_MEM_ADVISE, advice::mem_advise;
+    // cudart before 12.2 (and cudaMemAdvise's int-device form) calls the
+    // 8.0 ABI.
+    c"cuMemAdvise" @ advice::V1_VERSION, 0 => advice::REAL_MEM_ADVISE_V1, advice::mem_advise_v1;
     c"cuLaunchKernel", 0 => launch::REAL_LAUNCH, launch::launch_kernel;
     c"cuLaunchKernel", PER_THREAD_FLAG => launch::REAL_LAUNCH_PTSZ, launch::launch_kernel_ptsz;
     c"cuLaunchKernelEx", 0 => launch::REAL_LAUNCH_EX, launch::launch_kernel_ex;
@@ -76,8 +89,8 @@ pub fn init(gpa_v2: *mut c_void, gpa_v1: *mut c_void) {
         driver::REAL_GPA_V2.store(gpa_v2, Ordering::Release);
         driver::REAL_GPA_V1.store(gpa_v1, Ordering::Release);
         for e in ENTRIES {
-            e.real
-                .store(driver::resolve(e.name, e.flags), Ordering::Release);
+            let real = driver::resolve_at(e.name, e.version, e.flags);
+            e.real.store(real, Ordering::Release);
         }
         crate::marker::install_fork_handler();
         crate::stats::announce();

@@ -162,6 +162,11 @@ int main(int argc, char **argv) {
     int r1 = adv(c, 6 << 20, 3, host), r2 = adv(b, 96 << 20, 3, host);
     int r3 = adv(b + (32 << 20), 32 << 20, 3, gpu0), r4 = adv(0x1000, 4096, 3, host);
     printf("adv_rc=%d,%d,%d,%d\n", r1, r2, r3, r4);
+    /* cudart before 12.2 asks at its own version and gets the 8.0 ABI (a
+     * CUdevice, CU_DEVICE_CPU = -1): a's first MB to the host. */
+    typedef CUresult (*adv1_t)(CUdeviceptr, size_t, int, int);
+    adv1_t adv1 = (adv1_t)get("cuMemAdvise", 12000);
+    printf("adv1_rc=%d\n", adv1(a, 1 << 20, 3, -1));
     lk(fn(0), 64, 1, 1, 128, 1, 1, 0, (void *)0x7000, p3, NULL);
     print_advice("advised");
     typedef CUresult (*free_t)(CUdeviceptr);

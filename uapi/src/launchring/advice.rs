@@ -170,4 +170,54 @@ mod tests {
         }
         assert_eq!(r.host_advice(None).unwrap().ranges(), [(1, 2)]);
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Whatever the process wrote into the table's words, the reader
+        /// never panics and takes only a table of at most 64 non-empty
+        /// ranges, read at an even sequence.
+        #[test]
+        fn any_table_words_are_read_safely(
+            seq in any::<u64>(),
+            count in prop_oneof![0u64..=70, any::<u64>()],
+            slots in proptest::collection::vec(any::<u64>(), 2 * ADVICE_SLOTS),
+        ) {
+            let w = words();
+            let r = Ring::new(&w).unwrap();
+            w[A_SEQ].store(seq, Ordering::Relaxed);
+            w[A_COUNT].store(count, Ordering::Relaxed);
+            for (i, &x) in slots.iter().enumerate() {
+                w[A_SLOTS + i].store(x, Ordering::Relaxed);
+            }
+            if let Some(t) = r.host_advice(None) {
+                prop_assert!(t.seq.is_multiple_of(2) && t.seq == seq);
+                prop_assert!(t.n as u64 == count && t.n <= ADVICE_SLOTS);
+                prop_assert!(t.ranges().iter().all(|&(a, b)| a < b));
+            }
+        }
+
+        /// Any list of non-empty ranges published is read back as its
+        /// first 64, the rest counted, at a new even sequence each time.
+        #[test]
+        fn published_tables_round_trip(
+            lists in proptest::collection::vec(
+                proptest::collection::vec((0u64..1 << 40, 1u64..1 << 30), 0..80), 1..4),
+        ) {
+            let w = words();
+            let r = Ring::new(&w).unwrap();
+            let mut last = r.host_advice(None).map(|t| t.seq);
+            for l in lists {
+                let ranges: Vec<(u64, u64)> = l.iter().map(|&(a, n)| (a, a + n)).collect();
+                r.publish_host_advice(&ranges, 0);
+                let t = r.host_advice(last).expect("a new table");
+                prop_assert!(t.seq.is_multiple_of(2) && Some(t.seq) != last);
+                prop_assert_eq!(t.ranges(), &ranges[..ranges.len().min(ADVICE_SLOTS)]);
+                prop_assert_eq!(t.left_out, ranges.len().saturating_sub(ADVICE_SLOTS) as u64);
+                last = Some(t.seq);
+            }
+        }
+    }
 }
