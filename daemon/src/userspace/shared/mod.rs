@@ -40,6 +40,10 @@
 //! a detached process runs as it would have without prescientd. One trial at a time,
 //! none after `MAX_UNDONE` undone; without execution ids (no `prescientctl
 //! run`) there is no step length and nothing is tried.
+//!
+//! Ranges the job advised to stay in host memory itself (user.rs, from the
+//! launch ring's host-advice table) count as host memory too, but are the
+//! job's: never tried, never undone.
 
 mod user;
 
