@@ -606,25 +606,27 @@ impl Process {
             return;
         };
         let (fd, gpus) = (self.fd.as_raw_fd(), self.gpu_uuids());
-        let (a, r) = match action {
-            Action::Advise(a) => (a, advise_host(fd, a, &gpus)),
-            Action::Undo(a) => (a, undo_host(fd, a, &gpus)),
+        let r = match &action {
+            Action::Advise(allocs) => advise_all(fd, allocs, &gpus),
+            Action::Undo(allocs) => (allocs.iter()).try_for_each(|&a| undo_host(fd, a, &gpus)),
         };
+        let (Action::Advise(allocs) | Action::Undo(allocs)) = &action;
         let s = &self.shared.stats;
         tracing::info!(
             pid,
-            start = a.start,
-            bytes = a.size(),
+            allocations = allocs.len(),
+            start = allocs.first().map_or(0, |a| a.start),
+            bytes = allocs.iter().map(|a| a.size()).sum::<u64>(),
             before_us = s.last_before_us,
             during_us = s.last_during_us,
-            ?action,
+            advise = matches!(action, Action::Advise(_)),
             ok = r.is_ok(),
             "host-memory trial"
         );
-        if let (Err(e), Action::Advise(_)) = (&r, action) {
+        if let (Err(e), Action::Advise(_)) = (&r, &action) {
             tracing::warn!(
                 pid,
-                "keeping an allocation in host memory failed ({e}); it stays ordinary"
+                "keeping allocations in host memory failed ({e}); they stay ordinary"
             );
             self.shared.refused();
         }
@@ -667,6 +669,25 @@ fn advise_host(fd: std::os::fd::RawFd, a: maps::Range, gpus: &[[u8; 16]]) -> any
     uvm::set_preferred_location(fd, a.start, len, uvm::CPU_UUID)?;
     for &g in gpus {
         uvm::set_accessed_by(fd, a.start, len, g)?;
+    }
+    Ok(())
+}
+
+/// Advises every allocation of a trial; on the first refusal takes back
+/// what it advised (the trial's allocations stay ordinary) and returns it.
+fn advise_all(
+    fd: std::os::fd::RawFd,
+    allocs: &[maps::Range],
+    gpus: &[[u8; 16]],
+) -> anyhow::Result<()> {
+    for (i, &a) in allocs.iter().enumerate() {
+        if let Err(e) = advise_host(fd, a, gpus) {
+            for &done in &allocs[..=i] {
+                // Best effort: a part of `a` may hold advice already.
+                let _ = undo_host(fd, done, gpus);
+            }
+            return Err(e);
+        }
     }
     Ok(())
 }

@@ -402,7 +402,7 @@ pub(super) mod tests {
             end: 64 * BLOCK_BYTES,
         };
         let action = parts.shared.decide(|_| Some(input));
-        assert_eq!(action, Some(Action::Advise(input)));
+        assert_eq!(action, Some(Action::Advise(vec![input])));
         let mut h = host(&mut parts, &mut l, &r, g);
         let p = |block| Prefetch {
             block,

@@ -25,11 +25,14 @@
 //! to the CPU for coherence) in `TAKES_TO_TRY` rounds, the GPU having it
 //! again in between, makes its allocation a *candidate* if it is at least
 //! `MIN_TRY_BYTES` and was never tried. Without such a candidate, running
-//! launches whose ranges not in host memory exceed the budget offer their
-//! largest range never tried (`SharedBlocks::overflow`): FDTD-2D's fields
-//! one after another, while what is left still exceeds it. The CPU's
-//! candidates go first: dnn's input, which its first kernel also sweeps,
-//! is one, and once it is in host memory that kernel fits.
+//! launches whose ranges not in host memory exceed the budget offer a
+//! group (`SharedBlocks::overflow`): from the ranges of every such launch
+//! since the last trial, a step after the first, the largest never tried,
+//! as many as it takes for the rest to fit, each giving every allocation it
+//! covers (the runtime merges touching extents). FDTD-2D's two fields of
+//! three go in one trial (one after another, each trial lasting four steps,
+//! its iterations 0-7 ran slow: GPU runs 128-140). The CPU's candidates go
+//! first: dnn's input, which its first kernel also sweeps, is one.
 //!
 //! With the step's length known (the median of the last `SAMPLES`
 //! intervals between two starts of one execution id), the candidate is *on trial*: advised, never prefetched.
@@ -67,6 +70,12 @@ pub const KEEP_PCT: u128 = 90;
 /// Blocks followed at most (128 GB); allocations tried at most.
 pub const MAX_TRACKED: usize = 1 << 16;
 pub const MAX_TRIED: usize = 64;
+/// Ranges of launches larger than the budget followed at most between
+/// two trials.
+pub const MAX_UNION: usize = 1024;
+/// Allocation lookups one overflow range may take (a range the ring
+/// claims is not trusted).
+const MAX_LOOKUPS: usize = 4096;
 /// Trials undone after which the process gets no more (each costs the
 /// steps it lasted).
 pub const MAX_UNDONE: u64 = 2;
@@ -99,13 +108,14 @@ pub struct SharedStats {
     pub user_superseded: u64,
 }
 
-/// What the process is to do for the trials this turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the process is to do for the trials this turn, with the trial's
+/// allocations (one, or the running kernel's overflow group).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Advise the allocation to stay in host memory (a trial starts).
-    Advise(Range),
+    /// Advise the allocations to stay in host memory (a trial starts).
+    Advise(Vec<Range>),
     /// Take the advice back (the trial made the steps slower).
-    Undo(Range),
+    Undo(Vec<Range>),
 }
 
 /// The step's length, from the intervals between two starts of one
@@ -152,9 +162,9 @@ struct Entry {
 }
 
 /// A trial under way.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Trial {
-    alloc: Range,
+    allocs: Vec<Range>,
     before: Duration,
     /// `Steps::seen` when it started.
     from: u64,
@@ -171,11 +181,18 @@ pub struct SharedBlocks {
     /// Allocations tried (kept or undone) or refused: never tried again.
     tried: Vec<Range>,
     steps: Steps,
-    /// The largest range of the last running launches that exceeded the
-    /// budget (its middle block), tried when no CPU candidate waits, and
-    /// the generation of running launches `overflow` last looked at.
-    overflow: Option<u64>,
+    /// The group of the last running launches that exceeded the budget
+    /// (each range's middle block), tried together when no CPU candidate
+    /// waits, and the generation of running launches `overflow` last
+    /// looked at.
+    overflow: Vec<(u64, u64)>,
     overflow_generation: Option<u64>,
+    /// The ranges of the launches larger than the budget since the last
+    /// trial started (at most `MAX_UNION`).
+    overflow_union: Vec<(u64, u64)>,
+    /// `Steps::seen` when the union's first range came: the group is
+    /// offered a whole step later, once every kernel of a step added its.
+    union_since: Option<u64>,
     /// The ranges the job itself advised to stay in host memory (user.rs):
     /// never prefetched, never tried, never undone.
     user: Vec<Range>,
@@ -202,10 +219,12 @@ impl SharedBlocks {
 
     /// Running launches (of `generation`) whose `ranges` (first block,
     /// blocks) not in host memory exceed `limit_blocks` sweep every block
-    /// through the limit: their largest range of at least
-    /// `MIN_TRY_BYTES` never tried becomes the overflow candidate (the one
-    /// at the lowest address among equals; its middle block names it).
-    /// Launches that fit clear it. Looks once a generation.
+    /// through the limit: with those of every such launch since the last
+    /// trial started, their largest ranges of at least `MIN_TRY_BYTES`
+    /// never tried (the lowest address first among equals; each named by
+    /// its middle block), as many as it takes for the rest to fit, become
+    /// the overflow group, tried together. Launches that fit change
+    /// nothing. Looks once a generation.
     pub fn overflow(&mut self, generation: u64, ranges: &[(u64, u64)], limit_blocks: u64) {
         if self.overflow_generation == Some(generation) {
             return;
@@ -226,21 +245,48 @@ impl SharedBlocks {
         left.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
         left.dedup_by_key(|r| r.0);
         let used = left.iter().fold(0u64, |sum, r| sum.saturating_add(r.1));
+        if used <= limit_blocks {
+            return;
+        }
+        // The union of the ranges of every launch larger than the budget
+        // since the last trial: FDTD-2D's kernels each sweep two fields of
+        // three, the three together.
+        let since = *self.union_since.get_or_insert(self.steps.seen);
+        for r in left {
+            let u = &mut self.overflow_union;
+            if let Some(x) = u.iter_mut().find(|x| x.0 == r.0) {
+                x.1 = x.1.max(r.1);
+            } else if u.len() < MAX_UNION {
+                u.push(r);
+            }
+        }
+        if self.steps.seen < since + self.steps.last.len() as u64 {
+            return;
+        }
+        let mut all: Vec<(u64, u64)> = (self.overflow_union.iter().copied())
+            .filter(|&r| !self.is_host(mid(r)))
+            .collect();
+        all.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
         let untried = |&&r: &&(u64, u64)| {
             r.1.saturating_mul(prescient_core::BLOCK_BYTES) >= MIN_TRY_BYTES
                 && !self.tried.iter().any(|a| a.holds(mid(r)))
         };
-        let best = if used > limit_blocks {
-            left.iter()
-                .find(untried)
-                .map(|&r| mid(r) >> prescient_core::BLOCK_SHIFT)
-        } else {
-            None
-        };
-        if best.is_some() && best != self.overflow {
+        // The largest ranges first, until what is left fits: FDTD-2D's
+        // three fields under a budget of one and a half give two, tried
+        // together instead of one after another.
+        let mut group = Vec::new();
+        let mut over = all.iter().fold(0u64, |sum, r| sum.saturating_add(r.1));
+        for r in all.iter().filter(untried) {
+            if over <= limit_blocks {
+                break;
+            }
+            group.push(*r);
+            over = over.saturating_sub(r.1);
+        }
+        if !group.is_empty() && group != self.overflow {
             self.stats.overflow_candidates += 1;
         }
-        self.overflow = best;
+        self.overflow = group;
     }
 
     /// The GPU had block `b` again (a fault, or a migration to it).
@@ -258,51 +304,106 @@ impl SharedBlocks {
     /// Does the byte address `addr` live in host memory (kept, on trial,
     /// or so advised by the job itself)? Such blocks are never prefetched.
     pub fn is_host(&self, addr: u64) -> bool {
-        self.trial.is_some_and(|t| t.alloc.holds(addr))
-            || (self.kept.iter().chain(&self.user)).any(|a| a.holds(addr))
+        let on_trial = self.trial.as_ref().map_or(&[][..], |t| &t.allocs[..]);
+        (on_trial.iter().chain(&self.kept).chain(&self.user)).any(|a| a.holds(addr))
     }
 
     /// Has a block waiting for its allocation to be looked up?
     #[cfg(test)]
     pub fn has_candidates(&self) -> bool {
-        self.trial.is_none() && (!self.candidates.is_empty() || self.overflow.is_some())
+        self.trial.is_none() && (!self.candidates.is_empty() || !self.overflow.is_empty())
     }
 
     /// This turn's action: the trial's verdict once it has its samples,
-    /// else a new trial for a candidate (`alloc_of`: its allocation, called
+    /// else a new trial: a CPU candidate's allocation, else the running
+    /// kernel's overflow group (`alloc_of`: an address's allocation, called
     /// only when a candidate is looked up).
     pub fn decide(&mut self, mut alloc_of: impl FnMut(u64) -> Option<Range>) -> Option<Action> {
-        if let Some(t) = self.trial {
+        if let Some(t) = &self.trial {
+            let t = t.clone();
             return self.verdict(t);
         }
         if self.stats.undone >= MAX_UNDONE {
             self.candidates.clear();
-            self.overflow = None;
+            self.overflow.clear();
             return None;
         }
         let before = self.steps.median()?;
-        while let Some(b) = self.candidates.pop().or_else(|| self.overflow.take()) {
+        let allocs = match self.cpu_candidate(&mut alloc_of) {
+            Some(a) => vec![a],
+            None => self.overflow_group(&mut alloc_of)?,
+        };
+        self.tried.extend(&allocs);
+        self.overflow_union.clear();
+        self.union_since = None;
+        self.trial = Some(Trial {
+            allocs: allocs.clone(),
+            before,
+            from: self.steps.seen,
+        });
+        self.stats.trials += 1;
+        self.stats.last_before_us = before.as_micros() as u64;
+        Some(Action::Advise(allocs))
+    }
+
+    /// May allocation `a` be tried: large enough, never tried, not the
+    /// job's own advice?
+    fn triable(&self, a: Range) -> bool {
+        a.size() >= MIN_TRY_BYTES && !self.tried.contains(&a) && !self.user_overlaps(a)
+    }
+
+    /// The allocation of the first CPU candidate that may be tried.
+    fn cpu_candidate(&mut self, alloc_of: &mut impl FnMut(u64) -> Option<Range>) -> Option<Range> {
+        while let Some(b) = self.candidates.pop() {
             let Some(a) = alloc_of(b << prescient_core::BLOCK_SHIFT) else {
                 continue;
             };
-            if a.size() < MIN_TRY_BYTES || self.tried.contains(&a) || self.user_overlaps(a) {
-                continue;
-            }
             if self.tried.len() >= MAX_TRIED {
                 self.candidates.clear();
                 return None;
             }
-            self.tried.push(a);
-            self.trial = Some(Trial {
-                alloc: a,
-                before,
-                from: self.steps.seen,
-            });
-            self.stats.trials += 1;
-            self.stats.last_before_us = before.as_micros() as u64;
-            return Some(Action::Advise(a));
+            if self.triable(a) {
+                return Some(a);
+            }
         }
         None
+    }
+
+    /// The allocations of the overflow group that may be tried, each once
+    /// (within `MAX_TRIED`); None if none may.
+    fn overflow_group(
+        &mut self,
+        alloc_of: &mut impl FnMut(u64) -> Option<Range>,
+    ) -> Option<Vec<Range>> {
+        let mut group: Vec<Range> = Vec::new();
+        for (first, n) in std::mem::take(&mut self.overflow) {
+            // The runtime merges touching extents: one range may span
+            // several allocations (FDTD-2D's ex and ey, adjacent, are one
+            // 1,024-block range). Each allocation it covers by at least
+            // MIN_TRY_BYTES is in the group; a neighbour a partial block
+            // reaches is not.
+            let start = first.saturating_mul(prescient_core::BLOCK_BYTES);
+            let end = first
+                .saturating_add(n)
+                .saturating_mul(prescient_core::BLOCK_BYTES);
+            let mut addr = start;
+            for _ in 0..MAX_LOOKUPS {
+                if addr >= end {
+                    break;
+                }
+                let Some(a) = alloc_of(addr) else {
+                    addr = addr.saturating_add(prescient_core::BLOCK_BYTES);
+                    continue;
+                };
+                let covered = a.end.min(end).saturating_sub(a.start.max(start));
+                let room = self.tried.len() + group.len() < MAX_TRIED;
+                if covered >= MIN_TRY_BYTES && self.triable(a) && !group.contains(&a) && room {
+                    group.push(a);
+                }
+                addr = a.end.max(addr.saturating_add(1));
+            }
+        }
+        (!group.is_empty()).then_some(group)
     }
 
     /// The verdict of trial `t`, once `SKIP + SAMPLES` intervals came.
@@ -314,12 +415,12 @@ impl SharedBlocks {
         self.trial = None;
         self.stats.last_during_us = during.as_micros() as u64;
         if during.as_nanos() * 100 <= t.before.as_nanos() * KEEP_PCT {
-            self.kept.push(t.alloc);
+            self.kept.extend(t.allocs);
             self.stats.kept += 1;
             None
         } else {
             self.stats.undone += 1;
-            Some(Action::Undo(t.alloc))
+            Some(Action::Undo(t.allocs))
         }
     }
 
@@ -327,7 +428,7 @@ impl SharedBlocks {
     /// the loop is ending and takes its advice back.
     pub fn take_placed(&mut self) -> Vec<Range> {
         let mut out = std::mem::take(&mut self.kept);
-        out.extend(self.trial.take().map(|t| t.alloc));
+        out.extend(self.trial.take().into_iter().flat_map(|t| t.allocs));
         out
     }
 
@@ -381,12 +482,12 @@ mod tests {
     }
 
     /// A kernel over a scalar and three 512-block fields (FDTD-2D's last)
-    /// under a 720-block limit: the largest field (the lowest address among
-    /// equals) is tried; while it is on trial the next one is the
-    /// candidate, tried once the first is kept; then the third field fits
-    /// and nothing more is offered, whatever the launches that follow.
+    /// under a 720-block limit: the two largest (the lowest addresses among
+    /// equals) are tried together, the rest (513 blocks) fitting; once
+    /// they are kept nothing more is offered. Undone, the third field
+    /// alone is offered next, tried with nothing beside it.
     #[test]
-    fn overflow_tries_fields_while_what_is_left_exceeds_the_limit() {
+    fn overflow_tries_as_many_fields_together_as_it_takes_to_fit() {
         let ranges = [
             (7, 1),
             (20000, 512),
@@ -394,27 +495,93 @@ mod tests {
             (30000, 512),
             (10000, 512),
         ];
+        for keep in [true, false] {
+            let mut s = SharedBlocks::default();
+            s.overflow(1, &ranges, 720);
+            assert_eq!(s.stats.overflow_candidates, 1);
+            s.overflow(1, &ranges, 720);
+            assert_eq!(s.stats.overflow_candidates, 1, "once a generation");
+            let mut t = Instant::now();
+            run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
+            let both = vec![field(10000), field(20000)];
+            assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(both.clone())));
+            assert!(s.is_host(field(20000).start) && !s.is_host(field(30000).start));
+            s.overflow(2, &ranges, 720);
+            assert!(!s.has_candidates(), "on trial: 513 blocks left fit");
+            let per = if keep { 200 } else { 400 };
+            run_steps(&mut s, &mut t, 5, Duration::from_millis(per));
+            if keep {
+                assert_eq!(s.decide(alloc_or_field), None, "kept");
+                s.overflow(3, &ranges, 720);
+                assert!(!s.has_candidates(), "30000 and the scalar fit");
+                assert_eq!(s.take_placed(), both);
+            } else {
+                assert_eq!(s.decide(alloc_or_field), Some(Action::Undo(both)));
+                s.overflow(3, &ranges, 720);
+                assert!(!s.has_candidates(), "offered a step after its union began");
+                run_steps(&mut s, &mut t, 1, Duration::from_millis(400));
+                s.overflow(4, &ranges, 720);
+                assert_eq!(
+                    s.decide(alloc_or_field),
+                    Some(Action::Advise(vec![field(30000)]))
+                );
+            }
+        }
+    }
+
+    /// FDTD-2D's kernels each sweep two fields of three: the union of the
+    /// launches larger than the limit since the last trial gives the group
+    /// of two that leaves one field, which fits.
+    #[test]
+    fn the_group_comes_from_every_large_launch_since_the_last_trial() {
         let mut s = SharedBlocks::default();
-        s.overflow(1, &ranges, 720);
-        assert_eq!(s.stats.overflow_candidates, 1);
+        s.overflow(1, &[(10000, 512), (20000, 512)], 720);
+        assert_eq!(s.overflow.len(), 1, "one kernel: one field is enough");
+        s.overflow(2, &[(7, 1), (20000, 512), (30000, 512)], 720);
+        s.overflow(3, &[(40000, 100)], 720);
         let mut t = Instant::now();
         run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
-        assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(field(10000))));
-        s.overflow(1, &ranges, 720);
-        assert_eq!(s.stats.overflow_candidates, 1, "once a generation");
-        s.overflow(2, &ranges, 720);
-        assert_eq!(
-            s.stats.overflow_candidates, 2,
-            "10000 is on trial: 20000 next"
+        let both = vec![field(10000), field(20000)];
+        assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(both)));
+        assert!(
+            s.overflow_union.is_empty(),
+            "a trial starts the union again"
         );
-        // Kept (the step 1.5x shorter): the next field is tried.
-        run_steps(&mut s, &mut t, 5, Duration::from_millis(200));
-        assert_eq!(s.decide(alloc_or_field), None, "the verdict");
-        assert_eq!(s.stats.kept, 1);
-        assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(field(20000))));
-        s.overflow(3, &ranges, 720);
-        assert!(!s.has_candidates(), "30000 and the scalar fit");
-        assert_eq!(s.stats.overflow_candidates, 2);
+    }
+
+    /// The runtime merges touching extents: FDTD-2D's adjacent ex and ey
+    /// come as one 1,024-block range beside hz. The group is both fields
+    /// of the merged range (hz then fits), and the lookups are bounded
+    /// whatever the range claims.
+    #[test]
+    fn a_merged_range_gives_every_allocation_it_covers() {
+        let fields = [field(10000), field(10512), field(20000)];
+        let alloc_of = |addr: u64| fields.iter().copied().find(|a| a.holds(addr));
+        let mut s = SharedBlocks::default();
+        s.overflow(1, &[(10000, 1024), (20000, 512), (7, 1)], 722);
+        let mut t = Instant::now();
+        run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
+        let want = vec![field(10000), field(10512)];
+        assert_eq!(s.decide(alloc_of), Some(Action::Advise(want)));
+        let mut s = SharedBlocks::default();
+        s.overflow(1, &[(0, u64::MAX)], 722);
+        let mut lookups = 0;
+        assert_eq!(
+            s.decide(|_| {
+                lookups += 1;
+                None
+            }),
+            None
+        );
+        assert_eq!(lookups, 0, "no step length yet: nothing looked up");
+        run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
+        s.overflow(2, &[(0, u64::MAX)], 722);
+        let mut lookups = 0;
+        let got = s.decide(|_| {
+            lookups += 1;
+            None
+        });
+        assert_eq!((got, lookups), (None, MAX_LOOKUPS));
     }
 
     /// Allocations need not start on a 2 MB block: a range whose first
@@ -451,7 +618,7 @@ mod tests {
         s.overflow(1, &ranges[1..], 500);
         let mut t = Instant::now();
         run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
-        assert_eq!(s.decide(alloc_of), Some(Action::Advise(high)));
+        assert_eq!(s.decide(alloc_of), Some(Action::Advise(vec![high])));
     }
 
     /// A candidate of the CPU's goes before the overflow's: dnn's input,
@@ -466,7 +633,7 @@ mod tests {
         s.cpu_took(block);
         let mut t = Instant::now();
         run_steps(&mut s, &mut t, 3, Duration::from_millis(300));
-        assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(INPUT)));
+        assert_eq!(s.decide(alloc_or_field), Some(Action::Advise(vec![INPUT])));
     }
 
     /// Ranges as the process's ring may give them, at the top of the
@@ -482,7 +649,7 @@ mod tests {
             10,
         );
         assert_eq!(s.stats.overflow_candidates, 1);
-        assert_eq!(s.overflow, Some(u64::MAX >> prescient_core::BLOCK_SHIFT));
+        assert_eq!(s.overflow.len(), 1);
     }
 
     /// Launches that fit the limit, or exceed it only by ranges under
@@ -512,7 +679,7 @@ mod tests {
         assert!(s.has_candidates());
         assert_eq!(s.decide(alloc_of), None, "no step length yet");
         run_steps(&mut s, &mut t, 3, Duration::from_millis(450));
-        assert_eq!(s.decide(alloc_of), Some(Action::Advise(INPUT)));
+        assert_eq!(s.decide(alloc_of), Some(Action::Advise(vec![INPUT])));
         assert!(s.is_host(4 * GIB + 123) && !s.is_host(5 * GIB));
         run_steps(&mut s, &mut t, 2, Duration::from_millis(150));
         assert_eq!(s.decide(alloc_of), None, "samples still coming");
@@ -538,9 +705,9 @@ mod tests {
             s.cpu_took(block);
             s.gpu_had(block);
         }
-        assert_eq!(s.decide(alloc_of), Some(Action::Advise(INPUT)));
+        assert_eq!(s.decide(alloc_of), Some(Action::Advise(vec![INPUT])));
         run_steps(&mut s, &mut t, 3, Duration::from_millis(275));
-        assert_eq!(s.decide(alloc_of), Some(Action::Undo(INPUT)));
+        assert_eq!(s.decide(alloc_of), Some(Action::Undo(vec![INPUT])));
         assert!(!s.is_host(4 * GIB));
         assert_eq!(s.stats.undone, 1);
         for _ in 0..4 {
@@ -577,9 +744,9 @@ mod tests {
             }
             let got = s.decide(|x| (x >= a.start && x < a.end).then_some(a));
             if a == other {
-                assert_eq!(got, Some(Action::Advise(other)));
+                assert_eq!(got, Some(Action::Advise(vec![other])));
                 run_steps(&mut s, &mut t, 3, Duration::from_millis(900));
-                assert_eq!(s.decide(alloc_of), Some(Action::Undo(other)));
+                assert_eq!(s.decide(alloc_of), Some(Action::Undo(vec![other])));
             } else {
                 assert_eq!(got, None, "two undone: no more trials");
             }

@@ -26,7 +26,7 @@ impl SharedBlocks {
         let user = std::mem::take(&mut self.user);
         self.kept.retain(|a| !overlaps(&user, a));
         let mut superseded = (before - self.kept.len()) as u64;
-        if self.trial.is_some_and(|t| overlaps(&user, &t.alloc)) {
+        if (self.trial.as_ref()).is_some_and(|t| t.allocs.iter().any(|a| overlaps(&user, a))) {
             self.trial = None;
             superseded += 1;
         }
@@ -89,7 +89,7 @@ mod tests {
             s.cpu_took(block);
             s.gpu_had(block);
         }
-        assert_eq!(s.decide(alloc_of), Some(Action::Advise(INPUT)));
+        assert_eq!(s.decide(alloc_of), Some(Action::Advise(vec![INPUT])));
         s.set_user_host(&[(INPUT.start, INPUT.start + 4096)]);
         assert_eq!(s.stats.user_superseded, 1);
         run_steps(&mut s, &mut t, 3, Duration::from_millis(900));
@@ -102,7 +102,7 @@ mod tests {
             s.cpu_took(block);
             s.gpu_had(block);
         }
-        assert_eq!(s.decide(alloc_of), Some(Action::Advise(INPUT)));
+        assert_eq!(s.decide(alloc_of), Some(Action::Advise(vec![INPUT])));
         run_steps(&mut s, &mut t, 3, Duration::from_millis(100));
         assert_eq!(s.decide(alloc_of), None);
         assert_eq!(s.stats.kept, 1);
