@@ -35,6 +35,13 @@ impl Range {
         ((self.end - 1) >> BLOCK_SHIFT) - self.first_block() + 1
     }
 
+    /// Bytes the range has in common with `other` (0: none).
+    pub fn overlap(&self, other: &Range) -> u64 {
+        self.end
+            .min(other.end)
+            .saturating_sub(self.start.max(other.start))
+    }
+
     /// Whether the whole 2 MB block `b` lies inside the range: only such
     /// blocks are migrated whole, so nothing outside the range moves.
     pub fn holds_block(&self, b: u64) -> bool {
@@ -127,5 +134,17 @@ mod tests {
         assert!(!r.holds_block(10));
         assert!(r.holds_block(11));
         assert!(!r.holds_block(12));
+    }
+
+    /// The bytes two ranges share: a part, all of the smaller, none when
+    /// they only touch or lie apart.
+    #[test]
+    fn overlap_counts_the_bytes_in_common() {
+        let r = |start, end| Range { start, end };
+        assert_eq!(r(100, 200).overlap(&r(150, 400)), 50);
+        assert_eq!(r(150, 400).overlap(&r(100, 200)), 50);
+        assert_eq!(r(100, 200).overlap(&r(120, 130)), 10);
+        assert_eq!(r(100, 200).overlap(&r(200, 300)), 0);
+        assert_eq!(r(100, 200).overlap(&r(300, 400)), 0);
     }
 }

@@ -87,8 +87,8 @@ const MAX_IDS: usize = 1 << 14;
 pub struct SharedStats {
     /// Rounds in which the CPU's fault took a block back from the GPU.
     pub cpu_takes: u64,
-    /// Allocations tried in host memory, kept, undone; advice the driver
-    /// refused.
+    /// Trials in host memory (of one allocation, or of an overflow
+    /// group), kept, undone; advice the driver refused.
     pub trials: u64,
     pub kept: u64,
     pub undone: u64,
@@ -98,8 +98,8 @@ pub struct SharedStats {
     pub last_during_us: u64,
     /// Prefetches declined because the block lives in host memory.
     pub prefetches_declined: u64,
-    /// Times a range became the overflow candidate (running launches
-    /// exceeding the budget; again after launches that fit cleared it).
+    /// Times the overflow group changed to a new, non-empty one (running
+    /// launches exceeding the budget).
     pub overflow_candidates: u64,
     /// The job's own host advice (user.rs): ranges and bytes, and trials
     /// it superseded (their allocation then left alone, not undone).
@@ -162,7 +162,7 @@ struct Entry {
 }
 
 /// A trial under way.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Trial {
     allocs: Vec<Range>,
     before: Duration,
@@ -181,10 +181,9 @@ pub struct SharedBlocks {
     /// Allocations tried (kept or undone) or refused: never tried again.
     tried: Vec<Range>,
     steps: Steps,
-    /// The group of the last running launches that exceeded the budget
-    /// (each range's middle block), tried together when no CPU candidate
-    /// waits, and the generation of running launches `overflow` last
-    /// looked at.
+    /// The overflow group (`(first block, blocks)` ranges as the ring
+    /// gives them), tried together when no CPU candidate waits, and the
+    /// generation of running launches `overflow` last looked at.
     overflow: Vec<(u64, u64)>,
     overflow_generation: Option<u64>,
     /// The ranges of the launches larger than the budget since the last
@@ -220,11 +219,12 @@ impl SharedBlocks {
     /// Running launches (of `generation`) whose `ranges` (first block,
     /// blocks) not in host memory exceed `limit_blocks` sweep every block
     /// through the limit: with those of every such launch since the last
-    /// trial started, their largest ranges of at least `MIN_TRY_BYTES`
-    /// never tried (the lowest address first among equals; each named by
-    /// its middle block), as many as it takes for the rest to fit, become
-    /// the overflow group, tried together. Launches that fit change
-    /// nothing. Looks once a generation.
+    /// trial started, a step after the first: their largest ranges of at
+    /// least `MIN_TRY_BYTES` never tried (the lowest address first among
+    /// equals; whether one is in host memory or was tried is asked of its
+    /// middle block), as many as it takes for the rest to fit, become the
+    /// overflow group, tried together. Launches that fit change nothing.
+    /// Looks once a generation.
     pub fn overflow(&mut self, generation: u64, ranges: &[(u64, u64)], limit_blocks: u64) {
         if self.overflow_generation == Some(generation) {
             return;
@@ -244,8 +244,7 @@ impl SharedBlocks {
             .collect();
         left.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
         left.dedup_by_key(|r| r.0);
-        let used = left.iter().fold(0u64, |sum, r| sum.saturating_add(r.1));
-        if used <= limit_blocks {
+        if blocks_in(&left) <= limit_blocks {
             return;
         }
         // The union of the ranges of every launch larger than the budget
@@ -275,7 +274,7 @@ impl SharedBlocks {
         // three fields under a budget of one and a half give two, tried
         // together instead of one after another.
         let mut group = Vec::new();
-        let mut over = all.iter().fold(0u64, |sum, r| sum.saturating_add(r.1));
+        let mut over = blocks_in(&all);
         for r in all.iter().filter(untried) {
             if over <= limit_blocks {
                 break;
@@ -319,9 +318,8 @@ impl SharedBlocks {
     /// kernel's overflow group (`alloc_of`: an address's allocation, called
     /// only when a candidate is looked up).
     pub fn decide(&mut self, mut alloc_of: impl FnMut(u64) -> Option<Range>) -> Option<Action> {
-        if let Some(t) = &self.trial {
-            let t = t.clone();
-            return self.verdict(t);
+        if self.trial.is_some() {
+            return self.verdict();
         }
         if self.stats.undone >= MAX_UNDONE {
             self.candidates.clear();
@@ -382,22 +380,22 @@ impl SharedBlocks {
             // 1,024-block range). Each allocation it covers by at least
             // MIN_TRY_BYTES is in the group; a neighbour a partial block
             // reaches is not.
-            let start = first.saturating_mul(prescient_core::BLOCK_BYTES);
-            let end = first
-                .saturating_add(n)
-                .saturating_mul(prescient_core::BLOCK_BYTES);
-            let mut addr = start;
+            let range = Range {
+                start: first.saturating_mul(prescient_core::BLOCK_BYTES),
+                end: (first.saturating_add(n)).saturating_mul(prescient_core::BLOCK_BYTES),
+            };
+            let mut addr = range.start;
             for _ in 0..MAX_LOOKUPS {
-                if addr >= end {
+                if addr >= range.end {
                     break;
                 }
                 let Some(a) = alloc_of(addr) else {
                     addr = addr.saturating_add(prescient_core::BLOCK_BYTES);
                     continue;
                 };
-                let covered = a.end.min(end).saturating_sub(a.start.max(start));
                 let room = self.tried.len() + group.len() < MAX_TRIED;
-                if covered >= MIN_TRY_BYTES && self.triable(a) && !group.contains(&a) && room {
+                let covered = a.overlap(&range) >= MIN_TRY_BYTES;
+                if covered && self.triable(a) && !group.contains(&a) && room {
                     group.push(a);
                 }
                 addr = a.end.max(addr.saturating_add(1));
@@ -406,13 +404,15 @@ impl SharedBlocks {
         (!group.is_empty()).then_some(group)
     }
 
-    /// The verdict of trial `t`, once `SKIP + SAMPLES` intervals came.
-    fn verdict(&mut self, t: Trial) -> Option<Action> {
-        if self.steps.seen < t.from + SKIP + SAMPLES as u64 {
+    /// The verdict of the trial under way, once `SKIP + SAMPLES`
+    /// intervals came.
+    fn verdict(&mut self) -> Option<Action> {
+        let from = self.trial.as_ref()?.from;
+        if self.steps.seen < from + SKIP + SAMPLES as u64 {
             return None;
         }
         let during = self.steps.median()?;
-        self.trial = None;
+        let t = self.trial.take()?;
         self.stats.last_during_us = during.as_micros() as u64;
         if during.as_nanos() * 100 <= t.before.as_nanos() * KEEP_PCT {
             self.kept.extend(t.allocs);
@@ -432,12 +432,19 @@ impl SharedBlocks {
         out
     }
 
-    /// The driver refused the advice for a trial's allocation: it ends
-    /// there (the allocation is never tried again).
+    /// The driver refused the advice for a trial's allocations (the caller
+    /// took back what it had advised): the trial ends there, and its
+    /// allocations are never tried again.
     pub fn refused(&mut self) {
         self.trial = None;
         self.stats.errors += 1;
     }
+}
+
+/// Blocks in `(first block, blocks)` ranges (saturating: the ranges come
+/// from the process's ring).
+fn blocks_in(ranges: &[(u64, u64)]) -> u64 {
+    ranges.iter().fold(0u64, |sum, r| sum.saturating_add(r.1))
 }
 
 #[cfg(test)]

@@ -23,14 +23,13 @@ impl SharedBlocks {
         self.stats.user_host_ranges = self.user.len() as u64;
         self.stats.user_host_bytes = self.user.iter().map(Range::size).sum();
         let before = self.kept.len();
-        let user = std::mem::take(&mut self.user);
-        self.kept.retain(|a| !overlaps(&user, a));
+        let user = &self.user;
+        self.kept.retain(|a| !overlaps(user, a));
         let mut superseded = (before - self.kept.len()) as u64;
-        if (self.trial.as_ref()).is_some_and(|t| t.allocs.iter().any(|a| overlaps(&user, a))) {
+        if (self.trial.as_ref()).is_some_and(|t| t.allocs.iter().any(|a| overlaps(user, a))) {
             self.trial = None;
             superseded += 1;
         }
-        self.user = user;
         self.stats.user_superseded += superseded;
     }
 
@@ -42,7 +41,7 @@ impl SharedBlocks {
 
 /// Does `a` overlap any of `ranges`?
 fn overlaps(ranges: &[Range], a: &Range) -> bool {
-    ranges.iter().any(|u| u.start < a.end && a.start < u.end)
+    ranges.iter().any(|u| u.overlap(a) > 0)
 }
 
 #[cfg(test)]
