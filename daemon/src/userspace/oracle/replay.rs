@@ -19,7 +19,7 @@ use crate::userspace::residency::Residency;
 use crate::userspace::route::Route;
 use crate::userspace::snapshot::Snapshot;
 use crate::userspace::state::Process;
-use prescient_core::{BLOCK_BYTES, BLOCK_SHIFT};
+use prescient_core::{Limit, BLOCK_BYTES, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
 use prescient_uvm::Gpu;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -242,6 +242,9 @@ impl Oracle {
             migrator,
             max_run: cfg.max_coalesce_blocks,
             gpu_blocks: u64::from(cfg.gpu_blocks),
+            watermark_pct: cfg
+                .engine
+                .map_or(DEFAULT_WATERMARK_PCT, |e| e.pre_evict_watermark_pct),
             faults: turn_faults,
             cpu_taken: turn_cpu_taken,
         });
@@ -253,6 +256,13 @@ impl Oracle {
     fn on_lane(&mut self, q: Pieces) {
         let budget = budget_blocks(q.lane).unwrap_or(q.gpu_blocks);
         let ahead = self.ahead(budget);
+        // Prescient's reserve, so that both move blocks through the same
+        // machinery under the same limit (policy.rs `lane_turn`).
+        let keep = Limit {
+            capacity_blocks: budget,
+            watermark_pct: q.watermark_pct,
+        }
+        .blocks(q.lane.engine.free_target());
         let (Some(a), s) = (self.active.as_mut(), &mut self.stats) else {
             return;
         };
@@ -277,7 +287,7 @@ impl Oracle {
             s,
             issued: Vec::new(),
         };
-        a.schedule.turn(&mut on, budget, ahead, look);
+        a.schedule.turn(&mut on, budget, keep, ahead, look);
         // Prefetches first: the copies the GPU waits for lead the queue.
         for j in prefetch_jobs(&on.issued, on.lane.gpu, max_run) {
             migrator.submit(j);
@@ -307,6 +317,8 @@ struct Pieces<'a> {
     migrator: &'a Migrator,
     max_run: u64,
     gpu_blocks: u64,
+    /// The resident-block watermark the engine's pump keeps (`Limit`).
+    watermark_pct: u32,
     /// This turn's fault addresses and blocks the CPU took from the GPU.
     faults: &'a mut Vec<u64>,
     cpu_taken: &'a mut Vec<u64>,
@@ -377,12 +389,13 @@ impl Active {
 
 impl Schedule {
     /// Evicts Belady's victims while over the budget (faults bring blocks
-    /// in beyond it), then, when `look`, prefetches the window.
-    fn turn(&mut self, l: &mut OnLane, budget: u64, ahead: usize, look: bool) {
+    /// in beyond it), then, when `look`, prefetches the window, evicting
+    /// until fewer than `keep` blocks stay (`fill`).
+    fn turn(&mut self, l: &mut OnLane, budget: u64, keep: u64, ahead: usize, look: bool) {
         let over = self.settle(l, budget);
         l.s.victims_over_budget += over;
         if look || over > 0 {
-            let f = self.fill(l, budget, ahead);
+            let f = self.fill(l, budget, keep, ahead);
             l.s.victims_for_prefetch += f.victims;
             l.s.prefetched_blocks += f.prefetched;
             l.s.no_room += u64::from(f.no_room);
@@ -545,6 +558,7 @@ mod tests {
                     migrator: &migrator,
                     max_run: 16,
                     gpu_blocks: 4096,
+                    watermark_pct: DEFAULT_WATERMARK_PCT,
                     faults,
                     cpu_taken: &mut Vec::new(),
                 });
