@@ -299,7 +299,7 @@ fn revoke() -> bool {
     let killed = Instant::now();
     let first = rx.wait(Duration::from_secs(5));
     let first_kind = match &first {
-        Some(m) if !m.dead && m.done.is_none() => "revocation",
+        Some(m) if !m.dead && m.owner.is_none() => "revocation",
         Some(m) if m.dead => "dead",
         Some(_) => "alive",
         None => "none",

@@ -22,7 +22,7 @@ fn call(s: &mut UnixStream, line: &str) -> serde_json::Value {
 
 #[test]
 #[allow(clippy::single_range_in_vec_init)] // one block per mark
-fn marks_reach_the_backend_and_alive_waits_for_it() {
+fn marks_reach_the_backend_and_alive_is_answered_once_gated() {
     let dir = std::env::temp_dir().join(format!("prescient-marks-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("marks.sock");
@@ -40,17 +40,15 @@ fn marks_reach_the_backend_and_alive_waits_for_it() {
     };
     let target = Arc::new(Pidfd::open(me).unwrap());
     rt.spawn(marks::serve(listener, target, tx));
+    // The alive mark's reply does not wait for the backend: its blocks are
+    // held in the gate until the backend applies it.
+    let gate = rx.gate().clone();
     let backend = std::thread::spawn(move || {
         let mut seen = Vec::new();
         while let Some(m) = rx.wait(Duration::from_secs(10)) {
             seen.push((m.dead, m.blocks.clone()));
-            if let Some(done) = m.done {
-                done.send(prescient_uapi::control::Applied {
-                    blocks: 1,
-                    refetched: 1,
-                    ..Default::default()
-                })
-                .unwrap();
+            if let Some(id) = m.gate {
+                rx.gate().close(id);
             }
         }
         seen
@@ -66,7 +64,7 @@ fn marks_reach_the_backend_and_alive_waits_for_it() {
         &mut s,
         r#"{"cmd":"mark","dead":false,"ranges":[[4194304,2097152]]}"#,
     );
-    assert_eq!(r["ok"]["refetched"], 1, "{r}");
+    assert_eq!(r["ok"]["blocks"], 1, "{r}");
     let r = call(&mut s, r#"{"cmd":"status"}"#);
     assert_eq!(r["error"]["kind"], "invalid", "{r}");
     let r = call(&mut s, r#"{"cmd":"mark","dead":true,"ranges":[[1,2]]}"#);
@@ -77,6 +75,7 @@ fn marks_reach_the_backend_and_alive_waits_for_it() {
     drop(rt); // ends the server, and with it the last sender
     let seen = backend.join().unwrap();
     assert_eq!(seen, vec![(true, vec![2..3]), (false, vec![2..3])]);
+    assert_eq!(gate.pending(), 0, "applied, so no longer held");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -115,12 +114,13 @@ fn a_client_that_goes_away_leaves_no_block_dead() {
     let m = rx.wait(Duration::from_secs(5)).unwrap();
     assert_eq!((m.dead, m.blocks.clone()), (true, vec![1..5]));
     drop(s);
-    // The revocation: an alive mark of the same blocks, nobody waiting.
+    // The revocation: an alive mark of the same blocks, nobody waiting,
+    // its blocks held out of discards until it is applied.
     let m = rx.wait(Duration::from_secs(5)).expect("revocation");
-    assert_eq!(
-        (m.dead, m.blocks.clone(), m.done.is_none()),
-        (false, vec![1..5], true)
-    );
+    assert_eq!((m.dead, m.blocks.clone()), (false, vec![1..5]));
+    assert!(rx.gate().guard().holds(3));
+    rx.gate().close(m.gate.expect("a revocation is gated"));
+    assert!(!rx.gate().guard().holds(3));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! (`Leaving`); marks reach the engines through lanes.rs (`apply_mark`).
 //! marks.rs says why a discard never destroys live data.
 
+use super::alive::AliveGate;
 use super::migrator::{sorted_runs, Job, Migrator};
 use super::snapshot::Snapshot;
 use prescient_core::BLOCK_SHIFT;
@@ -33,17 +34,26 @@ impl Leaving {
 
 /// Discards `blocks` (dead; drained) in runs of consecutive blocks,
 /// synchronously on this thread (marks.rs says why), and records them in
-/// `discarded`. Returns the blocks the driver refused, in order.
+/// `discarded`. Returns the blocks not discarded: those an alive mark not
+/// applied yet holds in `gate` (first), then those the driver refused, in
+/// order. The gate stays locked until the last UVM_DISCARD has returned,
+/// so an alive mark that comes meanwhile waits for them (alive.rs).
 pub(super) fn discard_blocks(
     fd: std::os::fd::RawFd,
     blocks: &mut Vec<u64>,
     max_run: u64,
     discarded: &mut HashSet<u64>,
     snap: &mut Snapshot,
+    gate: Option<&AliveGate>,
 ) -> Vec<u64> {
     let mut refused = Vec::new();
     if blocks.is_empty() {
         return refused;
+    }
+    let guard = gate.map(AliveGate::guard);
+    if let Some(g) = &guard {
+        refused = g.take_held(blocks);
+        snap.discards_held_alive += refused.len() as u64;
     }
     let t = Instant::now();
     for (s, l) in sorted_runs(blocks, max_run) {
@@ -122,7 +132,7 @@ mod tests {
         Mark {
             dead,
             blocks: vec![blocks],
-            done: None,
+            gate: None,
             owner: None,
         }
     }
@@ -256,10 +266,42 @@ mod tests {
         let mut snap = Snapshot::default();
         let mut discarded = HashSet::new();
         let mut dead = vec![42, 40, 41, 42, 60];
-        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap);
+        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap, None);
         assert_eq!(refused, [40, 41, 42, 60]);
         assert!(dead.is_empty() && discarded.is_empty());
         assert_eq!(snap.discard_errors, 4);
+    }
+
+    /// Blocks an answered alive mark holds are never given to UVM_DISCARD
+    /// (here no call is made for them: the fd is invalid, so a call would
+    /// count an error) and come back first, for eviction.
+    #[test]
+    fn blocks_held_alive_are_not_discarded() {
+        let mut snap = Snapshot::default();
+        let mut discarded = HashSet::new();
+        let gate = AliveGate::default();
+        let id = gate.open((40..43).map(|b| b..b + 1).collect());
+        let mut dead = vec![40, 41, 42];
+        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap, Some(&gate));
+        assert_eq!(refused, [40, 41, 42]);
+        assert_eq!(
+            (
+                snap.discard_errors,
+                snap.discard_ops,
+                snap.discards_held_alive
+            ),
+            (0, 0, 3)
+        );
+        // Some held, some not: only the others reach the driver.
+        let mut dead = vec![39, 40, 60];
+        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap, Some(&gate));
+        assert_eq!(refused, [40, 39, 60]);
+        assert_eq!(snap.discard_errors, 2);
+        // Once the mark is applied the gate lets them go again.
+        gate.close(id);
+        let mut dead = vec![40];
+        discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap, Some(&gate));
+        assert_eq!((snap.discard_errors, snap.discards_held_alive), (3, 4));
     }
 
     #[test]

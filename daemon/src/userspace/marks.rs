@@ -19,32 +19,37 @@
 //! - only the process's backend thread discards, synchronously (UVM_DISCARD
 //!   returns after the driver's work is done), and only blocks that are dead
 //!   in its engine at that moment;
-//! - marking alive is synchronous: the backend thread replies after it has
-//!   applied the mark, and the process waits for that reply before it hands
-//!   the memory out. Once it has the reply no discard of those blocks is in
-//!   flight, and none can start;
+//! - marking alive is synchronous: the process waits for the reply before
+//!   it hands the memory out, and the reply comes once the blocks are in
+//!   the process's alive gate (alive.rs), which every discard holds while
+//!   it runs and whose blocks it leaves alone. Once the process has the
+//!   reply no discard of those blocks is in flight, and none can start
+//!   until the backend thread has applied the mark (its engine then has
+//!   them alive);
 //! - dead marks round inward (only 2 MB blocks wholly inside the range),
 //!   alive marks outward (every block the range touches).
 //!
 //! If the backend thread ends (the process exits, or is detached), pending
-//! marks are dropped and their senders get an error: no discard can follow.
+//! marks are dropped and later senders get an error: no discard can follow.
 //!
 //! # Marks belong to their connection
 //! A peer is its process by pidfd (socket/peer.rs): a connection that
 //! outlives the process that opened it (fork, SCM_RIGHTS) marks nothing,
 //! whatever process has its pid number now. Each connection (`Owner`)
 //! remembers the dead blocks it marked and has not marked alive again; when
-//! it closes they are revoked: marked alive on a channel the backend reads
-//! before any other mark, and the dead marks of that connection still
-//! queued are dropped unapplied. A client that loses its connection can
+//! it closes they are revoked: put in the alive gate and marked alive on a
+//! channel the backend reads before any other mark, and the dead marks of
+//! that connection still queued are dropped unapplied. A client that loses its connection can
 //! therefore never leave blocks it may hand out again marked dead.
 //!
 //! # Bounded
 //! The queue is non-blocking: a full queue answers "busy" (a dead mark not
 //! taken is safe: the block is only not discarded). A request covers at
 //! most `MAX_BLOCKS`, a connection tracks at most `MAX_TRACKED` ranges, and
-//! an alive mark waits at most `ALIVE_WAIT` for the backend.
+//! an alive mark waits only for a discard in flight (one UVM_DISCARD call's
+//! blocks, at most `max_coalesce_blocks`).
 
+use super::alive::AliveGate;
 use super::ranges::RangeSet;
 use crate::pidfd::Pidfd;
 use crate::socket::{self, Connection, Limits, Peer};
@@ -68,16 +73,15 @@ pub const QUEUE: usize = 256;
 /// Dead ranges one connection may hold outstanding (bounds its memory and
 /// the revocation's work).
 pub const MAX_TRACKED: usize = 1 << 16;
-/// How long an alive mark waits for the backend thread to apply it.
-pub const ALIVE_WAIT: Duration = Duration::from_secs(30);
 
 /// One request for the backend thread.
 pub struct Mark {
     pub dead: bool,
     /// Block numbers (address >> 21), validated and bounded.
     pub blocks: Vec<Range<u64>>,
-    /// Where the backend thread reports what it did (alive marks wait for it).
-    pub done: Option<SyncSender<Applied>>,
+    /// Alive marks: its entry in the alive gate, closed by the backend
+    /// once the mark is applied.
+    pub gate: Option<u64>,
     /// The connection that sent it: a dead mark of a closed one is dropped.
     pub owner: Option<Arc<Owner>>,
 }
@@ -94,8 +98,10 @@ impl Mark {
 #[derive(Clone)]
 pub struct Sender {
     marks: SyncSender<Mark>,
-    /// Revocations: one per closed connection, so the number of connections bounds them.
-    revokes: mpsc::Sender<Vec<Range<u64>>>,
+    /// Revocations: one per closed connection, so the number of connections
+    /// bounds them; each with its alive gate entry.
+    revokes: mpsc::Sender<(Vec<Range<u64>>, u64)>,
+    gate: AliveGate,
     /// Tells two processes' channels apart (a re-attach makes a new one).
     id: Arc<()>,
 }
@@ -103,35 +109,44 @@ pub struct Sender {
 /// The backend thread's side: revocations first, then marks in order.
 pub struct Receiver {
     marks: mpsc::Receiver<Mark>,
-    revokes: mpsc::Receiver<Vec<Range<u64>>>,
+    revokes: mpsc::Receiver<(Vec<Range<u64>>, u64)>,
+    gate: AliveGate,
 }
 
 pub fn channel() -> (Sender, Receiver) {
     let (tx, rx) = sync_channel(QUEUE);
     let (rtx, rrx) = mpsc::channel();
+    let gate = AliveGate::default();
     (
         Sender {
             marks: tx,
             revokes: rtx,
+            gate: gate.clone(),
             id: Arc::new(()),
         },
         Receiver {
             marks: rx,
             revokes: rrx,
+            gate,
         },
     )
 }
 
 impl Receiver {
+    /// The process's alive gate: every discard holds it (alive.rs).
+    pub fn gate(&self) -> &AliveGate {
+        &self.gate
+    }
+
     /// The next mark to apply, without waiting: a revocation (as an alive
     /// mark nobody waits for) before anything queued; dead marks of closed
     /// connections are skipped. None when nothing is pending.
     pub fn next(&self) -> Option<Mark> {
-        if let Ok(blocks) = self.revokes.try_recv() {
+        if let Ok((blocks, id)) = self.revokes.try_recv() {
             return Some(Mark {
                 dead: false,
                 blocks,
-                done: None,
+                gate: Some(id),
                 owner: None,
             });
         }
@@ -200,7 +215,11 @@ impl Owner {
         if let Some(to) = to.filter(|_| !h.dead.is_empty()) {
             // The receiver gone means the backend thread has ended:
             // nothing can be discarded any more.
-            let _ = to.revokes.send(h.dead.take());
+            let blocks = h.dead.take();
+            let id = to.gate.open(blocks.clone());
+            if to.revokes.send((blocks, id)).is_err() {
+                to.gate.close(id);
+            }
         }
         n
     }
@@ -285,8 +304,10 @@ pub fn block_ranges(dead: bool, ranges: &[[u64; 2]]) -> Result<Vec<Range<u64>>, 
 }
 
 /// Hands `owner`'s mark to a backend thread without blocking. Dead marks
-/// return once queued (and are remembered for revocation); alive marks wait
-/// until applied (see the module comment), then are forgotten.
+/// return once queued (and are remembered for revocation); alive marks
+/// once their blocks are in the alive gate and the mark is queued (see the
+/// module comment), then are forgotten. Either reply says only how many
+/// blocks the mark covers: what the backend did goes to its counters.
 pub fn send(
     tx: &Sender,
     owner: &Arc<Owner>,
@@ -311,7 +332,7 @@ pub fn send(
             Mark {
                 dead,
                 blocks: blocks.clone(),
-                done: None,
+                gate: None,
                 owner: Some(owner.clone()),
             },
         )?;
@@ -324,30 +345,30 @@ pub fn send(
             ..Default::default()
         });
     }
-    let (done_tx, done_rx) = sync_channel(1);
-    try_send(
+    // In the gate before it is queued: from here on no discard of the
+    // blocks is in flight or can start (alive.rs).
+    let id = tx.gate.open(blocks.clone());
+    let queued = try_send(
         tx,
         Mark {
             dead,
             blocks: blocks.clone(),
-            done: Some(done_tx),
+            gate: Some(id),
             owner: Some(owner.clone()),
         },
-    )?;
-    let a = match done_rx.recv_timeout(ALIVE_WAIT) {
-        Ok(a) => a,
-        Err(mpsc::RecvTimeoutError::Disconnected) => return Err(SendError::Gone),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            return Err(SendError::Busy(format!(
-                "not applied within {ALIVE_WAIT:?}; the blocks stay dead"
-            )))
-        }
-    };
+    );
+    if let Err(e) = queued {
+        tx.gate.close(id);
+        return Err(e);
+    }
     let mut h = owner.held();
     for b in blocks {
         h.dead.remove(b);
     }
-    Ok(a)
+    Ok(Applied {
+        blocks: n,
+        ..Default::default()
+    })
 }
 
 /// `try_send`, as a `SendError`.
@@ -482,17 +503,6 @@ mod tests {
         Arc::default()
     }
 
-    /// A backend thread's receive, waiting (the real loop polls `next`).
-    fn recv(rx: &Receiver) -> Option<Mark> {
-        for _ in 0..2000 {
-            if let Some(m) = rx.next() {
-                return Some(m);
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        None
-    }
-
     #[test]
     fn dead_rounds_inward_and_alive_outward() {
         // 1 MB into block 1 .. 1 MB into block 4.
@@ -532,45 +542,50 @@ mod tests {
         assert!(block_ranges(true, &[[0, 32 << 30]]).is_ok());
     }
 
+    /// An alive mark is answered once its blocks are in the gate and it is
+    /// queued, without waiting for the backend; the gate holds them until
+    /// the backend has applied it. Once the backend is gone, marks fail.
     #[test]
-    fn alive_waits_for_the_backend_and_fails_once_it_is_gone() {
+    fn alive_is_answered_once_gated_and_fails_once_the_backend_is_gone() {
         let (tx, rx) = channel();
-        let backend = std::thread::spawn(move || {
-            let m = recv(&rx).unwrap();
-            assert!(m.dead);
-            assert!(m.done.is_none());
-            let m = recv(&rx).unwrap();
-            assert!(!m.dead);
-            m.done
-                .unwrap()
-                .send(Applied {
-                    blocks: 2,
-                    resident: 1,
-                    refetched: 1,
-                    ignored: false,
-                })
-                .unwrap();
-            // The next alive mark is dropped unanswered: the thread ends.
-            drop(recv(&rx).unwrap());
-        });
         let o = owner();
         assert_eq!(send(&tx, &o, true, vec![3..5]).unwrap().blocks, 2);
-        assert_eq!(send(&tx, &o, false, vec![3..5]).unwrap().refetched, 1);
+        assert_eq!(send(&tx, &o, false, vec![3..5]).unwrap().blocks, 2);
+        assert!(rx.gate().guard().holds(4), "held before the backend saw it");
+        let m = rx.next().unwrap();
+        assert!(m.dead && m.gate.is_none());
+        let m = rx.next().unwrap();
+        assert!(!m.dead);
+        assert!(rx.gate().guard().holds(3));
+        rx.gate().close(m.gate.unwrap());
+        assert!(!rx.gate().guard().holds(3));
+        drop(rx);
         assert_eq!(send(&tx, &o, false, vec![3..5]), Err(SendError::Gone));
         assert!(SendError::Gone.to_string().contains("stopped"));
-        backend.join().unwrap();
         assert!(send(&tx, &o, true, vec![3..5]).is_err());
+        assert_eq!(tx.gate.pending(), 0, "a mark not queued leaves no entry");
     }
 
+    /// A discard in flight (the gate held) holds an alive mark's answer
+    /// back until it has returned.
     #[test]
-    fn an_alive_mark_queued_when_the_backend_ends_fails() {
+    fn an_alive_mark_is_answered_only_after_a_discard_in_flight() {
         let (tx, rx) = channel();
-        let backend = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            drop(rx);
-        });
-        assert!(send(&tx, &owner(), false, vec![1..2]).is_err());
-        backend.join().unwrap();
+        let o = owner();
+        let guard = rx.gate().guard();
+        let answered = Arc::new(AtomicBool::new(false));
+        let t = {
+            let (tx, o, answered) = (tx.clone(), o.clone(), answered.clone());
+            std::thread::spawn(move || {
+                send(&tx, &o, false, vec![7..8]).unwrap();
+                answered.store(true, Ordering::SeqCst);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!answered.load(Ordering::SeqCst));
+        drop(guard);
+        t.join().unwrap();
+        assert!(rx.gate().guard().holds(7));
     }
 
     #[test]
@@ -627,15 +642,16 @@ mod tests {
         let o = owner();
         send(&tx, &o, true, vec![0..8]).unwrap();
         rx.next().unwrap();
-        let backend = std::thread::spawn(move || {
-            let m = recv(&rx).unwrap();
-            m.done.unwrap().send(Applied::default()).unwrap();
-            rx
-        });
         send(&tx, &o, false, vec![2..4]).unwrap();
-        let rx = backend.join().unwrap();
+        let m = rx.next().unwrap();
+        rx.gate().close(m.gate.unwrap());
         o.close();
-        assert_eq!(rx.next().unwrap().blocks, vec![0..2, 4..8]);
+        let r = rx.next().unwrap();
+        assert_eq!(r.blocks, vec![0..2, 4..8]);
+        // The revocation is held in the gate until it is applied.
+        assert!(rx.gate().guard().holds(5) && !rx.gate().guard().holds(2));
+        rx.gate().close(r.gate.unwrap());
+        assert_eq!(rx.gate().pending(), 0);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! the lock cannot deadlock.
 
 mod ahead;
+pub mod alive;
 pub mod backoff;
 pub mod blocklog;
 mod config;
@@ -644,21 +645,15 @@ mod tests {
         assert!(e.to_string().contains("not attached"), "{e}");
         let (tx, rx) = marks::channel();
         let thread = std::thread::spawn(move || {
-            // Answers one alive mark, as the backend loop does.
+            // Applies one alive mark, as the backend loop does, then ends.
             let m = loop {
                 if let Some(m) = rx.next() {
                     break m;
                 }
                 std::thread::sleep(Duration::from_millis(1));
             };
-            let n = m.blocks.iter().map(|r| r.end - r.start).sum();
-            m.done
-                .unwrap()
-                .send(Applied {
-                    blocks: n,
-                    ..Default::default()
-                })
-                .unwrap();
+            assert!(!m.dead && rx.gate().pending() == 1);
+            rx.gate().close(m.gate.unwrap());
             Ok(Snapshot::default())
         });
         u.lock().spaces.push(Space {

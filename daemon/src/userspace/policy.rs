@@ -245,7 +245,15 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
     // A victim the driver refuses to discard is evicted; the others are
     // gone once UVM_DISCARD returned, here.
     let dead = l.leaving.dead.clone();
-    let refused = discard_blocks(s.fd, &mut l.leaving.dead, max_run, s.discarded, s.snap);
+    let gate = s.cfg.marks.as_ref().map(|m| m.gate());
+    let refused = discard_blocks(
+        s.fd,
+        &mut l.leaving.dead,
+        max_run,
+        s.discarded,
+        s.snap,
+        gate,
+    );
     for b in dead.into_iter().filter(|b| !refused.contains(b)) {
         l.residency.left(b, true);
     }

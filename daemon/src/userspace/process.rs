@@ -462,14 +462,17 @@ impl Process {
                     self.cfg.max_coalesce_blocks,
                     &mut self.discarded,
                     &mut self.snap,
+                    Some(rx.gate()),
                 );
                 self.snap.host_discarded_blocks += self.snap.discarded_blocks - before;
             }
             self.host_dead.clear();
-            // Applied: from here on no discard of these blocks can start.
-            // (The refetches are issued by the policy, after making room.)
-            if let Some(done) = m.done {
-                let _ = done.send(a);
+            // Applied: the engine has the blocks alive, so the gate need
+            // not hold them any more (the process had its reply when they
+            // went in). The refetches are issued by the policy, after
+            // making room.
+            if let Some(id) = m.gate {
+                rx.gate().close(id);
             }
         }
     }

@@ -173,6 +173,10 @@ pub struct Snapshot {
     /// Discarded blocks marked alive again, migrated back to the GPU (the
     /// driver copies nothing for discarded pages).
     pub refetched_blocks: u64,
+    /// Dead blocks left out of a discard because an alive mark for them
+    /// was answered and not applied yet (alive.rs); victims among them
+    /// were evicted instead.
+    pub discards_held_alive: u64,
     /// Discarded blocks the GPU faulted on before they were marked alive
     /// or prefetched.
     pub discarded_faulted: u64,
