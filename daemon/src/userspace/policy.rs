@@ -242,8 +242,21 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         &mut l.refetch,
         &mut host,
     );
-    // A victim the driver refuses to discard is evicted; the others are
-    // gone once UVM_DISCARD returned, here.
+    discard_dead_victims(l, s, max_run);
+    for &v in &l.leaving.evict {
+        s.log.victim(v);
+        s.mech.evicted(v);
+    }
+    l.pre_evicted_blocks += l.leaving.evict.len() as u64;
+    l.leaving.submit_evictions(max_run, s.migrator, l.gpu.uuid);
+    log_thrash_guard(l);
+    sent
+}
+
+/// Discards the turn's dead victims; one the driver refuses, or that an
+/// answered alive mark holds (alive.rs), is evicted instead. The others
+/// are gone once UVM_DISCARD returned, here.
+fn discard_dead_victims(l: &mut Lane, s: &mut Shared, max_run: u64) {
     let dead = l.leaving.dead.clone();
     let gate = s.cfg.marks.as_ref().map(|m| m.gate());
     let refused = discard_blocks(
@@ -258,14 +271,6 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         l.residency.left(b, true);
     }
     l.leaving.evict.extend(refused);
-    for &v in &l.leaving.evict {
-        s.log.victim(v);
-        s.mech.evicted(v);
-    }
-    l.pre_evicted_blocks += l.leaving.evict.len() as u64;
-    l.leaving.submit_evictions(max_run, s.migrator, l.gpu.uuid);
-    log_thrash_guard(l);
-    sent
 }
 
 /// Logs the lane's thrash guard turning on or off (core engine/thrash.rs):
