@@ -34,10 +34,12 @@ impl Leaving {
 
 /// Discards `blocks` (dead; drained) in runs of consecutive blocks,
 /// synchronously on this thread (marks.rs says why), and records them in
-/// `discarded`. Returns the blocks not discarded: those an alive mark not
-/// applied yet holds in `gate` (first), then those the driver refused, in
-/// order. The gate stays locked until the last UVM_DISCARD has returned,
-/// so an alive mark that comes meanwhile waits for them (alive.rs).
+/// `discarded`. Returns the blocks not discarded, run by run: those an
+/// alive mark not applied yet holds in `gate`, then those the driver
+/// refused.
+/// Each run is checked against the gate and discarded with the gate held,
+/// so an alive mark that comes meanwhile waits for that one UVM_DISCARD
+/// (at most `max_run` blocks) and the next run sees its blocks (alive.rs).
 pub(super) fn discard_blocks(
     fd: std::os::fd::RawFd,
     blocks: &mut Vec<u64>,
@@ -50,16 +52,21 @@ pub(super) fn discard_blocks(
     if blocks.is_empty() {
         return refused;
     }
-    let guard = gate.map(AliveGate::guard);
-    if let Some(g) = &guard {
-        refused = g.take_held(blocks);
-        snap.discards_held_alive += refused.len() as u64;
-    }
     let t = Instant::now();
     for (s, l) in sorted_runs(blocks, max_run) {
-        let failed = discard_run(fd, s, l, snap);
-        discarded.extend((s..s + l).filter(|b| failed.binary_search(b).is_err()));
-        refused.extend(failed);
+        let guard = gate.map(AliveGate::guard);
+        let mut run: Vec<u64> = (s..s + l).collect();
+        if let Some(g) = &guard {
+            let held = g.take_held(&mut run);
+            snap.discards_held_alive += held.len() as u64;
+            refused.extend(held);
+        }
+        // What is left of the run, in pieces where held blocks cut it.
+        for (s, l) in sorted_runs(&mut run, max_run) {
+            let failed = discard_run(fd, s, l, snap);
+            discarded.extend((s..s + l).filter(|b| failed.binary_search(b).is_err()));
+            refused.extend(failed);
+        }
     }
     snap.discard_s += t.elapsed().as_secs_f64();
     refused

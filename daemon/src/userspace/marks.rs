@@ -46,8 +46,8 @@
 //! The queue is non-blocking: a full queue answers "busy" (a dead mark not
 //! taken is safe: the block is only not discarded). A request covers at
 //! most `MAX_BLOCKS`, a connection tracks at most `MAX_TRACKED` ranges, and
-//! an alive mark waits only for a discard in flight (one UVM_DISCARD call's
-//! blocks, at most `max_coalesce_blocks`).
+//! an alive mark waits only for a discard in flight (one UVM_DISCARD call,
+//! at most `max_coalesce_blocks` blocks: discard.rs).
 
 use super::alive::AliveGate;
 use super::ranges::RangeSet;
