@@ -31,7 +31,8 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 /// One process's gate, shared by its marks senders and its backend thread.
 #[derive(Clone, Default)]
@@ -51,7 +52,28 @@ impl AliveGate {
     /// Holds `blocks` out of discards until `close` of the returned id.
     /// Once it returns, no discard of them is in flight and none can start.
     pub fn open(&self, blocks: Vec<Range<u64>>) -> u64 {
-        let mut p = self.lock();
+        Self::insert(&mut self.lock(), blocks)
+    }
+
+    /// `open`, waiting at most `wait` for a discard in flight: None if the
+    /// gate stayed held that long (a UVM_DISCARD that does not return),
+    /// and then nothing is held.
+    pub fn open_within(&self, blocks: Vec<Range<u64>>, wait: Duration) -> Option<u64> {
+        let end = Instant::now() + wait;
+        loop {
+            match self.0.try_lock() {
+                Ok(mut p) => return Some(Self::insert(&mut p, blocks)),
+                Err(TryLockError::Poisoned(p)) => {
+                    return Some(Self::insert(&mut p.into_inner(), blocks))
+                }
+                Err(TryLockError::WouldBlock) if Instant::now() >= end => return None,
+                // A discard runs one ioctl at a time (discard.rs): short.
+                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_micros(20)),
+            }
+        }
+    }
+
+    fn insert(p: &mut Pending, blocks: Vec<Range<u64>>) -> u64 {
         let id = p.next_id;
         p.next_id += 1;
         p.marks.insert(id, blocks);
@@ -127,7 +149,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
 
     #[test]
     fn a_block_is_held_until_every_mark_that_holds_it_is_applied() {
@@ -154,6 +175,24 @@ mod tests {
         let mut blocks = vec![9, 10, 11, 12];
         assert_eq!(g.guard().take_held(&mut blocks), [10, 11]);
         assert_eq!(blocks, [9, 12]);
+    }
+
+    /// A gate held past the wait (a discard that does not return) opens
+    /// nothing.
+    #[test]
+    fn open_within_gives_up_on_a_gate_held_too_long() {
+        let g = AliveGate::default();
+        let guard = g.guard();
+        let t = {
+            let g = g.clone();
+            std::thread::spawn(move || g.open_within(vec![1..2], Duration::from_millis(30)))
+        };
+        assert_eq!(t.join().unwrap(), None);
+        drop(guard);
+        assert_eq!(g.pending(), 0);
+        assert!(g
+            .open_within(vec![1..2], Duration::from_millis(30))
+            .is_some());
     }
 
     /// A discard in flight (the guard held) makes an alive mark wait; once

@@ -47,7 +47,8 @@
 //! taken is safe: the block is only not discarded). A request covers at
 //! most `MAX_BLOCKS`, a connection tracks at most `MAX_TRACKED` ranges, and
 //! an alive mark waits only for a discard in flight (one UVM_DISCARD call,
-//! at most `max_coalesce_blocks` blocks: discard.rs).
+//! at most `max_coalesce_blocks` blocks: discard.rs), and at most
+//! `ALIVE_WAIT` (then "busy", the blocks left dead).
 
 use super::alive::AliveGate;
 use super::ranges::RangeSet;
@@ -61,6 +62,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, sync_channel, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// How long an alive mark waits for a discard in flight (one UVM_DISCARD
+/// call: microseconds, unless the driver does not return).
+pub const ALIVE_WAIT: Duration = Duration::from_secs(30);
 
 /// Ranges in one request: keeps a request line under the control socket's
 /// 4 KiB limit.
@@ -347,7 +352,11 @@ pub fn send(
     }
     // In the gate before it is queued: from here on no discard of the
     // blocks is in flight or can start (alive.rs).
-    let id = tx.gate.open(blocks.clone());
+    let Some(id) = tx.gate.open_within(blocks.clone(), ALIVE_WAIT) else {
+        return Err(SendError::Busy(format!(
+            "a discard held the process's alive gate for {ALIVE_WAIT:?}; nothing was applied, the blocks stay dead"
+        )));
+    };
     let queued = try_send(
         tx,
         Mark {
