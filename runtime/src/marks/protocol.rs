@@ -19,16 +19,18 @@ pub const MAX_QUERIES: usize = 256;
 pub const MAX_PENDING: usize = 4096;
 /// Retries of an alive mark whose connection failed before it is taken
 /// as "prescientd is gone" (with the link's pause, about a minute: longer
-/// than the daemon's own wait for its backend thread, marks.rs
+/// than the daemon's own wait for a discard in flight, marks.rs
 /// `ALIVE_WAIT`).
 pub const ALIVE_RETRIES: u32 = 64;
 
 /// prescientd's answer to one mark request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// Taken: queued (dead) or applied (alive).
+    /// Taken: queued (dead), or held out of every discard and queued
+    /// (alive: the daemon's alive gate, daemon/src/userspace/alive.rs).
     Ok,
-    /// Not taken now (queue full, or the backend did not apply it in time).
+    /// Not taken now (queue full, or a discard held the daemon's gate too
+    /// long).
     Busy,
     /// The process has no backend (not attached yet, detached, exited):
     /// nothing of it is or will be discarded under this attachment.
@@ -230,7 +232,8 @@ impl<L: Link, F: Fence> Marks<L, F> {
         self.pending = keep;
     }
 
-    /// Marks `blocks` alive and waits until the daemon has applied it.
+    /// Marks `blocks` alive and waits until the daemon has taken it (from
+    /// then on it discards none of them).
     fn revive(&mut self, blocks: &[Range<u64>]) {
         let t = std::time::Instant::now();
         for chunk in blocks.chunks(MAX_RANGES) {
@@ -243,8 +246,8 @@ impl<L: Link, F: Fence> Marks<L, F> {
                         self.counters.alive_blocks += count(chunk);
                         break;
                     }
-                    // Still queued, or not applied yet: the daemon is there
-                    // and may discard: wait until it has applied it.
+                    // Not taken yet: the daemon is there and may discard:
+                    // wait until it has taken it.
                     Reply::Busy => {}
                     Reply::Closed if attempt < ALIVE_RETRIES => {}
                     // No backend, or no daemon, for this process: nothing
