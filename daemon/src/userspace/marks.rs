@@ -39,8 +39,9 @@
 //! remembers the dead blocks it marked and has not marked alive again; when
 //! it closes they are revoked: put in the alive gate and marked alive on a
 //! channel the backend reads before any other mark, and the dead marks of
-//! that connection still queued are dropped unapplied. A client that loses its connection can
-//! therefore never leave blocks it may hand out again marked dead.
+//! that connection still queued are dropped unapplied. A client that loses
+//! its connection can therefore never leave blocks it may hand out again
+//! marked dead.
 //!
 //! # Bounded
 //! The queue is non-blocking: a full queue answers "busy" (a dead mark not
