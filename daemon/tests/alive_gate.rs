@@ -4,6 +4,7 @@
 //! the gate as discard.rs does. The protocol's promise (marks.rs): once an
 //! alive mark is answered, no discard of its blocks is in flight or
 //! starts, so a block a client uses is never discarded.
+#![allow(clippy::single_range_in_vec_init)] // one block per mark
 
 use prescientd::userspace::marks::{self, Owner};
 use std::collections::HashSet;
@@ -49,7 +50,6 @@ fn client(
 }
 
 #[test]
-#[allow(clippy::single_range_in_vec_init)]
 fn no_block_in_use_is_ever_discarded() {
     let (tx, rx) = marks::channel();
     let total = (CLIENTS * BLOCKS_EACH) as usize;
