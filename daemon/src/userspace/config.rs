@@ -181,6 +181,16 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The resident-block watermark the engine's pump keeps (`Limit`): the
+    /// service's engine parameters, else the engine's default. The shared
+    /// host loop and the oracle make room under the same limit.
+    pub fn watermark_pct(&self) -> u32 {
+        self.engine
+            .map_or(prescient_core::DEFAULT_WATERMARK_PCT, |e| {
+                e.pre_evict_watermark_pct
+            })
+    }
+
     /// Does a pass read the whole list of upcoming blocks and the running
     /// launches' (the next-use order, the default; `--order-queue`,
     /// `--cyclic-victims`, `--large-window-pct`)? Else a turn reads only

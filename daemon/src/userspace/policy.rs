@@ -21,7 +21,7 @@ use super::route::Route;
 use super::shared::SharedBlocks;
 use super::snapshot::Snapshot;
 use super::state::Process;
-use prescient_core::{ChainState, Engine, Limit, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
+use prescient_core::{ChainState, Engine, Limit, BLOCK_SHIFT};
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
@@ -193,10 +193,7 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
     }
     let limit = Limit {
         capacity_blocks: budget_blocks(l).unwrap_or(u64::from(l.gpu_blocks)),
-        watermark_pct: s
-            .cfg
-            .engine
-            .map_or(DEFAULT_WATERMARK_PCT, |e| e.pre_evict_watermark_pct),
+        watermark_pct: s.cfg.watermark_pct(),
     };
     let predicting =
         faulted || l.pump.queued() > 0 || l.engine.chain_state() == ChainState::Running;
@@ -422,6 +419,7 @@ mod tests {
     use crate::userspace::pump::turn;
     use crate::userspace::residency::{fault_in, Left, Residency};
     use crate::userspace::route::tests::{index, table};
+    use prescient_core::DEFAULT_WATERMARK_PCT;
     use prescient_core::{Engine, Pump};
     use std::sync::Arc;
 

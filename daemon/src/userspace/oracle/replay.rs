@@ -19,7 +19,7 @@ use crate::userspace::residency::Residency;
 use crate::userspace::route::Route;
 use crate::userspace::snapshot::Snapshot;
 use crate::userspace::state::Process;
-use prescient_core::{Limit, BLOCK_BYTES, BLOCK_SHIFT, DEFAULT_WATERMARK_PCT};
+use prescient_core::{Limit, BLOCK_BYTES, BLOCK_SHIFT};
 use prescient_uvm::Gpu;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -242,9 +242,7 @@ impl Oracle {
             migrator,
             max_run: cfg.max_coalesce_blocks,
             gpu_blocks: u64::from(cfg.gpu_blocks),
-            watermark_pct: cfg
-                .engine
-                .map_or(DEFAULT_WATERMARK_PCT, |e| e.pre_evict_watermark_pct),
+            watermark_pct: cfg.watermark_pct(),
             faults: turn_faults,
             cpu_taken: turn_cpu_taken,
         });
@@ -491,6 +489,7 @@ mod tests {
     use crate::userspace::lanes::tests::config;
     use crate::userspace::migrator::Job;
     use crate::userspace::route::tests::{index, table};
+    use prescient_core::DEFAULT_WATERMARK_PCT;
     use std::sync::Arc;
 
     /// Oracle mode runs through the lane of the one GPU a process computes
