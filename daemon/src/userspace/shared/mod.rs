@@ -242,7 +242,7 @@ impl SharedBlocks {
         let mut left: Vec<(u64, u64)> = (ranges.iter().copied())
             .filter(|&r| !self.is_host(mid(r)))
             .collect();
-        left.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
+        largest_first(&mut left);
         left.dedup_by_key(|r| r.0);
         if blocks_in(&left) <= limit_blocks {
             return;
@@ -265,7 +265,7 @@ impl SharedBlocks {
         let mut all: Vec<(u64, u64)> = (self.overflow_union.iter().copied())
             .filter(|&r| !self.is_host(mid(r)))
             .collect();
-        all.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
+        largest_first(&mut all);
         let untried = |&&r: &&(u64, u64)| {
             r.1.saturating_mul(prescient_core::BLOCK_BYTES) >= MIN_TRY_BYTES
                 && !self.tried.iter().any(|a| a.holds(mid(r)))
@@ -439,6 +439,12 @@ impl SharedBlocks {
         self.trial = None;
         self.stats.errors += 1;
     }
+}
+
+/// Orders `(first block, blocks)` ranges the largest first, the lowest
+/// address first among equals (the overflow group's order).
+fn largest_first(ranges: &mut [(u64, u64)]) {
+    ranges.sort_unstable_by_key(|&(first, n)| (std::cmp::Reverse(n), first));
 }
 
 /// Blocks in `(first block, blocks)` ranges (saturating: the ranges come
