@@ -27,8 +27,9 @@
 //! Entries are the alive marks queued for the backend (at most
 //! `marks::QUEUE`) plus one revocation per closed connection, each of at
 //! most `marks::MAX_RANGES` ranges; `guard` merges them once per discard
-//! call, and each block is then one binary search.
+//! run (a `RangeSet`), and each block is then one lookup.
 
+use super::ranges::RangeSet;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -95,40 +96,25 @@ impl AliveGate {
     /// which blocks it must leave alone.
     pub fn guard(&self) -> Guard<'_> {
         let p = self.lock();
-        let mut held: Vec<Range<u64>> = p
-            .marks
-            .values()
-            .flatten()
-            .filter(|r| !r.is_empty())
-            .cloned()
-            .collect();
-        held.sort_unstable_by_key(|r| r.start);
-        let mut merged: Vec<Range<u64>> = Vec::with_capacity(held.len());
-        for r in held {
-            match merged.last_mut() {
-                Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
-                _ => merged.push(r),
-            }
+        let mut held = RangeSet::default();
+        for r in p.marks.values().flatten() {
+            held.insert(r.clone());
         }
-        Guard {
-            _lock: p,
-            held: merged,
-        }
+        Guard { _lock: p, held }
     }
 }
 
 /// The gate held for a discard: alive marks wait until it is dropped.
 pub struct Guard<'a> {
     _lock: MutexGuard<'a, Pending>,
-    /// The held blocks, merged and sorted.
-    held: Vec<Range<u64>>,
+    /// The held blocks.
+    held: RangeSet,
 }
 
 impl Guard<'_> {
     /// Whether block `b` is marked alive by a mark not applied yet.
     pub fn holds(&self, b: u64) -> bool {
-        let i = self.held.partition_point(|r| r.end <= b);
-        self.held.get(i).is_some_and(|r| r.start <= b)
+        self.held.contains(b)
     }
 
     /// Splits `blocks` into those that may be discarded (kept in place)

@@ -1,5 +1,6 @@
 //! A set of block numbers kept as disjoint ranges: the dead blocks one
-//! connection has marked and not marked alive again (marks.rs).
+//! connection has marked and not marked alive again (marks.rs), the
+//! blocks the alive gate holds (alive.rs).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -64,6 +65,11 @@ impl RangeSet {
         }
     }
 
+    /// Whether block `b` is in the set.
+    pub fn contains(&self, b: u64) -> bool {
+        (self.by_start.range(..=b).next_back()).is_some_and(|(_, &end)| b < end)
+    }
+
     /// The ranges, in order; the set is left empty.
     pub fn take(&mut self) -> Vec<Range<u64>> {
         std::mem::take(&mut self.by_start)
@@ -94,5 +100,14 @@ mod tests {
         assert_eq!(s.clone().take(), vec![12..15, 18..35]);
         s.remove(0..100);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn contains_says_which_blocks_are_in() {
+        let mut s = RangeSet::default();
+        s.insert(10..20);
+        s.insert(30..31);
+        let got: Vec<u64> = (0..40).filter(|&b| s.contains(b)).collect();
+        assert_eq!(got, [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 30]);
     }
 }
