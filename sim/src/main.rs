@@ -500,12 +500,20 @@ fn check_gpu(a: CheckGpuArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<26} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6} held-out",
-        "run", "measured", "predicted", "err", "faults", "predicted", "err"
+        "{:<26} {:>9} {:>9} {:>6} {:>9} {:>9} {:>6} {:>17} {:>17} held-out",
+        "run",
+        "measured",
+        "predicted",
+        "err",
+        "faults",
+        "predicted",
+        "err",
+        "driver-like ms",
+        "prescient ms"
     );
     for r in &rows {
         println!(
-            "{:<26} {:>8.2}x {:>8.2}x {:>5.0}% {:>9.0} {:>9.0} {:>5.0}% {}",
+            "{:<26} {:>8.2}x {:>8.2}x {:>5.0}% {:>9.0} {:>9.0} {:>5.0}% {:>8.0}/{:<8.0} {:>8.0}/{:<8.0} {}",
             r.name,
             r.measured_ratio,
             r.predicted_ratio,
@@ -513,6 +521,10 @@ fn check_gpu(a: CheckGpuArgs) -> Result<()> {
             r.measured_faults,
             r.predicted_faults,
             100.0 * r.fault_error(),
+            r.measured_ms[0],
+            r.predicted_ms[0],
+            r.measured_ms[1],
+            r.predicted_ms[1],
             if r.held_out { "yes" } else { "" }
         );
     }
@@ -526,18 +538,17 @@ fn survey_grid(runs: &[prescient_sim::gpu::RecordedRun]) -> Result<()> {
     let key = |s: &prescient_sim::gpu::fit::Survey| (s.ratio / 0.15).max(s.faults / 0.25);
     points.sort_by(|a, b| key(a).total_cmp(&key(b)));
     println!(
-        "{:>10} {:>5} {:>5} {:>4} {:>6} {:>9} {:>9} {:>9}",
-        "latency", "batch", "ahead", "fill", "worker", "ratio err", "fault err", "time err"
+        "{:>10} {:>5} {:>5} {:>4} {:>9} {:>9} {:>9}",
+        "latency", "batch", "ahead", "fill", "ratio err", "fault err", "time err"
     );
     for s in &points {
         let p = s.params;
         println!(
-            "{:>8.0}us {:>5} {:>5} {:>4} {:>6.2} {:>8.1}% {:>8.1}% {:>8.1}%",
+            "{:>8.0}us {:>5} {:>5} {:>4} {:>8.1}% {:>8.1}% {:>8.1}%",
             p.fault_latency_s * 1e6,
             p.fault_batch,
             p.wave_skew,
             p.fill_max,
-            p.worker_frac,
             100.0 * s.ratio,
             100.0 * s.faults,
             100.0 * s.times

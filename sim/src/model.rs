@@ -36,6 +36,11 @@ pub use partial::{density_fill, FULL};
 use prescient_core::{Block, BLOCK_BYTES};
 use serde::Serialize;
 
+/// The driver's own fault-path copies' share of the host-to-device link
+/// while prescientd's migrations to the GPU copy too (assumed: two streams
+/// of copies split it evenly; docs/cost-model.md).
+pub const DEMAND_SHARE: f64 = 0.5;
+
 /// The machine being simulated.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct CostModel {
@@ -74,10 +79,17 @@ pub struct CostModel {
     /// whole block) the driver's in-block prefetch fills.
     pub fill_max: u32,
     /// prescientd's migration workers (0: prefetches and write-backs move
-    /// over the links, one at a time each way). Each moves one job at
-    /// `worker_bps`; prefetches and evictions share them.
+    /// over the links, one at a time each way). The two directions cost a
+    /// worker differently (GPU run 57, migbench): a job to the GPU holds
+    /// its worker for `worker_call_s` per 2 MB (an ASYNC UVM_MIGRATE
+    /// returns once its copy is queued) and its copy follows the copies
+    /// queued before it at `migrate_h2d_bps`; a job to the host holds its
+    /// worker until its copy is done, the copies one after another at
+    /// `evict_bps` (UVM's rate to the host with this many threads).
     pub workers: u32,
-    pub worker_bps: f64,
+    pub worker_call_s: f64,
+    pub migrate_h2d_bps: f64,
+    pub evict_bps: f64,
 }
 
 impl CostModel {
@@ -97,7 +109,9 @@ impl CostModel {
             soft_budget: false,
             fill_max: 32,
             workers: 0,
-            worker_bps: 0.0,
+            worker_call_s: 0.0,
+            migrate_h2d_bps: 0.0,
+            evict_bps: 0.0,
         }
     }
 
@@ -185,6 +199,10 @@ pub struct State {
     pub workers: Vec<f64>,
     /// Whether each worker's last job moves data to the GPU.
     pub worker_h2d: Vec<bool>,
+    /// When the copies of the migrations queued so far to the GPU and to
+    /// the host are done (`CostModel::evict_bps` > 0).
+    pub mig_h2d_free: f64,
+    pub mig_d2h_free: f64,
     /// When a worker starts the job that prefetches each block.
     pub job_start: Vec<f64>,
     pub now: f64,
@@ -213,6 +231,8 @@ impl State {
             d2h_free: 0.0,
             workers: vec![0.0; m.workers as usize],
             worker_h2d: vec![false; m.workers as usize],
+            mig_h2d_free: 0.0,
+            mig_d2h_free: 0.0,
             job_start: vec![0.0; n],
             now: 0.0,
             it: IterStats::default(),
@@ -263,20 +283,38 @@ impl State {
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .expect("workers");
         let start = at.max(free);
-        let end = start + bytes as f64 / self.m.worker_bps;
-        self.workers[w] = end;
+        let (busy_until, end) = self.job_times(start, bytes, h2d);
+        self.workers[w] = busy_until;
         self.worker_h2d[w] = h2d;
         self.h2d_free = self.workers.iter().copied().fold(f64::MAX, f64::min);
         (start, end)
     }
 
+    /// When a job started at `start` frees its worker and when its copy is
+    /// done (the same moment for a job to the host, whose call returns only
+    /// after its copy).
+    fn job_times(&mut self, start: f64, bytes: u64, h2d: bool) -> (f64, f64) {
+        let m = self.m;
+        if h2d {
+            let call = m.worker_call_s * bytes as f64 / BLOCK_BYTES as f64;
+            let copied = start.max(self.mig_h2d_free) + bytes as f64 / m.migrate_h2d_bps;
+            self.mig_h2d_free = copied;
+            return (start + call, copied);
+        }
+        let copied = start.max(self.mig_d2h_free) + bytes as f64 / m.evict_bps;
+        self.mig_d2h_free = copied;
+        (copied, copied)
+    }
+
     /// The host-to-device rate left to the driver's own copies at `at`:
-    /// the link less what the workers moving data to the GPU then use.
+    /// while migrations to the GPU are copying, the link's
+    /// [`DEMAND_SHARE`].
     pub fn demand_h2d_bps(&self, at: f64) -> f64 {
-        let busy = (self.workers.iter().zip(&self.worker_h2d))
-            .filter(|&(&free, &h2d)| h2d && free > at)
-            .count() as f64;
-        (self.m.h2d_bps - busy * self.m.worker_bps).max(self.m.worker_bps)
+        if self.mig_h2d_free > at {
+            self.m.h2d_bps * DEMAND_SHARE
+        } else {
+            self.m.h2d_bps
+        }
     }
 
     /// When room made by evicting at `at` (done at `freed`) can be used.
@@ -623,4 +661,84 @@ pub struct Replay {
     #[serde(skip)]
     pub fault_timeline: Vec<(f64, u32)>,
     pub extra: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Kernel, Range, Touch, Workload};
+
+    /// Four 2 MB blocks on the host with two workers at round rates:
+    /// 2 MB to the host in 1 ms, to the GPU in 0.5 ms, a call 0.1 ms.
+    fn four_blocks_two_workers() -> State {
+        let w = Workload {
+            name: "w".into(),
+            kernels: vec![Kernel {
+                name: "k".into(),
+                exec_id: 0,
+                duration_ns: 1,
+                touches: vec![Touch {
+                    range: Range {
+                        addr: 0,
+                        len: 8 << 20,
+                    },
+                    write: false,
+                }],
+                dead_after: vec![],
+            }],
+        };
+        let plan = Plan::new(&w).unwrap();
+        let block = BLOCK_BYTES as f64;
+        let m = CostModel {
+            partial: true,
+            workers: 2,
+            worker_call_s: 1e-4,
+            migrate_h2d_bps: block / 5e-4,
+            evict_bps: block / 1e-3,
+            h2d_bps: block / 2.5e-4,
+            ..CostModel::g10()
+        };
+        let mut st = State::new(m, &plan);
+        st.loc.iter_mut().for_each(|l| *l = Loc::Host);
+        st
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn prefetches_free_their_worker_after_the_call_and_copy_one_after_another() {
+        let mut st = four_blocks_two_workers();
+        // Three prefetches at once on two workers: each call frees its
+        // worker after 0.1 ms, the copies follow each other at 0.5 ms.
+        let arrivals: Vec<f64> = (0..3).map(|b| st.prefetch(b, 0.0)).collect();
+        assert!(close(arrivals[0], 5e-4) && close(arrivals[1], 1e-3) && close(arrivals[2], 1.5e-3));
+        assert!(
+            close(st.job_start[2], 1e-4),
+            "the third waited for a call, not a copy"
+        );
+        // While they copy, the driver's own copies get half the link.
+        assert!(close(st.demand_h2d_bps(1e-3), st.m.h2d_bps * DEMAND_SHARE));
+        assert!(close(st.demand_h2d_bps(2e-3), st.m.h2d_bps));
+    }
+
+    #[test]
+    fn an_eviction_holds_its_worker_until_its_copy_and_evictions_queue() {
+        let mut st = four_blocks_two_workers();
+        for b in 0..3 {
+            st.prefetch(b, 0.0);
+        }
+        // Two evictions at 2 ms: one after the other at UVM's rate to the
+        // host, each worker held until its own copy is done.
+        let done: Vec<f64> = (0..2).map(|b| st.evict(b, false, 2e-3)).collect();
+        assert!(close(done[0], 3e-3) && close(done[1], 4e-3));
+        assert!(
+            close(st.h2d_free, 3e-3),
+            "no worker free before the first copy"
+        );
+        assert_eq!(st.it.bytes_d2h, 2 * BLOCK_BYTES);
+        // A prefetch waits for a worker, not for the evictions' copies.
+        assert!(close(st.prefetch(3, 2e-3), 3e-3 + 5e-4));
+    }
 }

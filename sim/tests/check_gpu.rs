@@ -1,13 +1,11 @@
 //! `prescient-sim check-gpu --json`: its interface (one object per recorded
 //! run with exactly the fields the issue names), held-out runs present, and
-//! the prediction within the issue's bounds: faults within 25% on every
-//! run; the time ratio within 15% on every run but one (run 33 rep 1, the
-//! lowest measured ratio of the dnn repetitions: docs/cost-model.md), and no
-//! run beyond 20%. That run was at 17.6% (bound 19%) until transparent mode
-//! ordered victims by the history's predicted use (BENCHMARKS.md section 9):
-//! the runs measured the engine before that change, the model replays the
-//! engine after it, which it predicts 1.5% faster on runs 30 and 33 (19.5%
-//! on run 33 rep 1; the fault error fell on 8 of the 9 dnn runs).
+//! the prediction within the issue's bounds on every run, held-out ones
+//! included: the time ratio within 15%, faults within 25%. Until the model
+//! gave each direction of prescientd's migrations its measured cost (GPU
+//! run 57: UVM's evictions to the host at 18.1 GB/s with 4 threads, its
+//! ASYNC migrations to the GPU at 49.4 GB/s) run 33 rep 1 was at 19.5%;
+//! docs/cost-model.md says how narrow the margin is (14.1%).
 
 use std::process::Command;
 
@@ -33,7 +31,6 @@ fn check_gpu_json_has_the_fixed_interface_and_today_s_accuracy() {
     let runs = v["runs"].as_array().unwrap();
     assert!(runs.len() >= 10, "{} runs", runs.len());
     let mut held_out = 0;
-    let mut ratio_misses = Vec::new();
     for r in runs {
         let mut keys: Vec<&str> = r.as_object().unwrap().keys().map(|k| k.as_str()).collect();
         keys.sort_unstable();
@@ -53,23 +50,16 @@ fn check_gpu_json_has_the_fixed_interface_and_today_s_accuracy() {
         let ratio_err = (f("predicted_ratio") / f("measured_ratio") - 1.0).abs();
         let fault_err = (f("predicted_faults") / f("measured_faults") - 1.0).abs();
         assert!(
-            ratio_err < 0.20,
+            ratio_err <= 0.15,
             "{}: time ratio off by {ratio_err:.3}",
             r["name"]
         );
-        if ratio_err >= 0.15 {
-            ratio_misses.push(r["name"].as_str().unwrap().to_string());
-        }
         assert!(
             fault_err < 0.25,
             "{}: faults off by {fault_err:.3}",
             r["name"]
         );
     }
-    assert!(
-        ratio_misses.len() <= 1,
-        "time ratio beyond 15% on {ratio_misses:?}"
-    );
     assert!(held_out >= 2, "{held_out} held-out runs");
 }
 

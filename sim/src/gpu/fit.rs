@@ -7,12 +7,11 @@ use anyhow::{Context, Result};
 
 /// The grid: fault latency (us) per batch, granule faults per batch,
 /// steps thread blocks run ahead, the largest region the in-block prefetch
-/// fills (granules), one worker's rate as a fraction of cudaMemcpy.
-const LATENCY_US: [f64; 4] = [175.0, 200.0, 225.0, 250.0];
+/// fills (granules). The workers' rates are measured, not fitted.
+const LATENCY_US: [f64; 5] = [150.0, 175.0, 200.0, 225.0, 250.0];
 const BATCH: [u32; 3] = [10, 12, 14];
 const SKEW: [u32; 3] = [0, 1, 2];
 const FILL_MAX: [u32; 2] = [16, 32];
-const WORKER_FRAC: [f64; 5] = [0.12, 0.13, 0.14, 0.15, 0.16];
 /// Measured, not fitted: a fault's event reaches prescientd 64 us (p50)
 /// after the driver takes it (BENCHMARKS-gpu.md, run 41).
 const EVENT_LATENCY_S: f64 = 64e-6;
@@ -30,15 +29,12 @@ fn grid() -> impl Iterator<Item = GpuParams> {
     LATENCY_US.iter().flat_map(|&l| {
         BATCH.iter().flat_map(move |&fault_batch| {
             SKEW.iter().flat_map(move |&wave_skew| {
-                FILL_MAX.iter().flat_map(move |&fill_max| {
-                    WORKER_FRAC.iter().map(move |&worker_frac| GpuParams {
-                        fault_latency_s: l * 1e-6,
-                        fault_batch,
-                        event_latency_s: EVENT_LATENCY_S,
-                        wave_skew,
-                        fill_max,
-                        worker_frac,
-                    })
+                FILL_MAX.iter().map(move |&fill_max| GpuParams {
+                    fault_latency_s: l * 1e-6,
+                    fault_batch,
+                    event_latency_s: EVENT_LATENCY_S,
+                    wave_skew,
+                    fill_max,
                 })
             })
         })
@@ -104,7 +100,7 @@ mod tests {
     #[test]
     fn the_grid_holds_every_combination_and_the_measured_event_latency() {
         let g: Vec<GpuParams> = grid().collect();
-        let n = LATENCY_US.len() * BATCH.len() * SKEW.len() * FILL_MAX.len() * WORKER_FRAC.len();
+        let n = LATENCY_US.len() * BATCH.len() * SKEW.len() * FILL_MAX.len();
         assert_eq!(g.len(), n);
         assert!(g.iter().all(|p| p.event_latency_s == EVENT_LATENCY_S));
         assert!(g.contains(&super::super::FITTED), "FITTED is a grid point");

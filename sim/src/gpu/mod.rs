@@ -71,9 +71,6 @@ pub struct GpuParams {
     pub wave_skew: u32,
     /// Largest region (64 KiB granules) the in-block prefetch fills.
     pub fill_max: u32,
-    /// One migration worker's UVM_MIGRATE rate, as a fraction of the
-    /// cudaMemcpy speed measured in the same run.
-    pub worker_frac: f64,
 }
 
 /// The fitted values (`prescient-sim check-gpu --fit` finds them again;
@@ -84,8 +81,18 @@ pub const FITTED: GpuParams = GpuParams {
     event_latency_s: 64e-6,
     wave_skew: 1,
     fill_max: 16,
-    worker_frac: 0.16,
 };
+
+/// prescientd's migration workers in the recorded runs (its default then).
+const WORKERS: u32 = 4;
+/// UVM_MIGRATE with 4 threads, measured (GPU run 57, migbench into an idle
+/// CUDA process; BENCHMARKS-gpu.md): to the host 18.1 GB/s against
+/// cudaMemcpy's 55.15 D2H in the same call; to the GPU 49.4 GB/s against
+/// 54.54 H2D, an ASYNC call's p50 32 us per 2 MB. The rates scale with
+/// each recorded run's own cudaMemcpy speeds.
+const EVICT_FRAC: f64 = 18.1 / 55.15;
+const MIGRATE_H2D_FRAC: f64 = 49.4 / 54.54;
+const WORKER_CALL_S: f64 = 32e-6;
 
 /// One line of `check-gpu`'s report; the field names are its interface.
 #[derive(Clone, Debug, Serialize)]
@@ -100,6 +107,12 @@ pub struct CheckRow {
     /// Prescient); not part of the JSON interface.
     #[serde(skip)]
     pub time_errors: [f64; 2],
+    /// Predicted steady iteration times in ms (driver-like, Prescient).
+    #[serde(skip)]
+    pub predicted_ms: [f64; 2],
+    /// Measured GPU-phase medians in ms (driver-like, Prescient).
+    #[serde(skip)]
+    pub measured_ms: [f64; 2],
 }
 
 impl CheckRow {
@@ -148,9 +161,10 @@ pub fn run_model(run: &RecordedRun, p: GpuParams) -> CostModel {
         soft_budget: true,
         wave_skew: p.wave_skew,
         fill_max: p.fill_max,
-        // prescientd's default (daemon/src/config.rs).
-        workers: 4,
-        worker_bps: run.h2d_gbps * 1e9 * p.worker_frac,
+        workers: WORKERS,
+        worker_call_s: WORKER_CALL_S,
+        migrate_h2d_bps: run.h2d_gbps * 1e9 * MIGRATE_H2D_FRAC,
+        evict_bps: run.d2h_gbps * 1e9 * EVICT_FRAC,
         ..CostModel::g10()
     }
 }
@@ -193,6 +207,8 @@ pub fn check_run(run: &RecordedRun, plan: &Plan, p: GpuParams) -> Result<CheckRo
             (d_s * 1e3 / run.driverlike_gpu_ms - 1.0).abs(),
             (p_s * 1e3 / run.prescient_gpu_ms - 1.0).abs(),
         ],
+        predicted_ms: [d_s * 1e3, p_s * 1e3],
+        measured_ms: [run.driverlike_gpu_ms, run.prescient_gpu_ms],
     })
 }
 
