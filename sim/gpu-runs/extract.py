@@ -26,11 +26,18 @@ CASES = [
     ("h100-run34", "dnn", "dnn_driverlike_3", "dnn_prescient_3", True, "default, shared host loop"),
     ("h100-run30", "stream", "stream_driverlike", "stream_prescientB", False, "--regret-window"),
     ("h100-run30", "stream", "stream_driverlike2", "stream_prescientB2", True, "--regret-window"),
+    # Run 148: main's prescientd at f2919c8 as the model configures it
+    # (transparent mode, 4 workers, no queue merging), never fitted on.
+    ("h100-run148-sim-heldout", "dnn", "dnn_d4_1", "dnn_t4_1", True, "transparent, --workers 4 --merge-queued 0"),
+    ("h100-run148-sim-heldout", "dnn", "dnn_d4_2", "dnn_t4_2", True, "transparent, --workers 4 --merge-queued 0"),
+    ("h100-run148-sim-heldout", "stream", "stream_d4_1", "stream_t4_1", True, "transparent, --workers 4 --merge-queued 0"),
+    ("h100-run148-sim-heldout", "stream", "stream_d4_2", "stream_t4_2", True, "transparent, --workers 4 --merge-queued 0"),
 ]
 COMMANDS = {
     "h100-run30": 'OUT=.../r30 B_EXTRA="--regret-window" NO_MARKS=1 TORCH_BUDGET=1536M REPS="1 2" WHAT="dnnbudget budget torchbudget" bash bench/gpu/run.sh',
     "h100-run32": 'OUT=.../r32 PRESCIENTD_B=<floor-4 build> REPS="1 2" ITERS=10 WHAT="dnnbudget xfbudget" bash bench/gpu/run.sh',
     "h100-run33": 'OUT=.../r33 PRESCIENTD=dist/new/prescientd PRESCIENTD_B=dist/old/prescientd-compat REPS="1 2" ITERS=10 WHAT="dnnbudget xfbudget" bash bench/gpu/run.sh',
+    "h100-run148-sim-heldout": 'bench/gpu/results/h100-run148-sim-heldout/batch148.sh (OUT=.../sim WHAT=oracle ORACLE_WL="dnn stream" REPS="1 2" ITERS=10 NO_PRESCIENT=1 NO_ORACLE=1 VARIANTS="t4:prescient:--exec-ids off --workers 4 --merge-queued 0;d4:driver-like:--workers 4 --merge-queued 0;t8:prescient:--exec-ids off" bash bench/gpu/run.sh)',
     "h100-run34": 'OUT=.../r34 PRESCIENTD=dist/new/prescientd PRESCIENTD_B=dist/old/prescientd-compat REPS="1 2 3" ITERS=10 WHAT="dnnbudget xfbudget" bash bench/gpu/run.sh',
 }
 WORKLOAD = {
