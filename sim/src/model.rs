@@ -199,8 +199,8 @@ pub struct State {
     pub workers: Vec<f64>,
     /// Whether each worker's last job moves data to the GPU.
     pub worker_h2d: Vec<bool>,
-    /// When the copies of the migrations queued so far to the GPU and to
-    /// the host are done (`CostModel::evict_bps` > 0).
+    /// When the copies of the workers' migrations queued so far to the GPU
+    /// and to the host are done.
     pub mig_h2d_free: f64,
     pub mig_d2h_free: f64,
     /// When a worker starts the job that prefetches each block.
