@@ -15,7 +15,9 @@
 #   (the launcher's) to DIR/rc.txt and logs the seconds the case took.
 # ctl and pd come from the sourcing script (see above); PD_CASE (environment)
 # names another prescientd for this case (an A/B of two builds in one run);
-# BLOCK_LOG=1 (environment) logs every block's movements to DIR/NAME.blocks.tsv.
+# BLOCK_LOG=1 (environment) logs every block's movements to DIR/NAME.blocks.tsv;
+# ATTACH_EXTRA (environment): more prescientd flags for every case, e.g.
+# "--stats-interval 50ms" for a time series of the stats file.
 # shellcheck disable=SC2154
 attach_case() {
   local d=$1 name=$2 budget=$3 jmode=$4 dmode=$5 ids=$6 marks=$7 limit=$8
@@ -38,7 +40,7 @@ attach_case() {
   cp=$!
   for _ in $(seq 100); do jp=$(pgrep -P $cp | head -1); [ -n "$jp" ] && break; sleep 0.05; done
   timeout "$limit" "${PD_CASE:-$pd}" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" \
-    "${extra[@]}" "${flags[@]}" \
+    "${extra[@]}" "${flags[@]}" ${ATTACH_EXTRA:-} \
     --stats-json "$d/$name.stats.json" > "$d/$name.daemon.json" 2> "$d/$name.daemon.log" &
   dp=$!
   wait $cp; echo "$name rc=$?" >> "$d/rc.txt"

@@ -10,7 +10,7 @@ MODEL: "lm"      a Hugging Face transformers causal LM (Llama architecture)
        "resnet"  torchvision ResNet-50, random images, SGD;
        "encoder" bench/gpu/torch/train.py's transformer encoder with its
                  allocator code removed (plain torch).
-Prints one JSON line per step ({"step", "loss", "ms"}) and a last line with
+Prints one JSON line per step ({"step", "loss", "ms", "end_s": its end, Unix seconds}) and a last line with
 torch.cuda.memory_stats() and mem_get_info(), so that a run's losses can be
 compared with another run's. cudnn.benchmark is on.
 
@@ -121,7 +121,7 @@ def train(step, steps, sync=torch.cuda.synchronize):
         t = time.perf_counter()
         loss = step(i)
         sync()
-        emit(step=i, loss=float(loss.item()), ms=(time.perf_counter() - t) * 1e3)
+        emit(step=i, loss=float(loss.item()), ms=(time.perf_counter() - t) * 1e3, end_s=time.time())
 
 
 def done(kind, **extra):
