@@ -33,6 +33,7 @@ attach_case() {
     unset PRESCIENT_MARKS_SOCKET; nm=(--no-marks)
   fi
   [ -n "${BLOCK_LOG:-}" ] && extra+=(--block-log "$d/$name.blocks.tsv")
+  local more=(); read -ra more <<< "${ATTACH_EXTRA:-}"
   # No `timeout` around the launcher: the job must be its direct child
   # (pgrep -P below; run 45 attached `timeout`'s child, the launcher).
   PRESCIENT_RUNTIME_LOG=1 "$ctl" run --budget "$budget" --mode "$jmode" "${nm[@]}" -- \
@@ -40,7 +41,7 @@ attach_case() {
   cp=$!
   for _ in $(seq 100); do jp=$(pgrep -P $cp | head -1); [ -n "$jp" ] && break; sleep 0.05; done
   timeout "$limit" "${PD_CASE:-$pd}" attach --pid "$jp" --mode "$dmode" --budget "$budget" --exec-ids "$ids" \
-    "${extra[@]}" "${flags[@]}" ${ATTACH_EXTRA:-} \
+    "${extra[@]}" "${flags[@]}" "${more[@]}" \
     --stats-json "$d/$name.stats.json" > "$d/$name.daemon.json" 2> "$d/$name.daemon.log" &
   dp=$!
   wait $cp; echo "$name rc=$?" >> "$d/rc.txt"
