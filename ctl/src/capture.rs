@@ -140,7 +140,8 @@ impl Tally {
                 }
             }
             Event::Migration(_) => self.migrations += 1,
-            Event::Other => {}
+            // The recorder enables faults and migrations only.
+            Event::Thrashing(_) | Event::Throttling(..) | Event::Other => {}
         }
         if let Some(e) = reduce(&ev) {
             if matches!(e, Ev::CpuTookBack { .. }) {

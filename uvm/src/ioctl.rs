@@ -39,6 +39,13 @@ pub const DISCARD_FLAG_UNMAP: u64 = 1;
 pub const EVENT_MIGRATION: u8 = 2;
 pub const EVENT_GPU_FAULT: u8 = 3;
 pub const EVENT_THRASHING_DETECTED: u8 = 10;
+pub const EVENT_THROTTLING_START: u8 = 11;
+pub const EVENT_THROTTLING_END: u8 = 12;
+/// The driver's own policy acting on a VA space (thrashing detected,
+/// throttling begun and ended): rare, and what explains a burst of faults
+/// the driver did not serve.
+pub const EVENTS_DRIVER_POLICY: u64 =
+    (1 << EVENT_THRASHING_DETECTED) | (1 << EVENT_THROTTLING_START) | (1 << EVENT_THROTTLING_END);
 pub const EVENT_EVICTION: u8 = 14;
 /// `UvmEventNumTypesAll`: entries of the control block's `dropped` array.
 pub const EVENT_NUM_TYPES_ALL: usize = 64;
@@ -202,6 +209,35 @@ pub struct MigrationV2 {
     pub range_group_id: u64,
     pub begin_time_stamp_gpu: u64,
     pub end_time_stamp_gpu: u64,
+}
+
+/// `UvmEventThrashingDetectedInfo_V2`, without its trailing processor mask:
+/// the driver found pages of `size` bytes at `address` moving between
+/// processors too often (uvm_perf_thrashing.c) and will throttle or pin them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThrashingV2 {
+    pub event_type: u8,
+    pub padding8bits: u8,
+    pub padding16bits: u16,
+    pub padding32bits: u32,
+    pub address: u64,
+    pub size: u64,
+    pub time_stamp: u64,
+}
+
+/// `UvmEventThrottlingStartInfo_V2` (and `..EndInfo_V2`, the same layout):
+/// the driver stops (or resumes) servicing processor `processor_index`'s
+/// faults on the page at `address` for a while.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThrottlingV2 {
+    pub event_type: u8,
+    pub padding8bits: u8,
+    pub processor_index: u16,
+    pub padding32bits: u32,
+    pub address: u64,
+    pub time_stamp: u64,
 }
 
 /// Bytes of one `UvmEventEntry_V2`.
@@ -512,6 +548,13 @@ mod tests {
 
     #[test]
     fn migrate_params_layout() {
+        assert_eq!(size_of::<ThrashingV2>(), 32);
+        assert_eq!(offset_of!(ThrashingV2, address), 8);
+        assert_eq!(offset_of!(ThrashingV2, size), 16);
+        assert_eq!(offset_of!(ThrottlingV2, processor_index), 2);
+        assert_eq!(offset_of!(ThrottlingV2, address), 8);
+        assert_eq!(offset_of!(ThrottlingV2, time_stamp), 16);
+        assert!(size_of::<ThrashingV2>() <= ENTRY_V2_BYTES);
         assert_eq!(size_of::<MigrateParams>(), 80);
         assert_eq!(offset_of!(MigrateParams, base), 0);
         assert_eq!(offset_of!(MigrateParams, length), 8);

@@ -50,7 +50,34 @@ impl Drop for Mapping {
 pub enum Event {
     Fault(uvm::GpuFaultV2),
     Migration(uvm::MigrationV2),
+    /// The driver's thrashing detection flagged a region.
+    Thrashing(uvm::ThrashingV2),
+    /// The driver began (true) or ended (false) throttling a page.
+    Throttling(uvm::ThrottlingV2, bool),
     Other,
+}
+
+/// One `UvmEventEntry_V2`: its first byte is the event type, the layouts
+/// are uvm_types.h's (`*_V2`); types the daemon does not read are `Other`.
+pub fn decode(entry: &[u8; uvm::ENTRY_V2_BYTES]) -> Event {
+    match entry[0] {
+        uvm::EVENT_GPU_FAULT => Event::Fault(read(entry)),
+        uvm::EVENT_MIGRATION => Event::Migration(read(entry)),
+        uvm::EVENT_THRASHING_DETECTED => Event::Thrashing(read(entry)),
+        ty @ (uvm::EVENT_THROTTLING_START | uvm::EVENT_THROTTLING_END) => {
+            Event::Throttling(read(entry), ty == uvm::EVENT_THROTTLING_START)
+        }
+        _ => Event::Other,
+    }
+}
+
+/// The event struct at the start of `entry`. Only for the `repr(C)` event
+/// structs of ioctl.rs: integers only, so every bit pattern is a value.
+fn read<T: Copy>(entry: &[u8; uvm::ENTRY_V2_BYTES]) -> T {
+    const { assert!(std::mem::size_of::<T>() <= uvm::ENTRY_V2_BYTES) };
+    // SAFETY: `T` fits inside `entry` (checked when compiled) and any bit
+    // pattern is a valid `T` (above); the read is unaligned.
+    unsafe { entry.as_ptr().cast::<T>().read_unaligned() }
 }
 
 /// A V2 tools event tracker over the target's VA space.
@@ -167,21 +194,10 @@ impl Tracker {
             let off = get as usize * uvm::ENTRY_V2_BYTES;
             // SAFETY: `off + 72` lies inside the queue mapping (get < entries).
             let base = unsafe { self.queue.ptr.as_ptr().cast::<u8>().add(off) };
-            // SAFETY: as above; the byte is inside the mapping.
-            let ty = unsafe { base.read_volatile() };
-            let ev = match ty {
-                uvm::EVENT_GPU_FAULT => {
-                    // SAFETY: a whole 72-byte entry inside the mapping; read unaligned.
-                    let f = unsafe { base.cast::<uvm::GpuFaultV2>().read_unaligned() };
-                    Event::Fault(f)
-                }
-                uvm::EVENT_MIGRATION => {
-                    // SAFETY: as above.
-                    let m = unsafe { base.cast::<uvm::MigrationV2>().read_unaligned() };
-                    Event::Migration(m)
-                }
-                _ => Event::Other,
-            };
+            // SAFETY: a whole 72-byte entry inside the mapping (checked
+            // above); a byte array has no alignment to keep.
+            let entry = unsafe { base.cast::<[u8; uvm::ENTRY_V2_BYTES]>().read_volatile() };
+            let ev = decode(&entry);
             f(ev);
             get = (get + 1) & mask;
             n += 1;
@@ -193,5 +209,54 @@ impl Tracker {
             std::ptr::addr_of_mut!((*c).get_behind).write_volatile(get);
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry with `ty` at byte 0 and the little-endian `fields` at their
+    /// offsets, as uvm_types.h lays out the `*_V2` event structs.
+    fn entry(ty: u8, fields: &[(usize, &[u8])]) -> [u8; uvm::ENTRY_V2_BYTES] {
+        let mut e = [0u8; uvm::ENTRY_V2_BYTES];
+        e[0] = ty;
+        for (at, bytes) in fields {
+            e[*at..*at + bytes.len()].copy_from_slice(bytes);
+        }
+        e
+    }
+
+    #[test]
+    fn thrashing_and_throttling_entries_decode_at_the_driver_s_offsets() {
+        // UvmEventThrashingDetectedInfo_V2: address at 8, size at 16.
+        let addr = 0x7f00_0020_0000u64;
+        let e = entry(
+            10,
+            &[(8, &addr.to_le_bytes()), (16, &(4u64 << 20).to_le_bytes())],
+        );
+        match decode(&e) {
+            Event::Thrashing(t) => assert_eq!((t.address, t.size), (addr, 4 << 20)),
+            _ => panic!("not a thrashing event"),
+        }
+        // UvmEventThrottlingStartInfo_V2 / EndInfo: processor index (u16) at
+        // 2, address at 8.
+        for (ty, start) in [(11u8, true), (12, false)] {
+            let e = entry(ty, &[(2, &3u16.to_le_bytes()), (8, &addr.to_le_bytes())]);
+            match decode(&e) {
+                Event::Throttling(t, s) => {
+                    assert_eq!((t.processor_index, t.address, s), (3, addr, start))
+                }
+                _ => panic!("not a throttling event"),
+            }
+        }
+        // UvmEventGpuFaultInfo_V2: address at 8 (after type, fault type,
+        // gpu index, gpc and client ids).
+        let e = entry(3, &[(2, &1u16.to_le_bytes()), (8, &addr.to_le_bytes())]);
+        match decode(&e) {
+            Event::Fault(f) => assert_eq!((f.gpu_index, f.address), (1, addr)),
+            _ => panic!("not a fault"),
+        }
+        assert!(matches!(decode(&entry(14, &[])), Event::Other));
     }
 }

@@ -13,7 +13,9 @@
 //!   to another place, or a refault of a block pre-evicted shortly before);
 //! - `G block cause` / `C block cause`: a migration to the GPU / to the CPU
 //!   (the driver's cause number), once per run of events on one block;
-//! - `P block`: a prefetch queued; `V block`: a victim queued.
+//! - `P block`: a prefetch queued; `V block`: a victim queued;
+//! - `T block bytes`: the driver's thrashing detection flagged a region;
+//!   `H block s|e`: it began / ended throttling a page's fault servicing.
 //!
 //! Lines are buffered; a write error turns the log off (with one warning)
 //! and never stops the backend.
@@ -111,6 +113,16 @@ impl BlockLog {
         self.line('V', block, None);
     }
 
+    /// The driver's thrashing detection flagged `bytes` from `block` on.
+    pub fn thrashing(&mut self, block: u64, bytes: u64) {
+        self.line('T', block, Some(&bytes));
+    }
+
+    /// The driver began (`s`) or ended (`e`) throttling a page of `block`.
+    pub fn throttling(&mut self, block: u64, start: bool) {
+        self.line('H', block, Some(&if start { 's' } else { 'e' }));
+    }
+
     pub fn flush(&mut self) {
         if let Some(out) = self.out.as_mut() {
             if let Err(e) = out.flush() {
@@ -137,6 +149,9 @@ mod tests {
         log.migration(7, false, 0);
         log.prefetch(8);
         log.victim(7);
+        log.thrashing(9, 2 << 20);
+        log.throttling(9, true);
+        log.throttling(9, false);
         log.flush();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
@@ -153,6 +168,9 @@ mod tests {
                 vec!["C", "7", "0"],
                 vec!["P", "8"],
                 vec!["V", "7"],
+                vec!["T", "9", "2097152"],
+                vec!["H", "9", "s"],
+                vec!["H", "9", "e"],
             ]
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -148,6 +148,21 @@ impl Process {
                 }
             }
             Event::Migration(m) => self.on_migration(&m),
+            Event::Thrashing(t) => {
+                self.snap.driver_thrashing_events += 1;
+                self.snap.driver_thrashing_bytes += t.size;
+                self.log.thrashing(t.address >> BLOCK_SHIFT, t.size);
+                false
+            }
+            Event::Throttling(t, start) => {
+                if start {
+                    self.snap.driver_throttle_starts += 1;
+                } else {
+                    self.snap.driver_throttle_ends += 1;
+                }
+                self.log.throttling(t.address >> BLOCK_SHIFT, start);
+                false
+            }
             Event::Other => {
                 self.snap.other_events += 1;
                 false

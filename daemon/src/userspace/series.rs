@@ -68,6 +68,16 @@ pub const COUNTERS: &[(&str, &str, ReadU64)] = &[
         |s| s.engine_history_misses,
     ),
     (
+        "prescient_userspace_driver_thrashing_total",
+        "Regions the driver's thrashing detection flagged (UVM tools ThrashingDetected).",
+        |s| s.driver_thrashing_events,
+    ),
+    (
+        "prescient_userspace_driver_throttles_total",
+        "Pages whose fault servicing the driver throttled for thrashing (ThrottlingStart): their faults repeat unserved meanwhile.",
+        |s| s.driver_throttle_starts,
+    ),
+    (
         "prescient_userspace_regrets_total",
         "Pre-evicted blocks faulted on again soon.",
         |s| s.engine_regrets,

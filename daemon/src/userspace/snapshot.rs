@@ -57,6 +57,13 @@ pub struct Snapshot {
     /// from each other every step (shared.rs).
     pub host_shared: super::SharedStats,
     pub migration_events: u64,
+    /// The driver's thrashing detection: regions flagged, their bytes, and
+    /// pages whose fault servicing it throttled (begun, ended). Throttled
+    /// pages fault again and again without being served.
+    pub driver_thrashing_events: u64,
+    pub driver_thrashing_bytes: u64,
+    pub driver_throttle_starts: u64,
+    pub driver_throttle_ends: u64,
     pub other_events: u64,
     pub migrated_to_gpu_bytes: u64,
     pub migrated_to_cpu_bytes: u64,
