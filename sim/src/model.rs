@@ -193,16 +193,14 @@ pub struct State {
     pub kernel_pos: usize,
     /// Time the H2D link finishes its last scheduled transfer.
     pub h2d_free: f64,
-    /// Time the D2H link finishes its last scheduled write-back.
+    /// Time the D2H link finishes its last scheduled write-back (with
+    /// workers: the copy of the last eviction queued).
     pub d2h_free: f64,
     /// When each of prescientd's workers is free (empty: no workers).
     pub workers: Vec<f64>,
-    /// Whether each worker's last job moves data to the GPU.
-    pub worker_h2d: Vec<bool>,
-    /// When the copies of the workers' migrations queued so far to the GPU
-    /// and to the host are done.
+    /// With workers, when the copies of the migrations queued so far to the
+    /// GPU are done (`h2d_free` is then when the next worker is free).
     pub mig_h2d_free: f64,
-    pub mig_d2h_free: f64,
     /// When a worker starts the job that prefetches each block.
     pub job_start: Vec<f64>,
     pub now: f64,
@@ -230,9 +228,7 @@ impl State {
             h2d_free: 0.0,
             d2h_free: 0.0,
             workers: vec![0.0; m.workers as usize],
-            worker_h2d: vec![false; m.workers as usize],
             mig_h2d_free: 0.0,
-            mig_d2h_free: 0.0,
             job_start: vec![0.0; n],
             now: 0.0,
             it: IterStats::default(),
@@ -285,7 +281,6 @@ impl State {
         let start = at.max(free);
         let (busy_until, end) = self.job_times(start, bytes, h2d);
         self.workers[w] = busy_until;
-        self.worker_h2d[w] = h2d;
         self.h2d_free = self.workers.iter().copied().fold(f64::MAX, f64::min);
         (start, end)
     }
@@ -301,8 +296,8 @@ impl State {
             self.mig_h2d_free = copied;
             return (start + call, copied);
         }
-        let copied = start.max(self.mig_d2h_free) + bytes as f64 / m.evict_bps;
-        self.mig_d2h_free = copied;
+        let copied = start.max(self.d2h_free) + bytes as f64 / m.evict_bps;
+        self.d2h_free = copied;
         (copied, copied)
     }
 
