@@ -214,12 +214,7 @@ async fn run_attached(args: AttachArgs) -> Result<()> {
 /// Attaches to `pid` with the tracker the fault source needs, retrying
 /// for --attach-wait (the target may not have opened its UVM fds yet).
 async fn open_session(pid: i32, args: &AttachArgs) -> Result<Session> {
-    let events = uvm::EVENTS_DRIVER_POLICY
-        | match args.policy.fault_source {
-            FaultSource::Faults => (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
-            FaultSource::Migrations => 1 << uvm::EVENT_MIGRATION,
-            FaultSource::FaultsOnly => 1 << uvm::EVENT_GPU_FAULT,
-        };
+    let events = args.policy.fault_source.events();
     let (wait, entries) = (args.target.attach_wait, args.tuning.queue_entries);
     // The retries sleep: off the runtime's workers.
     tokio::task::spawn_blocking(move || {

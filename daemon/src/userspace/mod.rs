@@ -252,7 +252,7 @@ impl Userspace {
             pid,
             Duration::ZERO,
             self.settings.queue_entries,
-            (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION) | uvm::EVENTS_DRIVER_POLICY,
+            FaultSource::Faults.events(),
             |_| {},
         )
         .map_err(|e| attach_error(pid, e))?;

@@ -1,6 +1,7 @@
 //! The per-process loop's two choices, as flags and the stats JSON name
 //! them: which policy it runs, and which events stand for faults.
 
+use prescient_uvm::ioctl as uvm;
 use serde::Serialize;
 
 /// Which policy a process's loop runs (policy.rs implements each).
@@ -51,6 +52,20 @@ pub enum FaultSource {
     FaultsOnly,
 }
 
+impl FaultSource {
+    /// The tools events a tracker enables for this source, the driver's
+    /// thrashing and throttling events always among them (rare, and what
+    /// explains faults the driver leaves unserved).
+    pub fn events(self) -> u64 {
+        uvm::EVENTS_DRIVER_POLICY
+            | match self {
+                FaultSource::Faults => (1 << uvm::EVENT_GPU_FAULT) | (1 << uvm::EVENT_MIGRATION),
+                FaultSource::Migrations => 1 << uvm::EVENT_MIGRATION,
+                FaultSource::FaultsOnly => 1 << uvm::EVENT_GPU_FAULT,
+            }
+    }
+}
+
 /// Whether the engine learns per kernel from the execution ids a process's
 /// runtime writes (execfeed.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -64,4 +79,29 @@ pub enum ExecIds {
     Auto,
     /// Execution-id mode; the page is looked for until it appears.
     On,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fault_source_also_hears_the_driver_s_thrashing_events() {
+        for s in [
+            FaultSource::Faults,
+            FaultSource::Migrations,
+            FaultSource::FaultsOnly,
+        ] {
+            let e = s.events();
+            assert_eq!(
+                e & uvm::EVENTS_DRIVER_POLICY,
+                uvm::EVENTS_DRIVER_POLICY,
+                "{s:?}"
+            );
+            let faults = e & (1 << uvm::EVENT_GPU_FAULT) != 0;
+            let migrations = e & (1 << uvm::EVENT_MIGRATION) != 0;
+            assert_eq!(faults, s != FaultSource::Migrations, "{s:?}");
+            assert_eq!(migrations, s != FaultSource::FaultsOnly, "{s:?}");
+        }
+    }
 }
