@@ -11,14 +11,14 @@ per 100 ms and the queued-prefetch-to-migration waits of the step (a stall
 shows as 100 ms buckets of faults alone).
 Usage: python3 stepfaults.py BLOCKS_TSV[.gz] STEPS_JSONL [--step N]"""
 import collections
-import gzip
 import json
 import sys
 
+from blocklog import opener
+
 
 def lines_of(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
+    with opener(path) as f:
         return f.read().split("\n")
 
 
