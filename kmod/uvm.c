@@ -464,6 +464,16 @@ u32 prescient_c_migrate(void *f, u64 base, u64 len, const u8 *gpu_uuid)
 	return st != NV_OK ? st : get32(p, L->migrate_status);
 }
 
+/*
+ * UVM_DISCARD_FLAGS_UNMAP (uvm_types.h). Without it the pages stay mapped,
+ * and uvm.h says reads and writes of them are then undefined and never
+ * clear the discard status: a block the process reuses after the discard
+ * keeps its new data in "discarded" pages, which an eviction (ours or the
+ * driver's, which takes discarded pages first) does not copy. With it, the
+ * first write faults and clears the status.
+ */
+#define PRESCIENT_DISCARD_FLAGS_UNMAP 1ULL
+
 /* Discard [base, base+len); NV_ERR_NOT_SUPPORTED where the branch cannot. */
 u32 prescient_c_discard(void *f, u64 base, u64 len)
 {
@@ -474,7 +484,7 @@ u32 prescient_c_discard(void *f, u64 base, u64 len)
 		return NV_ERR_NOT_SUPPORTED;
 	put64(p, L->discard_base, base);
 	put64(p, L->discard_length, len);
-	put64(p, L->discard_flags, 0);
+	put64(p, L->discard_flags, PRESCIENT_DISCARD_FLAGS_UNMAP);
 	st = call_in_context(p_discard, p, f);
 	return st != NV_OK ? st : get32(p, L->discard_status);
 }

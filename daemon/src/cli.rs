@@ -309,6 +309,10 @@ pub struct MarksArgs {
     /// Evict dead blocks like live ones (no UVM_DISCARD).
     #[arg(long)]
     pub no_discard: bool,
+    /// Leave discarded blocks marked alive to the backend's refetch instead
+    /// of bringing them back before the alive mark's reply.
+    #[arg(long, hide = true)]
+    pub no_alive_populate: bool,
 }
 
 /// Self back-off: stop prefetching while predictions miss (daemon/src/backoff.rs).

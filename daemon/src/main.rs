@@ -285,6 +285,7 @@ fn loop_config(
         publish: None,
         marks,
         discard,
+        alive_populate: !args.marks.no_alive_populate,
         block_log: args.output.block_log,
         exec_ids: args.policy.exec_ids,
         oracle: None,

@@ -23,17 +23,51 @@
 //! again has two), so applying the first alive mark does not release the
 //! second.
 //!
+//! # Discarded blocks come back before the reply (`open_populating`)
+//! A block discarded with UVM_DISCARD+UNMAP has no pages anywhere. If the
+//! GPU touches it first, the driver maps the pages its fault brings in
+//! around the faulting one read-only (uvm_va_block.c: "discarded pages are
+//! only mapped as RO on read faults", the fault's prefetch region counting
+//! as a read), and each of those pages then takes a write-permission fault
+//! of its own: about 350 a block, serviced one replay at a time (GPU runs
+//! 156-159: 2-12k such faults a step, 86k in a 2.6 s step, none with
+//! discards off). UVM_MIGRATE to the GPU instead populates the block with
+//! every page writable and no copy. So the gate keeps the set of blocks
+//! the backend discarded (`Guard::discarded`, under the same lock as the
+//! discard), and an alive mark takes its discarded blocks out of it and
+//! has them populated (the backend's `Populate`) before it is answered,
+//! that is before the allocator hands the memory to a kernel. The backend
+//! then counts them on the GPU (`marks::Mark::populated`) and makes room
+//! for them after the fact. The set is advice: a block in it that is no
+//! longer discarded is migrated like a prefetch (no data is at risk in a
+//! UVM_MIGRATE), and a populate that fails leaves the block to the
+//! backend's refetch.
+//!
 //! # Bounded
 //! Entries are the alive marks queued for the backend (at most
 //! `marks::QUEUE`) plus one revocation per closed connection, each of at
 //! most `marks::MAX_RANGES` ranges; `guard` merges them once per discard
-//! run (a `RangeSet`), and each block is then one lookup.
+//! run (a `RangeSet`), and each block is then one lookup. The discarded
+//! set holds at most one entry per block of the process's managed memory
+//! (`MAX_DISCARDED`, beyond which blocks are not recorded: they come back
+//! through the backend's refetch as before).
 
 use super::ranges::RangeSet;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
+
+/// The most discarded blocks the gate records (4 TiB of 2 MB blocks).
+const MAX_DISCARDED: usize = 1 << 21;
+
+/// The most blocks one populate call brings back: the allocator waits for
+/// them (an ASYNC UVM_MIGRATE takes about 32 us a block, GPU run 57).
+const POPULATE_RUN: u64 = 64;
+
+/// Brings `count` discarded blocks from `first` back to the GPU with no
+/// copy (the backend's UVM_MIGRATE); true when the driver did.
+pub type Populate = Arc<dyn Fn(u64, u64) -> bool + Send + Sync>;
 
 /// One process's gate, shared by its marks senders and its backend thread.
 #[derive(Clone, Default)]
@@ -43,6 +77,11 @@ pub struct AliveGate(Arc<Mutex<Pending>>);
 struct Pending {
     next_id: u64,
     marks: HashMap<u64, Vec<Range<u64>>>,
+    /// Blocks discarded and not brought back since (advice: module comment).
+    discarded: HashSet<u64>,
+    /// How an alive mark brings its discarded blocks back; None: it leaves
+    /// them to the backend's refetch (no backend yet, or several GPUs).
+    populate: Option<Populate>,
 }
 
 impl AliveGate {
@@ -74,6 +113,76 @@ impl AliveGate {
         }
     }
 
+    /// `open_within`, and the mark's discarded blocks brought back to the
+    /// GPU before it returns (module comment): the id and the blocks the
+    /// populate brought back, in order.
+    pub fn open_populating(
+        &self,
+        blocks: Vec<Range<u64>>,
+        wait: Duration,
+    ) -> Option<(u64, Vec<u64>)> {
+        let end = Instant::now() + wait;
+        let (id, mut taken, populate) = loop {
+            match self.0.try_lock() {
+                Ok(mut p) => break Self::insert_taking(&mut p, blocks),
+                Err(TryLockError::Poisoned(p)) => {
+                    break Self::insert_taking(&mut p.into_inner(), blocks)
+                }
+                Err(TryLockError::WouldBlock) if Instant::now() >= end => return None,
+                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_micros(20)),
+            }
+        };
+        // Outside the lock: the mark holds the blocks, so no discard of
+        // them can start while they come back.
+        let Some(populate) = populate else {
+            return Some((id, Vec::new()));
+        };
+        taken.sort_unstable();
+        let mut back = Vec::with_capacity(taken.len());
+        for (first, count) in super::migrator::runs(taken.iter().copied(), POPULATE_RUN) {
+            if populate(first, count) {
+                back.extend(first..first + count);
+            }
+        }
+        Some((id, back))
+    }
+
+    /// `insert`, taking the mark's blocks out of the discarded set.
+    fn insert_taking(
+        p: &mut Pending,
+        blocks: Vec<Range<u64>>,
+    ) -> (u64, Vec<u64>, Option<Populate>) {
+        let populate = p.populate.clone();
+        let mut taken = Vec::new();
+        if populate.is_some() && !p.discarded.is_empty() {
+            for b in blocks.iter().flat_map(|r| r.clone()) {
+                if p.discarded.remove(&b) {
+                    taken.push(b);
+                }
+            }
+        }
+        (Self::insert(p, blocks), taken, populate)
+    }
+
+    /// Sets how alive marks bring discarded blocks back (None: they don't;
+    /// the recorded blocks are forgotten then, as nobody would use them).
+    pub fn set_populate(&self, populate: Option<Populate>) {
+        let mut p = self.lock();
+        if populate.is_none() {
+            p.discarded = HashSet::new();
+        }
+        p.populate = populate;
+    }
+
+    /// Block `b` is no longer discarded (the GPU faulted on it, or the
+    /// backend brought it back itself).
+    pub fn forget(&self, b: u64) {
+        let mut p = self.lock();
+        if !p.discarded.is_empty() {
+            p.discarded.remove(&b);
+        }
+    }
+
     fn insert(p: &mut Pending, blocks: Vec<Range<u64>>) -> u64 {
         let id = p.next_id;
         p.next_id += 1;
@@ -100,13 +209,13 @@ impl AliveGate {
         for r in p.marks.values().flatten() {
             held.insert(r.clone());
         }
-        Guard { _lock: p, held }
+        Guard { lock: p, held }
     }
 }
 
 /// The gate held for a discard: alive marks wait until it is dropped.
 pub struct Guard<'a> {
-    _lock: MutexGuard<'a, Pending>,
+    lock: MutexGuard<'a, Pending>,
     /// The held blocks.
     held: RangeSet,
 }
@@ -126,6 +235,21 @@ impl Guard<'_> {
         let (held, free): (Vec<u64>, Vec<u64>) = blocks.iter().partition(|&&b| self.holds(b));
         *blocks = free;
         held
+    }
+
+    /// Records `blocks` as discarded (the UVM_DISCARD returned while this
+    /// guard was held), while someone can bring them back.
+    pub fn discarded(&mut self, blocks: impl IntoIterator<Item = u64>) {
+        let p = &mut *self.lock;
+        if p.populate.is_none() {
+            return;
+        }
+        for b in blocks {
+            if p.discarded.len() >= MAX_DISCARDED {
+                break;
+            }
+            p.discarded.insert(b);
+        }
     }
 }
 
@@ -204,6 +328,99 @@ mod tests {
         assert!(g.guard().holds(7));
         g.close(id);
         assert!(!g.guard().holds(7));
+    }
+
+    /// The populate calls a double saw: (first block, count).
+    type Calls = Arc<Mutex<Vec<(u64, u64)>>>;
+
+    /// A populate double that records its calls and refuses block 13.
+    fn recording() -> (Populate, Calls) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let c = calls.clone();
+        let p: Populate = Arc::new(move |first, count| {
+            c.lock().unwrap().push((first, count));
+            !(first..first + count).contains(&13)
+        });
+        (p, calls)
+    }
+
+    /// Blocks recorded under the guard come back with the alive mark that
+    /// names them, in runs, once; a refused run stays with the backend.
+    #[test]
+    fn an_alive_mark_brings_back_its_discarded_blocks_before_it_returns() {
+        let g = AliveGate::default();
+        let (p, calls) = recording();
+        g.set_populate(Some(p));
+        g.guard().discarded([4, 5, 6, 9, 13]);
+        let (id, back) = g
+            .open_populating(vec![3..7, 9..10], Duration::from_millis(30))
+            .unwrap();
+        assert_eq!(back, [4, 5, 6, 9]);
+        assert_eq!(*calls.lock().unwrap(), [(4, 3), (9, 1)]);
+        assert!(g.guard().holds(5), "held like any alive mark");
+        g.close(id);
+        // Taken once: a second mark finds nothing to bring back.
+        let (_, back) = g
+            .open_populating(vec![3..7], Duration::from_millis(30))
+            .unwrap();
+        assert!(back.is_empty());
+        // 13's populate fails: not reported, and not recorded any more.
+        let (_, back) = g
+            .open_populating(vec![13..14], Duration::from_millis(30))
+            .unwrap();
+        assert!(back.is_empty());
+        assert_eq!(calls.lock().unwrap().last(), Some(&(13, 1)));
+        let (_, back) = g
+            .open_populating(vec![13..14], Duration::from_millis(30))
+            .unwrap();
+        assert!(back.is_empty());
+        assert_eq!(calls.lock().unwrap().len(), 3);
+    }
+
+    /// Without a populate nothing is recorded or brought back; forgetting a
+    /// block or turning the populate off drops what was recorded.
+    #[test]
+    fn discarded_blocks_are_recorded_only_while_someone_populates() {
+        let g = AliveGate::default();
+        g.guard().discarded([1, 2]);
+        let (p, calls) = recording();
+        g.set_populate(Some(p.clone()));
+        let (_, back) = g
+            .open_populating(vec![1..3], Duration::from_millis(30))
+            .unwrap();
+        assert!(back.is_empty(), "recorded before anyone could populate");
+        g.guard().discarded([1, 2, 3]);
+        g.forget(2);
+        let (_, back) = g
+            .open_populating(vec![1..3], Duration::from_millis(30))
+            .unwrap();
+        assert_eq!(back, [1]);
+        g.guard().discarded([7]);
+        g.set_populate(None);
+        g.set_populate(Some(p));
+        let (_, back) = g
+            .open_populating(vec![7..8], Duration::from_millis(30))
+            .unwrap();
+        assert!(back.is_empty());
+        assert_eq!(*calls.lock().unwrap(), [(1, 1)]);
+    }
+
+    /// A mark waits for a discard in flight, and sees what it discarded.
+    #[test]
+    fn a_block_discarded_while_the_mark_waited_comes_back_with_it() {
+        let g = AliveGate::default();
+        let (p, _) = recording();
+        g.set_populate(Some(p));
+        let mut guard = g.guard();
+        let t = {
+            let g = g.clone();
+            std::thread::spawn(move || g.open_populating(vec![8..9], Duration::from_secs(5)))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        guard.discarded([8]);
+        drop(guard);
+        let (_, back) = t.join().unwrap().unwrap();
+        assert_eq!(back, [8]);
     }
 
     proptest! {

@@ -9,18 +9,30 @@
 //! Format (tab-separated, one header line `# prescientd block log v1
 //! unix_s=<start>`), then `t_us kind block [detail]`, `t_us` in
 //! microseconds since the start:
-//! - `F block h|m|j|r`: a GPU fault the engine saw (history hit, miss, jump
-//!   to another place, or a refault of a block pre-evicted shortly before);
+//! - `F block h|m|j|r page access type`: a GPU fault the engine saw
+//!   (history hit, miss, jump to another place, or a refault of a block
+//!   pre-evicted shortly before; `-` where the mode does not learn), the 4 KB
+//!   page within the block (0-511), the access (`r`ead, `w`rite, `a`tomic,
+//!   `p`refetch, `?` other) and the driver's fault type number
+//!   (UvmEventFaultType: what about the page made the GPU fault);
 //! - `G block cause` / `C block cause`: a migration to the GPU / to the CPU
 //!   (the driver's cause number), once per run of events on one block;
-//! - `P block`: a prefetch queued; `V block`: a victim queued;
+//! - `P block`: a prefetch queued; `V block`: a victim queued for eviction;
+//!   `D block`: a dead block discarded (UVM_DISCARD returned), a victim or
+//!   dead data on the host;
+//! - `J block count g|c call_us status`: a worker's UVM_MIGRATE of `count`
+//!   blocks from `block` to the GPU / CPU returned after `call_us` (the
+//!   line's time is its return), status 0, the driver's RM status, or a
+//!   negated errno; written when the loop next takes the workers' records,
+//!   so these lines can be out of time order by a turn;
 //! - `T block bytes`: the driver's thrashing detection flagged a region;
 //!   `H block s|e`: it began / ended throttling a page's fault servicing.
 //!
 //! Lines are buffered; a write error turns the log off (with one warning)
 //! and never stops the backend.
 
-use prescient_core::Stats;
+use prescient_core::{Stats, BLOCK_BYTES, BLOCK_SHIFT};
+use prescient_uvm::ioctl::GpuFaultV2;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -93,8 +105,20 @@ impl BlockLog {
         }
     }
 
-    pub fn fault(&mut self, block: u64, kind: char) {
-        self.line('F', block, Some(&kind));
+    pub fn fault(&mut self, f: &GpuFaultV2, kind: char) {
+        if !self.on() {
+            return;
+        }
+        let page = (f.address & (BLOCK_BYTES - 1)) >> 12;
+        let access = match f.access_type {
+            1 => 'r',
+            2 => 'w',
+            3 => 'a',
+            4 => 'p',
+            _ => '?',
+        };
+        let detail = format!("{kind}\t{page}\t{access}\t{}", f.fault_type);
+        self.line('F', f.address >> BLOCK_SHIFT, Some(&detail));
     }
 
     pub fn migration(&mut self, block: u64, to_gpu: bool, cause: u8) {
@@ -111,6 +135,25 @@ impl BlockLog {
 
     pub fn victim(&mut self, block: u64) {
         self.line('V', block, None);
+    }
+
+    pub fn discard(&mut self, block: u64) {
+        self.line('D', block, None);
+    }
+
+    /// A worker's job that returned (migrator.rs `Ran`), at its own time.
+    pub(super) fn job(&mut self, r: &super::migrator::Ran) {
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        let t = r.end.saturating_duration_since(self.start).as_micros();
+        let call = r.end.saturating_duration_since(r.start).as_micros();
+        let dir = if r.job.goes_to_gpu() { 'g' } else { 'c' };
+        let (first, n) = (r.job.first(), r.job.blocks());
+        if let Err(e) = writeln!(out, "{t}\tJ\t{first}\t{n}\t{dir}\t{call}\t{}", r.status) {
+            tracing::warn!("block log: {e}; no more lines are written");
+            self.out = None;
+        }
     }
 
     /// The driver's thrashing detection flagged `bytes` from `block` on.
@@ -143,19 +186,35 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("log.tsv");
         let mut log = BlockLog::create(&path).unwrap();
-        log.fault(7, 'm');
+        let fault = GpuFaultV2 {
+            address: (7 << BLOCK_SHIFT) + 5 * 4096 + 12,
+            access_type: 2,
+            fault_type: 1,
+            ..Default::default()
+        };
+        log.fault(&fault, 'm');
         log.migration(7, true, 2);
         log.migration(7, true, 2);
         log.migration(7, false, 0);
         log.prefetch(8);
         log.victim(7);
+        log.discard(7);
         log.thrashing(9, 2 << 20);
         log.throttling(9, true);
         log.throttling(9, false);
+        let start = log.start + std::time::Duration::from_millis(5);
+        log.job(&super::super::migrator::Ran {
+            job: super::super::migrator::Job::to_cpu(3, 2, [0; 16]),
+            start,
+            end: start + std::time::Duration::from_micros(1500),
+            status: 0x1e,
+        });
         log.flush();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("# prescientd block log v1 unix_s="));
+        // A job's line carries its own time (its return), not the write's.
+        assert_eq!(lines.last().unwrap().split('\t').next(), Some("6500"));
         let kinds: Vec<Vec<&str>> = lines[1..]
             .iter()
             .map(|l| l.split('\t').skip(1).collect())
@@ -163,14 +222,16 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                vec!["F", "7", "m"],
+                vec!["F", "7", "m", "5", "w", "1"],
                 vec!["G", "7", "2"],
                 vec!["C", "7", "0"],
                 vec!["P", "8"],
                 vec!["V", "7"],
+                vec!["D", "7"],
                 vec!["T", "9", "2097152"],
                 vec!["H", "9", "s"],
                 vec!["H", "9", "e"],
+                vec!["J", "3", "2", "c", "1500", "30"],
             ]
         );
         std::fs::remove_dir_all(&dir).unwrap();

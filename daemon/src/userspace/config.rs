@@ -73,6 +73,9 @@ pub struct Config {
     /// Discard dead victims with UVM_DISCARD (the driver has it: 580+);
     /// otherwise they are evicted like live ones.
     pub discard: bool,
+    /// An alive mark brings its discarded blocks back to the GPU before
+    /// its reply (alive.rs); off: the backend's refetch does, later.
+    pub alive_populate: bool,
     /// Log every block decision and movement here (blocklog.rs).
     pub block_log: Option<PathBuf>,
     /// Execution ids from the process's runtime (execfeed.rs).
@@ -155,6 +158,7 @@ impl Default for Config {
             publish: None,
             marks: None,
             discard: false,
+            alive_populate: true,
             block_log: None,
             exec_ids: ExecIds::Off,
             oracle: None,

@@ -54,7 +54,7 @@ pub(super) fn discard_blocks(
     }
     let t = Instant::now();
     for (s, l) in sorted_runs(blocks, max_run) {
-        let guard = gate.map(AliveGate::guard);
+        let mut guard = gate.map(AliveGate::guard);
         let mut run: Vec<u64> = (s..s + l).collect();
         if let Some(g) = &guard {
             let held = g.take_held(&mut run);
@@ -64,7 +64,12 @@ pub(super) fn discard_blocks(
         // What is left of the run, in pieces where held blocks cut it.
         for (s, l) in sorted_runs(&mut run, max_run) {
             let failed = discard_run(fd, s, l, snap);
-            discarded.extend((s..s + l).filter(|b| failed.binary_search(b).is_err()));
+            let gone = (s..s + l).filter(|b| failed.binary_search(b).is_err());
+            if let Some(g) = guard.as_mut() {
+                // Recorded under the guard: an alive mark sees them (alive.rs).
+                g.discarded(gone.clone());
+            }
+            discarded.extend(gone);
             refused.extend(failed);
         }
     }
@@ -141,6 +146,7 @@ mod tests {
             blocks: vec![blocks],
             gate: None,
             owner: None,
+            populated: Vec::new(),
         }
     }
 
@@ -211,6 +217,33 @@ mod tests {
         let k = eng(&mut lanes).victims(&mut vic);
         assert_eq!((vic[0].block, vic[0].discard), (13, true));
         assert!(vic[1..k].iter().all(|v| !v.discard));
+    }
+
+    /// Blocks an alive mark brought back before its reply are counted by
+    /// the next turn, not migrated again; the others still come back
+    /// through the refetch; a populated block the backend no longer had as
+    /// discarded is counted too (it is on the GPU now).
+    #[test]
+    fn populated_blocks_are_counted_not_refetched() {
+        let (mut l, mut lanes) = (Residency::default(), one_lane());
+        let mut discarded = HashSet::from([20, 21, 22]);
+        let mut host_dead = Vec::new();
+        resident(&mut l, eng(&mut lanes), 0..1);
+        let mut m = mark(false, 20..24);
+        m.populated = vec![20, 22, 23];
+        let a = apply_mark(
+            &mut lanes,
+            |_| None,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &m,
+            &mut host_dead,
+        );
+        assert_eq!(a.refetched, 3, "20-22 were discarded");
+        assert!(discarded.is_empty());
+        let lane = lanes.iter_mut().next().unwrap();
+        assert_eq!(lane.populated, [20, 22, 23]);
+        assert_eq!(lane.refetch, [21]);
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub(super) struct Lane {
     pub(super) pump: Pump,
     /// Discarded blocks marked alive, to migrate back to this GPU.
     pub(super) refetch: Vec<u64>,
+    /// Discarded blocks an alive mark brought back to this GPU before its
+    /// reply (alive.rs): to count on the GPU at the next turn.
+    pub(super) populated: Vec<u64>,
     /// The engine learnt a fault this turn (the policy restarts its pump).
     pub(super) faulted: bool,
     /// An eviction of this lane completed since the policy last looked:
@@ -112,6 +115,7 @@ impl Lane {
             leaving: Leaving::default(),
             pump: Pump::new(),
             refetch: Vec::new(),
+            populated: Vec::new(),
             faulted: false,
             evictions_ended: false,
             last_fault_block: u64::MAX,
@@ -398,10 +402,19 @@ pub(super) fn apply_mark(
             resident |= l.engine.mark_alive(b);
         }
         a.resident += u64::from(resident);
-        if discarded.remove(&b) {
-            a.refetched += 1;
+        // Brought back before the reply: counted on the GPU, not migrated
+        // again (a block the gate still had as discarded after the backend
+        // stopped doing so is counted too: it is on the GPU now).
+        let populated = m.populated.binary_search(&b).is_ok();
+        let was_discarded = discarded.remove(&b);
+        a.refetched += u64::from(was_discarded);
+        if was_discarded || populated {
             if let Some(l) = owner(b).or(single).and_then(|i| lanes.at(i)) {
-                l.refetch.push(b);
+                if populated {
+                    l.populated.push(b);
+                } else {
+                    l.refetch.push(b);
+                }
             }
         }
     }

@@ -90,6 +90,10 @@ pub struct Mark {
     pub gate: Option<u64>,
     /// The connection that sent it: a dead mark of a closed one is dropped.
     pub owner: Option<Arc<Owner>>,
+    /// Alive marks: its discarded blocks that were brought back to the GPU
+    /// before the reply (alive.rs `open_populating`), sorted; the backend
+    /// counts them on the GPU at once.
+    pub populated: Vec<u64>,
 }
 
 impl Mark {
@@ -154,6 +158,7 @@ impl Receiver {
                 blocks,
                 gate: Some(id),
                 owner: None,
+                populated: Vec::new(),
             });
         }
         loop {
@@ -340,6 +345,7 @@ pub fn send(
                 blocks: blocks.clone(),
                 gate: None,
                 owner: Some(owner.clone()),
+                populated: Vec::new(),
             },
         )?;
         h.to = Some(tx.clone());
@@ -352,8 +358,9 @@ pub fn send(
         });
     }
     // In the gate before it is queued: from here on no discard of the
-    // blocks is in flight or can start (alive.rs).
-    let Some(id) = tx.gate.open_within(blocks.clone(), ALIVE_WAIT) else {
+    // blocks is in flight or can start, and its discarded blocks are back
+    // on the GPU (alive.rs).
+    let Some((id, populated)) = tx.gate.open_populating(blocks.clone(), ALIVE_WAIT) else {
         return Err(SendError::Busy(format!(
             "a discard held the process's alive gate for {ALIVE_WAIT:?}; nothing was applied, the blocks stay dead"
         )));
@@ -365,6 +372,7 @@ pub fn send(
             blocks: blocks.clone(),
             gate: Some(id),
             owner: Some(owner.clone()),
+            populated,
         },
     );
     if let Err(e) = queued {

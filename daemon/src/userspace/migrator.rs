@@ -56,13 +56,11 @@ impl Job {
         self.dest
     }
 
-    #[cfg(test)]
     pub(super) fn goes_to_gpu(&self) -> bool {
         self.to_gpu
     }
 
     /// The first block.
-    #[cfg(test)]
     pub(super) fn first(&self) -> u64 {
         self.base >> BLOCK_SHIFT
     }
@@ -239,6 +237,44 @@ impl Evicted {
     }
 }
 
+/// One job a worker ran, with when its call began and returned: the block
+/// log's `J` lines (blocklog.rs), which tell a job that waited in the queue
+/// from one that sat in its UVM_MIGRATE.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Ran {
+    pub(super) job: Job,
+    pub(super) start: Instant,
+    pub(super) end: Instant,
+    /// How the call ended: 0 it succeeded, > 0 the driver's RM status, < 0
+    /// the ioctl's errno, negated.
+    pub(super) status: i64,
+}
+
+/// The most `Ran` records kept between two turns; more are dropped (the
+/// loop takes them every turn, so only a loop stuck for a long time loses
+/// any).
+const MAX_RAN: usize = 1 << 16;
+
+/// The jobs the workers ran, kept only while someone reads them.
+#[derive(Default)]
+struct RanLog {
+    on: AtomicBool,
+    ran: Mutex<Vec<Ran>>,
+}
+
+impl RanLog {
+    fn push(&self, r: Ran) {
+        if !self.on.load(Relaxed) {
+            return;
+        }
+        if let Ok(mut v) = self.ran.lock() {
+            if v.len() < MAX_RAN {
+                v.push(r);
+            }
+        }
+    }
+}
+
 /// What a worker calls for one job: UVM_MIGRATE, or a test's double.
 pub(super) type Move = Arc<dyn Fn(&Job) -> Result<(), uvm::IoctlError> + Send + Sync>;
 
@@ -249,6 +285,8 @@ pub(super) struct Migrator {
     pub(super) counters: Arc<Counters>,
     /// Evictions that ended since the loop last took them.
     evicted: Arc<Mutex<Vec<Evicted>>>,
+    /// The jobs run since the loop last took them (`record_jobs`).
+    ran: Arc<RanLog>,
 }
 
 impl Migrator {
@@ -284,18 +322,21 @@ impl Migrator {
             since: Instant::now(),
         }));
         let queue = Arc::new(JobQueue::new(merge_blocks));
+        let ran = Arc::new(RanLog::default());
         let roles = roles(workers, prefetch_workers);
         let handles = roles
             .into_iter()
-            .map(|role| {
+            .enumerate()
+            .filter_map(|(i, role)| {
                 let w = Worker {
                     mover: mover.clone(),
                     queue: queue.clone(),
                     c: counters.clone(),
                     busy: busy.clone(),
                     evicted: evicted.clone(),
+                    ran: ran.clone(),
                 };
-                std::thread::spawn(move || w.run(role))
+                spawn_worker(i, role, w)
             })
             .collect();
         Migrator {
@@ -303,7 +344,22 @@ impl Migrator {
             handles,
             counters,
             evicted,
+            ran,
         }
+    }
+
+    /// From now on keeps a record of every job run (`take_ran`).
+    pub(super) fn record_jobs(&self) {
+        self.ran.on.store(true, Relaxed);
+    }
+
+    /// The jobs run since the last call (none unless `record_jobs`).
+    pub(super) fn take_ran(&self) -> Vec<Ran> {
+        self.ran
+            .ran
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 
     /// The evictions that ended since the last call.
@@ -381,6 +437,22 @@ fn roles(workers: usize, prefetch: usize) -> Vec<Role> {
         .collect()
 }
 
+/// Starts worker `i`, named after its role so that a thread listing (or
+/// its kernel stack in /proc) tells the workers apart; `None`, with an
+/// error logged, if the thread cannot start (the others still run).
+fn spawn_worker(i: usize, role: Role, w: Worker) -> Option<JoinHandle<()>> {
+    let kind = match role {
+        Role::Any => "any",
+        Role::Prefetch => "pf",
+        Role::EvictFirst => "ev",
+    };
+    std::thread::Builder::new()
+        .name(format!("migrate-{kind}-{i}"))
+        .spawn(move || w.run(role))
+        .map_err(|e| tracing::error!("migration worker {i}: {e}"))
+        .ok()
+}
+
 /// Records an ended eviction for the loop.
 fn push_evicted(to: &Mutex<Vec<Evicted>>, job: Job, left: bool) {
     if let Ok(mut v) = to.lock() {
@@ -395,6 +467,7 @@ struct Worker {
     c: Arc<Counters>,
     busy: Arc<Mutex<Busy>>,
     evicted: Arc<Mutex<Vec<Evicted>>>,
+    ran: Arc<RanLog>,
 }
 
 impl Worker {
@@ -408,7 +481,14 @@ impl Worker {
             if let Ok(mut b) = self.busy.lock() {
                 b.change(k, 1, c);
             }
+            let start = Instant::now();
             let r = (self.mover)(&job);
+            self.ran.push(Ran {
+                job,
+                start,
+                end: Instant::now(),
+                status: status(r),
+            });
             if let Ok(mut b) = self.busy.lock() {
                 b.change(k, -1, c);
             }
@@ -428,6 +508,15 @@ impl Worker {
 /// nothing).
 fn evicted_left(r: Result<(), uvm::IoctlError>) -> bool {
     matches!(r, Ok(()) | Err(uvm::IoctlError::Rm(NV_ERR_INVALID_ADDRESS)))
+}
+
+/// A call's result as one number (`Ran::status`).
+fn status(r: Result<(), uvm::IoctlError>) -> i64 {
+    match r {
+        Ok(()) => 0,
+        Err(uvm::IoctlError::Rm(s)) => i64::from(s),
+        Err(uvm::IoctlError::Errno(e)) => -i64::from(e as i32),
+    }
 }
 
 /// Counts one finished job; warns about the first few failures.
@@ -524,6 +613,46 @@ mod tests {
             .map(|&b| size_bucket(b))
             .collect();
         assert_eq!(got, [0, 1, 2, 2, 3, 3, 4, 4, 5, 5]);
+    }
+
+    #[test]
+    fn jobs_are_recorded_with_their_call_and_status_only_once_asked() {
+        let mover: Move = Arc::new(|j: &Job| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            if j.goes_to_gpu() {
+                Ok(())
+            } else {
+                Err(uvm::IoctlError::Rm(NV_ERR_INVALID_ADDRESS))
+            }
+        });
+        let mut m = Migrator::start_with(mover, 2, 0, 0);
+        m.submit(Job::to_gpu(1, 1, [1; 16]));
+        while m.counters.prefetch_ops.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        m.record_jobs();
+        m.submit(Job::to_gpu(4, 2, [1; 16]));
+        m.submit(Job::to_cpu(9, 1, [1; 16]));
+        m.finish();
+        let mut ran = m.take_ran();
+        ran.sort_by_key(|r| r.job.first());
+        let seen: Vec<(u64, u64, bool, i64)> = ran
+            .iter()
+            .map(|r| (r.job.first(), r.job.blocks(), r.job.goes_to_gpu(), r.status))
+            .collect();
+        // The job before `record_jobs` is not there.
+        assert_eq!(seen, [(4, 2, true, 0), (9, 1, false, 0x1e)]);
+        for r in &ran {
+            assert!(r.end.duration_since(r.start) >= std::time::Duration::from_millis(2));
+        }
+        assert!(m.take_ran().is_empty());
+    }
+
+    #[test]
+    fn an_errno_is_recorded_negated() {
+        let e = uvm::IoctlError::Errno(nix::errno::Errno::EINTR);
+        assert_eq!(status(Err(e)), -(nix::errno::Errno::EINTR as i64));
+        assert_eq!(status(Ok(())), 0);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::lanes::{Lane, Lanes};
 use super::mechanism::Tracker;
 use super::migrator::{Job, Migrator};
 use super::pump::{turn, Host};
+use super::residency::fault_in;
 use super::route::Route;
 use super::shared::SharedBlocks;
 use super::snapshot::Snapshot;
@@ -195,6 +196,12 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
         capacity_blocks: budget_blocks(l).unwrap_or(u64::from(l.gpu_blocks)),
         watermark_pct: s.cfg.watermark_pct(),
     };
+    // Blocks an alive mark brought back before its reply (alive.rs): on
+    // the GPU already; the round below makes room for them.
+    for b in l.populated.drain(..) {
+        fault_in(&mut l.residency, &mut l.engine, b);
+        s.snap.alive_populated_blocks += 1;
+    }
     let predicting =
         faulted || l.pump.queued() > 0 || l.engine.chain_state() == ChainState::Running;
     let max_prefetches = if predicting { PREFETCHES_PER_TURN } else { 0 };
@@ -265,6 +272,7 @@ fn discard_dead_victims(l: &mut Lane, s: &mut Shared, max_run: u64) {
         gate,
     );
     for b in dead.into_iter().filter(|b| !refused.contains(b)) {
+        s.log.discard(b);
         l.residency.left(b, true);
     }
     l.leaving.evict.extend(refused);

@@ -143,7 +143,7 @@ impl Process {
                 let b = f.address >> BLOCK_SHIFT;
                 self.mech.fault(&f, b, raw_now_ns());
                 match self.learn_gpu(f.gpu_index, b) {
-                    Some(gpu) => self.on_gpu_fault(gpu, f.address),
+                    Some(gpu) => self.on_gpu_fault(gpu, &f),
                     None => false,
                 }
             }
@@ -203,6 +203,13 @@ impl Process {
         let current = self.feed.as_ref().and_then(|f| f.current());
         let learns = self.exec_mode && self.cfg.mode.learns();
         let fresh = self.lanes.iter().all(|l| l.gpu != gpu);
+        if fresh && self.lanes.len() > 0 {
+            // A second GPU: which lane counts a block is the backend's to
+            // say, so alive marks leave discarded blocks to its refetch.
+            if let Some(m) = &self.cfg.marks {
+                m.gate().set_populate(None);
+            }
+        }
         let lane = self.lanes.get_or_make(gpu, &self.cfg, self.exec_mode)?;
         if let (true, true, Some(id)) = (fresh, learns, current) {
             lane.engine.kernel_start(engine_id(id));
@@ -214,7 +221,8 @@ impl Process {
     /// not resident (on this GPU: it leaves any other's ledger). Once per
     /// run of faults on one block is enough: `uncertain` is only refilled
     /// on opening the gate, which also resets `last_fault_block`.
-    fn on_gpu_fault(&mut self, gpu: Gpu, addr: u64) -> bool {
+    fn on_gpu_fault(&mut self, gpu: Gpu, f: &uvm::GpuFaultV2) -> bool {
+        let addr = f.address;
         let b = addr >> BLOCK_SHIFT;
         self.lanes.moved_to(gpu.index, b);
         self.shared.gpu_had(b);
@@ -230,11 +238,14 @@ impl Process {
         };
         if self.discarded.remove(&b) {
             self.snap.discarded_faulted += 1;
+            if let Some(m) = &self.cfg.marks {
+                m.gate().forget(b);
+            }
         }
         self.count_fault(b, with_id);
         match stats {
-            Some((x, y)) => self.log.fault(b, blocklog::fault_kind(&x, &y)),
-            None if !learns => self.log.fault(b, '-'),
+            Some((x, y)) => self.log.fault(f, blocklog::fault_kind(&x, &y)),
+            None if !learns => self.log.fault(f, '-'),
             None => {}
         }
         if let Some(r) = self.recorder.as_mut() {
@@ -470,8 +481,9 @@ impl Process {
             // that it comes back to the GPU with no copy.
             if self.discard_ok {
                 let before = self.snap.discarded_blocks;
+                let dead = self.host_dead.clone();
                 // A block the driver refuses stays as it is.
-                discard_blocks(
+                let refused = discard_blocks(
                     self.fd.as_raw_fd(),
                     &mut self.host_dead,
                     self.cfg.max_coalesce_blocks,
@@ -479,6 +491,9 @@ impl Process {
                     &mut self.snap,
                     Some(rx.gate()),
                 );
+                for b in dead.into_iter().filter(|b| !refused.contains(b)) {
+                    self.log.discard(b);
+                }
                 self.snap.host_discarded_blocks += self.snap.discarded_blocks - before;
             }
             self.host_dead.clear();
@@ -495,6 +510,9 @@ impl Process {
     /// The evictions the workers finished since the last turn: their
     /// blocks leave the ledgers (or stay, refused).
     fn evictions_ended(&mut self) {
+        for r in self.migrator.take_ran() {
+            self.log.job(&r);
+        }
         let done = self.migrator.take_evicted();
         if !done.is_empty() {
             self.snap.evict_refused_blocks += self.lanes.evictions_ended(&done);
@@ -578,6 +596,10 @@ impl Process {
 
     /// Waits for the workers, reads the last events, publishes once more.
     fn finish(mut self, session: &Session) -> Snapshot {
+        if let Some(m) = &self.cfg.marks {
+            // Its fd goes with the process.
+            m.gate().set_populate(None);
+        }
         self.migrator.finish();
         self.undo_shared();
         self.evictions_ended();

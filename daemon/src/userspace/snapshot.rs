@@ -180,6 +180,9 @@ pub struct Snapshot {
     /// Discarded blocks marked alive again, migrated back to the GPU (the
     /// driver copies nothing for discarded pages).
     pub refetched_blocks: u64,
+    /// Of those, blocks an alive mark brought back to the GPU before its
+    /// reply (alive.rs), counted on the GPU at the next turn.
+    pub alive_populated_blocks: u64,
     /// Dead blocks left out of a discard because an alive mark for them
     /// was answered and not applied yet (alive.rs); victims among them
     /// were evicted instead.

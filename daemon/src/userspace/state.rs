@@ -3,6 +3,7 @@
 //! and the tracker gate.
 
 use super::ahead::Ahead;
+use super::alive::Populate;
 use super::backoff::Backoff;
 use super::blocklog::BlockLog;
 use super::config::Config;
@@ -16,10 +17,11 @@ use super::oracle::record::Recorder;
 use super::route::Route;
 use super::shared::SharedBlocks;
 use super::snapshot::Snapshot;
+use prescient_core::BLOCK_SHIFT;
 use prescient_uvm::ioctl as uvm;
-use prescient_uvm::Session;
+use prescient_uvm::{Gpu, Session};
 use std::collections::HashSet;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -188,6 +190,9 @@ impl Process {
         };
         let fd = Arc::new(target.va_fd.try_clone()?);
         let migrator = migrator_for(fd.clone(), &cfg);
+        if log.on() {
+            migrator.record_jobs();
+        }
         let route = Route::new(target.processor_table()?);
         let gpus = route.table().gpus();
         let mut lanes = Lanes::default();
@@ -205,6 +210,7 @@ impl Process {
                 );
             }
         }
+        start_populating(&cfg, gpus, &fd);
         let cfg_record = cfg.record_plan.clone();
         let snap = Snapshot {
             pid: target.pid,
@@ -246,6 +252,33 @@ impl Process {
             fatal: None,
         })
     }
+}
+
+/// Lets alive marks bring discarded blocks back before their reply
+/// (alive.rs), where the process has one GPU and discards.
+fn start_populating(cfg: &Config, gpus: &[Gpu], fd: &Arc<OwnedFd>) {
+    let wanted = cfg.discard && cfg.alive_populate && cfg.mode.learns();
+    let (Some(m), [only], true) = (&cfg.marks, gpus, wanted) else {
+        return;
+    };
+    let flags = if cfg.async_migrate {
+        uvm::MIGRATE_FLAG_ASYNC
+    } else {
+        0
+    };
+    m.gate()
+        .set_populate(Some(populate_to(fd.clone(), *only, flags)));
+}
+
+/// How an alive mark brings discarded blocks back to `gpu` before its reply
+/// (alive.rs): one UVM_MIGRATE, as the workers issue them. Only while the
+/// process has one GPU: with several, the lane that counts a block is
+/// known to the backend only (`Process::lane` turns it off).
+fn populate_to(fd: Arc<OwnedFd>, gpu: Gpu, flags: u32) -> Populate {
+    Arc::new(move |first, count| {
+        let (base, len) = (first << BLOCK_SHIFT, count << BLOCK_SHIFT);
+        uvm::migrate(fd.as_raw_fd(), base, len, gpu.uuid, flags).is_ok()
+    })
 }
 
 /// Self back-off for `cfg`, when it is wanted and usable. Not under a
