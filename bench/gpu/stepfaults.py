@@ -1,12 +1,14 @@
 """What each step's faults fell on: a `prescientd attach --block-log` file beside
 the step lines of bench/gpu/runtime/jobs.py (which carry `end_s`), for the
-PyTorch jobs (BENCHMARKS-gpu.md, runs 149-154).
+PyTorch jobs (BENCHMARKS-gpu.md, runs 149-160).
 
 Per step: its time, the faults the engine saw (`F` lines) and on how many
 distinct blocks, and the faults counted by their kind and by the block's
 last line before them (`P`: its prefetch was queued and no migration seen
 since; `V`: chosen as a victim; `G1`/`C1`...: migrated to the GPU / host with
-that cause; `none`: never seen before). With `--step N`, that step's lines
+that cause; `D`: discarded; `none`: never seen before), and of them the writes
+to pages mapped read-only (`wperm`: the `F` line's fault type 3,
+UvmFaultTypeWrite; runs 156-160). With `--step N`, that step's lines
 per 100 ms and the queued-prefetch-to-migration waits of the step (a stall
 shows as 100 ms buckets of faults alone).
 Usage: python3 stepfaults.py BLOCKS_TSV[.gz] STEPS_JSONL [--step N]"""
@@ -36,6 +38,7 @@ def window(step, t0):
 def per_step(lines, t0, steps):
     bounds = [window(s, t0) for s in steps]
     last, kinds, blocks = {}, [collections.Counter() for _ in steps], [set() for _ in steps]
+    wperm = [0 for _ in steps]
     for line in lines:
         p = line.split("\t")
         if len(p) < 3:
@@ -45,13 +48,17 @@ def per_step(lines, t0, steps):
         if k == "F" and i is not None:
             kinds[i][f"F{p[3] if len(p) > 3 else ''}<-{last.get(b, 'none')}"] += 1
             blocks[i].add(b)
+            # Fields after the kind: page, access, fault type (blocklog.rs).
+            wperm[i] += len(p) > 6 and p[6] == "3"
+        if k == "J":
+            continue
         if k in ("G", "C"):
             last[b] = k + (p[3] if len(p) > 3 else "")
-        elif k in ("P", "V"):
+        elif k in ("P", "V", "D"):
             last[b] = k
-    for s, c, bl in zip(steps, kinds, blocks):
+    for s, c, bl, w in zip(steps, kinds, blocks, wperm):
         top = ", ".join(f"{k}:{v}" for k, v in c.most_common(6))
-        print(f"step {s['step']} {s['ms']:7.0f} ms  faults {sum(c.values()):6}  blocks {len(bl):5}  | {top}")
+        print(f"step {s['step']} {s['ms']:7.0f} ms  faults {sum(c.values()):6}  wperm {w:6}  blocks {len(bl):5}  | {top}")
 
 
 def one_step(lines, t0, step):
