@@ -99,13 +99,17 @@ impl AliveGate {
     /// gate stayed held that long (a UVM_DISCARD that does not return),
     /// and then nothing is held.
     pub fn open_within(&self, blocks: Vec<Range<u64>>, wait: Duration) -> Option<u64> {
+        self.lock_within(wait)
+            .map(|mut p| Self::insert(&mut p, blocks))
+    }
+
+    /// The lock, waiting at most `wait` for a discard in flight.
+    fn lock_within(&self, wait: Duration) -> Option<MutexGuard<'_, Pending>> {
         let end = Instant::now() + wait;
         loop {
             match self.0.try_lock() {
-                Ok(mut p) => return Some(Self::insert(&mut p, blocks)),
-                Err(TryLockError::Poisoned(p)) => {
-                    return Some(Self::insert(&mut p.into_inner(), blocks))
-                }
+                Ok(p) => return Some(p),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
                 Err(TryLockError::WouldBlock) if Instant::now() >= end => return None,
                 // A discard runs one ioctl at a time (discard.rs): short.
                 Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_micros(20)),
@@ -121,17 +125,8 @@ impl AliveGate {
         blocks: Vec<Range<u64>>,
         wait: Duration,
     ) -> Option<(u64, Vec<u64>)> {
-        let end = Instant::now() + wait;
-        let (id, mut taken, populate) = loop {
-            match self.0.try_lock() {
-                Ok(mut p) => break Self::insert_taking(&mut p, blocks),
-                Err(TryLockError::Poisoned(p)) => {
-                    break Self::insert_taking(&mut p.into_inner(), blocks)
-                }
-                Err(TryLockError::WouldBlock) if Instant::now() >= end => return None,
-                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_micros(20)),
-            }
-        };
+        // The guard is a temporary: the lock is released here.
+        let (id, mut taken, populate) = Self::insert_taking(&mut *self.lock_within(wait)?, blocks);
         // Outside the lock: the mark holds the blocks, so no discard of
         // them can start while they come back.
         let Some(populate) = populate else {
@@ -403,6 +398,25 @@ mod tests {
             .unwrap();
         assert!(back.is_empty());
         assert_eq!(*calls.lock().unwrap(), [(1, 1)]);
+    }
+
+    /// The populate runs with the gate unlocked: a discard of other blocks
+    /// (or another mark) need not wait for it.
+    #[test]
+    fn the_populate_runs_outside_the_lock() {
+        let g = AliveGate::default();
+        let free = Arc::new(AtomicBool::new(false));
+        let (g2, f2) = (g.clone(), free.clone());
+        g.set_populate(Some(Arc::new(move |_, _| {
+            f2.store(g2.0.try_lock().is_ok(), Ordering::SeqCst);
+            true
+        })));
+        g.guard().discarded([2]);
+        let (_, back) = g
+            .open_populating(vec![2..3], Duration::from_millis(30))
+            .unwrap();
+        assert_eq!(back, [2]);
+        assert!(free.load(Ordering::SeqCst));
     }
 
     /// A mark waits for a discard in flight, and sees what it discarded.

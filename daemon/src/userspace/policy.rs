@@ -938,6 +938,42 @@ mod tests {
         w.migrator.finish();
     }
 
+    /// Blocks an alive mark brought back before its reply (alive.rs) are
+    /// counted on the GPU at the lane's next turn, not migrated again, and
+    /// that turn makes room for them: at the budget, as many victims leave.
+    #[test]
+    fn populated_blocks_count_at_once_and_the_turn_makes_room_for_them() {
+        let cfg = Config {
+            reserve_pct: 1,
+            ..config("64M", &[0])
+        };
+        let mut w = World::new(cfg, &[0]);
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lanes = Lanes::default();
+        for b in 0..32 {
+            w.route.fault(index(0), b, || anyhow::bail!("known"));
+            lanes
+                .get_or_make(gpu, &w.cfg, false)
+                .unwrap()
+                .fault(b, false, false);
+        }
+        let l = lanes.at(gpu.index).unwrap();
+        assert_eq!(l.residency.blocks(), 32);
+        l.populated.extend([200, 201, 202, 203]);
+        let sent = w.turn(l);
+        assert!(sent.is_empty(), "nothing migrated for them: {sent:?}");
+        assert!(l.populated.is_empty());
+        assert_eq!(w.snap.alive_populated_blocks, 4);
+        assert!((200..204).all(|b| l.residency.get(b) == prescient_core::BLOCK_BYTES));
+        assert_eq!(l.residency.blocks(), 36, "counted, leaving ones included");
+        assert_eq!(
+            l.residency.leaving_blocks(),
+            4,
+            "four victims on their way out"
+        );
+        w.migrator.finish();
+    }
+
     /// A loop over 3 passes of 40 blocks: a stream the engine learns.
     fn stream() -> Vec<u64> {
         (0..3).flat_map(|_| 1000..1040).collect()
