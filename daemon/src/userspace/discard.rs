@@ -4,6 +4,7 @@
 //! marks.rs says why a discard never destroys live data.
 
 use super::alive::AliveGate;
+use super::blocklog::BlockLog;
 use super::migrator::{sorted_runs, Job, Migrator};
 use super::snapshot::Snapshot;
 use prescient_core::BLOCK_SHIFT;
@@ -34,7 +35,7 @@ impl Leaving {
 
 /// Discards `blocks` (dead; drained) in runs of consecutive blocks,
 /// synchronously on this thread (marks.rs says why), and records them in
-/// `discarded`. Returns the blocks not discarded, run by run: those an
+/// `discarded` and, each a `D` line, in `log`. Returns the blocks not discarded, run by run: those an
 /// alive mark not applied yet holds in `gate`, then those the driver
 /// refused.
 /// Each run is checked against the gate and discarded with the gate held,
@@ -47,6 +48,7 @@ pub(super) fn discard_blocks(
     discarded: &mut HashSet<u64>,
     snap: &mut Snapshot,
     gate: Option<&AliveGate>,
+    log: &mut BlockLog,
 ) -> Vec<u64> {
     let mut refused = Vec::new();
     if blocks.is_empty() {
@@ -69,7 +71,10 @@ pub(super) fn discard_blocks(
                 // Recorded under the guard: an alive mark sees them (alive.rs).
                 g.discarded(gone.clone());
             }
-            discarded.extend(gone);
+            for b in gone {
+                log.discard(b);
+                discarded.insert(b);
+            }
             refused.extend(failed);
         }
     }
@@ -306,10 +311,21 @@ mod tests {
         let mut snap = Snapshot::default();
         let mut discarded = HashSet::new();
         let mut dead = vec![42, 40, 41, 42, 60];
-        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap, None);
+        let refused = discard_invalid(&mut dead, &mut discarded, &mut snap, None);
         assert_eq!(refused, [40, 41, 42, 60]);
         assert!(dead.is_empty() && discarded.is_empty());
         assert_eq!(snap.discard_errors, 4);
+    }
+
+    /// `discard_blocks` on an invalid fd (every UVM_DISCARD fails), in
+    /// runs of 16, with no block log.
+    fn discard_invalid(
+        dead: &mut Vec<u64>,
+        discarded: &mut HashSet<u64>,
+        snap: &mut Snapshot,
+        gate: Option<&AliveGate>,
+    ) -> Vec<u64> {
+        discard_blocks(-1, dead, 16, discarded, snap, gate, &mut BlockLog::off())
     }
 
     /// Blocks an answered alive mark holds are never given to UVM_DISCARD
@@ -322,7 +338,7 @@ mod tests {
         let gate = AliveGate::default();
         let id = gate.open((40..43).map(|b| b..b + 1).collect());
         let mut dead = vec![40, 41, 42];
-        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap, Some(&gate));
+        let refused = discard_invalid(&mut dead, &mut discarded, &mut snap, Some(&gate));
         assert_eq!(refused, [40, 41, 42]);
         assert_eq!(
             (
@@ -334,13 +350,13 @@ mod tests {
         );
         // Some held, some not: only the others reach the driver.
         let mut dead = vec![39, 40, 60];
-        let refused = discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap, Some(&gate));
+        let refused = discard_invalid(&mut dead, &mut discarded, &mut snap, Some(&gate));
         assert_eq!(refused, [40, 39, 60]);
         assert_eq!(snap.discard_errors, 2);
         // Once the mark is applied the gate lets them go again.
         gate.close(id);
         let mut dead = vec![40];
-        discard_blocks(-1, &mut dead, 16, &mut discarded, &mut snap, Some(&gate));
+        discard_invalid(&mut dead, &mut discarded, &mut snap, Some(&gate));
         assert_eq!((snap.discard_errors, snap.discards_held_alive), (3, 4));
     }
 

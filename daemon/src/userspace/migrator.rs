@@ -187,9 +187,11 @@ struct Busy {
 
 impl Busy {
     /// Accounts the time since the last change, then `delta` ops of
-    /// direction `k` start (+1) or end (-1).
-    fn change(&mut self, k: usize, delta: i32, c: &Counters) {
-        self.change_at(k, delta, Instant::now(), c);
+    /// direction `k` start (+1) or end (-1); returns the change's time.
+    fn change(&mut self, k: usize, delta: i32, c: &Counters) -> Instant {
+        let now = Instant::now();
+        self.change_at(k, delta, now, c);
+        now
     }
 
     fn change_at(&mut self, k: usize, delta: i32, now: Instant, c: &Counters) {
@@ -471,6 +473,15 @@ struct Worker {
 }
 
 impl Worker {
+    /// `delta` ops of direction `k` start or end (`Busy::change`); returns
+    /// when, the time the busy clock and the job's record share.
+    fn busy(&self, k: usize, delta: i32) -> Instant {
+        match self.busy.lock() {
+            Ok(mut b) => b.change(k, delta, &self.c),
+            Err(_) => Instant::now(),
+        }
+    }
+
     /// Migrates the jobs of `role` until the queue closes.
     fn run(self, role: Role) {
         let c = &self.c;
@@ -478,20 +489,15 @@ impl Worker {
             c.queued.fetch_sub(1, Relaxed);
             let k = usize::from(!job.to_gpu);
             c.sizes[k][size_bucket(job.blocks())].fetch_add(1, Relaxed);
-            if let Ok(mut b) = self.busy.lock() {
-                b.change(k, 1, c);
-            }
-            let start = Instant::now();
+            let start = self.busy(k, 1);
             let r = (self.mover)(&job);
+            let end = self.busy(k, -1);
             self.ran.push(Ran {
                 job,
                 start,
-                end: Instant::now(),
+                end,
                 status: status(r),
             });
-            if let Ok(mut b) = self.busy.lock() {
-                b.change(k, -1, c);
-            }
             count(c, &job, r);
             if !job.to_gpu {
                 push_evicted(&self.evicted, job, evicted_left(r));

@@ -270,9 +270,9 @@ fn discard_dead_victims(l: &mut Lane, s: &mut Shared, max_run: u64) {
         s.discarded,
         s.snap,
         gate,
+        s.log,
     );
     for b in dead.into_iter().filter(|b| !refused.contains(b)) {
-        s.log.discard(b);
         l.residency.left(b, true);
     }
     l.leaving.evict.extend(refused);
@@ -846,6 +846,26 @@ mod tests {
         returned: Arc<std::sync::atomic::AtomicU64>,
     }
 
+    /// One GPU under a 64 MB budget (32 blocks) with no reserve, its lane
+    /// holding blocks 0-31 from their faults: full.
+    fn full_lane() -> (World, prescient_uvm::Gpu, Lanes) {
+        let cfg = Config {
+            reserve_pct: 1,
+            ..config("64M", &[0])
+        };
+        let mut w = World::new(cfg, &[0]);
+        let gpu = w.route.table().gpu(index(0)).unwrap();
+        let mut lanes = Lanes::default();
+        for b in 0..32 {
+            w.route.fault(index(0), b, || anyhow::bail!("known"));
+            lanes
+                .get_or_make(gpu, &w.cfg, false)
+                .unwrap()
+                .fault(b, false, false);
+        }
+        (w, gpu, lanes)
+    }
+
     fn slow_cpu_migrator() -> (Migrator, SlowCpu) {
         use std::sync::atomic::Ordering::SeqCst;
         let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -882,22 +902,9 @@ mod tests {
         // No reserve (1% of 32 blocks: 0), as the engine's own 2.5% gives
         // here: each prefetch then needs exactly one eviction to return,
         // which the steps below release one at a time.
-        let cfg = Config {
-            reserve_pct: 1,
-            ..config("64M", &[0])
-        };
-        let mut w = World::new(cfg, &[0]);
+        let (mut w, gpu, mut lanes) = full_lane();
         let (m, slow) = slow_cpu_migrator();
         w.migrator = m;
-        let gpu = w.route.table().gpu(index(0)).unwrap();
-        let mut lanes = Lanes::default();
-        for b in 0..32 {
-            w.route.fault(index(0), b, || anyhow::bail!("known"));
-            lanes
-                .get_or_make(gpu, &w.cfg, false)
-                .unwrap()
-                .fault(b, false, false);
-        }
         let upcoming: Vec<u64> = (100..108).collect();
         let mut sent = Vec::new();
         let on_gpu = |sent: &Vec<u64>| 32 + sent.len() as u64 - slow.returned.load(SeqCst);
@@ -943,20 +950,7 @@ mod tests {
     /// that turn makes room for them: at the budget, as many victims leave.
     #[test]
     fn populated_blocks_count_at_once_and_the_turn_makes_room_for_them() {
-        let cfg = Config {
-            reserve_pct: 1,
-            ..config("64M", &[0])
-        };
-        let mut w = World::new(cfg, &[0]);
-        let gpu = w.route.table().gpu(index(0)).unwrap();
-        let mut lanes = Lanes::default();
-        for b in 0..32 {
-            w.route.fault(index(0), b, || anyhow::bail!("known"));
-            lanes
-                .get_or_make(gpu, &w.cfg, false)
-                .unwrap()
-                .fault(b, false, false);
-        }
+        let (mut w, gpu, mut lanes) = full_lane();
         let l = lanes.at(gpu.index).unwrap();
         assert_eq!(l.residency.blocks(), 32);
         l.populated.extend([200, 201, 202, 203]);

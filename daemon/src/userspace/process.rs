@@ -481,19 +481,16 @@ impl Process {
             // that it comes back to the GPU with no copy.
             if self.discard_ok {
                 let before = self.snap.discarded_blocks;
-                let dead = self.host_dead.clone();
                 // A block the driver refuses stays as it is.
-                let refused = discard_blocks(
+                discard_blocks(
                     self.fd.as_raw_fd(),
                     &mut self.host_dead,
                     self.cfg.max_coalesce_blocks,
                     &mut self.discarded,
                     &mut self.snap,
                     Some(rx.gate()),
+                    &mut self.log,
                 );
-                for b in dead.into_iter().filter(|b| !refused.contains(b)) {
-                    self.log.discard(b);
-                }
                 self.snap.host_discarded_blocks += self.snap.discarded_blocks - before;
             }
             self.host_dead.clear();

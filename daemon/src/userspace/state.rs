@@ -163,11 +163,7 @@ pub(super) struct Process {
 /// The worker pool `cfg` asks for on `fd`: none in a mode that never
 /// migrates (its queue then only fills).
 fn migrator_for(fd: Arc<OwnedFd>, cfg: &Config) -> Migrator {
-    let flags = if cfg.async_migrate {
-        uvm::MIGRATE_FLAG_ASYNC
-    } else {
-        0
-    };
+    let flags = migrate_flags(cfg);
     let workers = if cfg.mode.evicts() { cfg.workers } else { 0 };
     let (pw, merge) = (cfg.prefetch_workers, cfg.merge_queued_blocks);
     Migrator::start(fd, flags, workers, pw, merge)
@@ -261,13 +257,17 @@ fn start_populating(cfg: &Config, gpus: &[Gpu], fd: &Arc<OwnedFd>) {
     let (Some(m), [only], true) = (&cfg.marks, gpus, wanted) else {
         return;
     };
-    let flags = if cfg.async_migrate {
+    m.gate()
+        .set_populate(Some(populate_to(fd.clone(), *only, migrate_flags(cfg))));
+}
+
+/// UVM_MIGRATE's flags for `cfg`: the workers' and the populate's.
+fn migrate_flags(cfg: &Config) -> u32 {
+    if cfg.async_migrate {
         uvm::MIGRATE_FLAG_ASYNC
     } else {
         0
-    };
-    m.gate()
-        .set_populate(Some(populate_to(fd.clone(), *only, flags)));
+    }
 }
 
 /// How an alive mark brings discarded blocks back to `gpu` before its reply
