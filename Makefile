@@ -118,7 +118,7 @@ vm-kernel:
 
 # The module's scenarios, the real-driver scenarios, then the end-to-end test; all always run.
 vm-test:
-	@rc=0; vm-tests/run.sh || rc=1; vm-tests/real-uvm/run.sh || rc=1; tests/e2e/run.sh || rc=1; exit $$rc
+	@rc=0; vm-tests/boot-test.sh || rc=1; vm-tests/run.sh || rc=1; vm-tests/real-uvm/run.sh || rc=1; tests/e2e/run.sh || rc=1; exit $$rc
 
 # The real nvidia-uvm (vm-tests/real-uvm/) in the KASAN + kmemleak guest, and `dkms-build`.
 real-uvm:

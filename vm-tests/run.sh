@@ -51,12 +51,17 @@ step "initramfs"
   /bin/vmtest="$WORK/guest-target/x86_64-unknown-linux-gnu/release/prescient-vmtest"
 step "boot (QEMU TCG, timeout ${VMTEST_TIMEOUT:-480}s)"
 LOG=$WORK/serial.log
+rm -f "$LOG".hung-*
+. "$HERE/boot.sh"
+trap qemu_stop EXIT
 set +e
 # -cpu max: SMAP and SMEP on, so a kernel read of a user address oopses as on real hardware.
-timeout "${VMTEST_TIMEOUT:-480}" qemu-system-x86_64 -cpu max -m 1G -smp 2 -nographic -no-reboot \
+# qemu_boot boots again if the guest hangs before /init (boot.sh says why).
+qemu_boot "$LOG" "VMTEST-BOOT:" timeout "${VMTEST_TIMEOUT:-480}" qemu-system-x86_64 -cpu max -m 1G -smp 2 -nographic -no-reboot \
   -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$WORK/initramfs.cpio.gz" \
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=$KUS VMTEST_WATERMARK=${VMTEST_WATERMARK:-90} VMTEST_LOOKAHEAD=${VMTEST_LOOKAHEAD:-16} VMTEST_TRACK_EVICTIONS=${VMTEST_TRACK_EVICTIONS:-1} VMTEST_EXEC_POLL_US=${VMTEST_EXEC_POLL_US:-0} VMTEST_ONLY=${VMTEST_ONLY:-all}" </dev/null >"$LOG" 2>&1
-qrc=$?
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=$KUS VMTEST_WATERMARK=${VMTEST_WATERMARK:-90} VMTEST_LOOKAHEAD=${VMTEST_LOOKAHEAD:-16} VMTEST_TRACK_EVICTIONS=${VMTEST_TRACK_EVICTIONS:-1} VMTEST_EXEC_POLL_US=${VMTEST_EXEC_POLL_US:-0} VMTEST_ONLY=${VMTEST_ONLY:-all}"
+wait "$QEMU_PID"; qrc=$?
+trap - EXIT
 set -e
 step "boot done (qemu rc=$qrc; QEMU exits 0 even after a panic, so markers decide)"
 grep -E '^(VMTEST|VMTEST-TARGET|replay:|replay-exec:|replay-exec-page:|exec-page|faultcause:|stand-in|ioctl:)' "$LOG" | tr -d '\r' || true
@@ -87,5 +92,5 @@ grep -q '^VMTEST-END' "$LOG" || { echo "vm-tests: guest did not reach the end (p
 # (A subset with no targets, VMTEST_ONLY=security: grep finds none, which is no failure.)
 targets=$(grep '^VMTEST-TARGET:' "$LOG" | tr -d '\r' | sed 's/^VMTEST-TARGET: //' | cut -d' ' -f1,2 | paste -sd, - || true)
 echo "vm-tests: targets (not pass/fail): ${targets:-none reported}"
-echo "vm-tests: $pass passed, $fail failed ($extra FAIL markers, $(( $(date +%s) - T0 ))s total)"
+echo "vm-tests: $pass passed, $fail failed ($extra FAIL markers, $(( $(date +%s) - T0 ))s total${BOOT_NOTE:+; boot: $BOOT_NOTE})"
 [ $fail = 0 ] && [ "$extra" = 0 ]

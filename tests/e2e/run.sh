@@ -44,15 +44,16 @@ prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/prom"
 PROM=$!
 python3 -m http.server "$BPORT" --bind 127.0.0.1 --directory "$WORK/acks" >"$WORK/acks.log" 2>&1 &
 ACKS=$!
-LOG=$WORK/serial.log; : > "$LOG"
-step "boot (QEMU TCG, timeout ${E2E_TIMEOUT:-600}s)"
-timeout "${E2E_TIMEOUT:-600}" qemu-system-x86_64 -m 1G -smp 2 -nographic -no-reboot \
+LOG=$WORK/serial.log; : > "$LOG"; rm -f "$LOG".hung-*
+step "boot (QEMU TCG, timeout ${E2E_TIMEOUT:-600}s; booted again if it hangs before /init: vm-tests/boot.sh)"
+. "$VM/boot.sh"
+cleanup() { qemu_stop; kill $PROM $ACKS 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT
+qemu_boot "$LOG" "E2E-BOOT:" timeout "${E2E_TIMEOUT:-600}" qemu-system-x86_64 -m 1G -smp 2 -nographic -no-reboot \
   -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$WORK/initramfs.cpio.gz" \
   -netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$MPORT-:9464" -device virtio-net-pci,netdev=n0 \
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=1000 BPORT=$BPORT" </dev/null >"$LOG" 2>&1 &
-QEMU=$!
-cleanup() { kill $QEMU $PROM $ACKS 2>/dev/null || true; wait 2>/dev/null || true; }
-trap cleanup EXIT
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=4 KUS=1000 BPORT=$BPORT" || true
+QEMU=$QEMU_PID
 
 pass=0; fail=0
 check() { # name ok detail
@@ -149,5 +150,5 @@ for s in "${EXPECT[@]}"; do
   if grep -a -q "^E2E: $s PASS" "$LOG"; then pass=$((pass+1)); else fail=$((fail+1)); echo "e2e: $s FAILED or missing"; fi
 done
 grep -a -q '^E2E-END' "$LOG" || { echo "e2e: guest did not reach the end; tail of the serial log:"; tail -40 "$LOG"; fail=$((fail+1)); }
-echo "e2e: $pass passed, $fail failed ($(( $(date +%s) - T0 ))s total; log $LOG)"
+echo "e2e: $pass passed, $fail failed ($(( $(date +%s) - T0 ))s total; log $LOG${BOOT_NOTE:+; boot: $BOOT_NOTE})"
 [ $fail = 0 ]

@@ -40,10 +40,16 @@ INIT="$HERE/init.sh" "$VM/mkinitramfs.sh" "$KDIR" "$WORK/initramfs.cpio.gz" \
   /bin/realuvm="$VM/work/guest-target/x86_64-unknown-linux-gnu/release/realuvm"
 step "boot (QEMU TCG -cpu max: SMAP/SMEP; one QEMU at a time: /tmp/qemu.lock)"
 LOG=$WORK/serial.log
+rm -f "$LOG".hung-*
+. "$VM/boot.sh"
+trap qemu_stop EXIT
 set +e
-flock /tmp/qemu.lock timeout "${REAL_UVM_TIMEOUT:-420}" qemu-system-x86_64 -cpu max -m 1G -smp 2 \
+# BOOT_WAIT counts from the lock's wait too: another QEMU may hold it for minutes.
+BOOT_WAIT=${BOOT_WAIT:-900} qemu_boot "$LOG" "VMTEST-BOOT:" flock /tmp/qemu.lock timeout "${REAL_UVM_TIMEOUT:-420}" qemu-system-x86_64 -cpu max -m 1G -smp 2 \
   -nographic -no-reboot -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$WORK/initramfs.cpio.gz" \
-  -append "console=ttyS0 panic=-1 oops=panic loglevel=4" </dev/null >"$LOG" 2>&1
+  -append "console=ttyS0 panic=-1 oops=panic loglevel=4"
+wait "$QEMU_PID"
+trap - EXIT
 set -e
 step "boot done"
 grep -aE '^(VMTEST|real-uvm:|realuvm:)|BUG:|RIP:|KASAN' "$LOG" | tr -d '\r' || true
@@ -59,5 +65,5 @@ for s in "${EXPECT[@]}"; do
 done
 extra=$(grep -ac '^VMTEST: .* FAIL' "$LOG" || true)
 grep -aq '^VMTEST-END' "$LOG" || { echo "real-uvm: the guest did not reach the end (oops, panic or timeout); tail:"; tail -40 "$LOG"; }
-echo "real-uvm: $pass passed, $fail failed ($extra FAIL markers, $(( $(date +%s) - T0 ))s total)"
+echo "real-uvm: $pass passed, $fail failed ($extra FAIL markers, $(( $(date +%s) - T0 ))s total${BOOT_NOTE:+; boot: $BOOT_NOTE})"
 [ $fail = 0 ] && [ "$extra" = 0 ]
