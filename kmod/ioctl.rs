@@ -5,6 +5,7 @@
 //! kernel only copies bytes in and out and never casts user pointers.
 
 use core::ffi::{c_long, c_uint, c_ulong};
+use core::ops::Range;
 use kernel::prelude::*;
 use kernel::uaccess::UserSlice;
 
@@ -12,8 +13,9 @@ use crate::abi::{self, Cmd, Error as AbiError, ParamsAbi};
 use crate::glue::{self, FileRef, Owner, PinnedPage};
 use crate::params::Params;
 use crate::ring::{self, Record};
+use crate::round::{populate, POPULATE_RUN};
 use crate::space::{new_engine, Gpu};
-use crate::state::{mode_params, with_state};
+use crate::state::{mode_params, with_state, State};
 use crate::BLOCK_BYTES;
 
 /// The largest argument a command reads (SET_PARAMS' is the largest).
@@ -200,7 +202,9 @@ fn set_exec_id(input: &[u8], admin: bool) -> Result {
 /// discarded instead of copied) or live again. Done in chunks of
 /// [`MARK_CHUNK`] blocks, the State mutex released and the CPU offered
 /// between them; ownership is checked for every chunk (ENOENT if the space
-/// went away in between: the blocks already marked stay marked).
+/// went away in between: the blocks already marked stay marked). Blocks
+/// the module discarded that come alive are on the GPU when it returns
+/// ([`mark_chunk`]).
 fn mark(input: &[u8], admin: bool, dead: bool) -> Result {
     let r = abi::RangeAbi::from_bytes(input)?;
     r.check()?;
@@ -214,24 +218,51 @@ fn mark(input: &[u8], admin: bool, dead: bool) -> Result {
     let mut next = blocks.start;
     loop {
         let end = blocks.end.min(next.saturating_add(MARK_CHUNK));
-        with_state(|s| {
-            let sp = s.owned_space(r.handle, admin)?;
-            for b in next..end {
-                if dead {
-                    sp.engine.mark_dead(b);
-                } else {
-                    sp.engine.mark_alive(b);
-                }
-            }
-            Ok(())
-        })
-        .unwrap_or(Err(ENODEV))?;
-        if end >= blocks.end {
+        next = with_state(|s| mark_chunk(s, r.handle, admin, next..end, dead))
+            .unwrap_or(Err(ENODEV))?;
+        if next >= blocks.end {
             return Ok(());
         }
-        next = end;
         glue::cond_resched();
     }
+}
+
+/// Marks `blocks` of the space `handle` under one hold of the State mutex
+/// and returns where it stopped: at the end, or earlier once
+/// [`POPULATE_RUN`] blocks the module had discarded came alive. Those are
+/// populated on the GPU before the mutex is released, so before MARK_ALIVE
+/// returns and the job can write them (discarded.rs says why).
+fn mark_chunk(
+    s: &mut State,
+    handle: u64,
+    admin: bool,
+    blocks: Range<u64>,
+    dead: bool,
+) -> Result<u64> {
+    let sp = s.owned_space(handle, admin)?;
+    if dead {
+        for b in blocks.clone() {
+            sp.engine.mark_dead(b);
+        }
+        return Ok(blocks.end);
+    }
+    let mut back = [0u64; POPULATE_RUN];
+    let mut n = 0;
+    let mut stop = blocks.end;
+    for b in blocks {
+        sp.engine.mark_alive(b);
+        if sp.discarded.take(b) {
+            back[n] = b;
+            n += 1;
+            if n == POPULATE_RUN {
+                stop = b + 1;
+                break;
+            }
+        }
+    }
+    let head = populate(sp, &back[..n]);
+    s.count_populate(head);
+    Ok(stop)
 }
 
 /// SET_GPU: the GPU (the driver's processor UUID) that the space's

@@ -42,6 +42,7 @@
 
 use kernel::prelude::*;
 
+mod discarded;
 mod feed;
 mod glue;
 mod gpus;
@@ -173,7 +174,7 @@ impl kernel::Module for PrescientModule {
         // 0 = unknown: the module then neither prefetches nor pre-evicts.
         let gpu = glue::gpu_blocks_param().min(params::Params::MAX_RESIDENT_BLOCKS);
         let default_gpu = glue::default_gpu_param()?;
-        let st = state::State::new(v, gpu, glue::enable_param(), branch == 580, default_gpu);
+        let st = state::State::new(v, gpu, glue::enable_param(), branch == 580, default_gpu)?;
         let p = *st.params();
         let running = state::start(st, branch)?;
         pr_info!(

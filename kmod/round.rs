@@ -8,6 +8,7 @@
 //! answers).
 
 use crate::abi::{SpaceStats, StatsHead};
+use crate::discarded::Discarded;
 use crate::engine::{Prefetch, Victim};
 use crate::glue::{Destination, FileRef, NvError};
 use crate::gpus::SpaceGpus;
@@ -37,6 +38,7 @@ struct SpaceHost<'a> {
     file: &'a FileRef,
     gpu: &'a mut Gpu,
     gpus: &'a mut SpaceGpus,
+    discarded: &'a mut Discarded,
     discard: bool,
     st: &'a mut SpaceStats,
     head: &'a mut StatsHead,
@@ -67,6 +69,7 @@ impl Host for SpaceHost<'_> {
         } else if discard {
             self.st.discards += 1;
             self.head.discards += 1;
+            self.discarded.insert(v.block);
         } else {
             self.st.pre_evictions += 1;
             self.head.pre_evictions += 1;
@@ -77,31 +80,62 @@ impl Host for SpaceHost<'_> {
     /// To the GPU that last faulted on the block (gpus.rs), else to the
     /// space's fallback (SET_GPU); nowhere if neither is known.
     fn prefetch(&mut self, p: Prefetch) -> Admit {
-        let (per_gpu, uuid) = match (self.gpus.destination(p.block), *self.gpu) {
-            (Some((i, u)), _) => (Some(i), u),
-            (None, Gpu::Set(u)) => (None, u),
-            (None, _) => return Admit::Failed,
+        let Some(to) = destination(self.gpus, *self.gpu, p.block) else {
+            return Admit::Failed;
         };
-        let moved = self
-            .file
-            .migrate(p.block << BLOCK_SHIFT, BLOCK_BYTES, Destination::Gpu(&uuid));
+        let moved = self.file.migrate(
+            p.block << BLOCK_SHIFT,
+            BLOCK_BYTES,
+            Destination::Gpu(&to.uuid),
+        );
         match moved {
             Ok(()) => {
                 self.st.prefetched += 1;
                 self.head.blocks_prefetched += 1;
+                self.discarded.take(p.block);
                 Admit::Issued
             }
             Err(e) => {
                 self.st.migrate_errors += 1;
                 self.head.migrate_errors += 1;
-                if e == NvError::InvalidDevice {
-                    match per_gpu {
-                        Some(i) => self.gpus.reject(i),
-                        None => rejected_uuid(self.gpu),
-                    }
-                }
+                refused(e, to, self.gpus, self.gpu);
                 Admit::Failed
             }
+        }
+    }
+}
+
+/// Where a block goes on the GPU: its UUID, and the index in [`SpaceGpus`]
+/// when a fault named it (None: the space's fallback).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct To {
+    uuid: [u8; 16],
+    per_gpu: Option<u8>,
+}
+
+/// To the GPU that last faulted on `block`, else to the space's fallback
+/// (SET_GPU); None if neither is known.
+fn destination(gpus: &SpaceGpus, gpu: Gpu, block: Block) -> Option<To> {
+    match (gpus.destination(block), gpu) {
+        (Some((i, uuid)), _) => Some(To {
+            uuid,
+            per_gpu: Some(i),
+        }),
+        (None, Gpu::Set(uuid)) => Some(To {
+            uuid,
+            per_gpu: None,
+        }),
+        (None, _) => None,
+    }
+}
+
+/// A migration to `to` failed with `e`: NV_ERR_INVALID_DEVICE means the
+/// driver does not know that GPU in this space, so stop sending there.
+fn refused(e: NvError, to: To, gpus: &mut SpaceGpus, gpu: &mut Gpu) {
+    if e == NvError::InvalidDevice {
+        match to.per_gpu {
+            Some(i) => gpus.reject(i),
+            None => rejected_uuid(gpu),
         }
     }
 }
@@ -126,6 +160,7 @@ pub(crate) fn round(sp: &mut Space, lim: &Limits, head: &mut StatsHead) -> bool 
         file: &sp.file,
         gpu: &mut sp.gpu,
         gpus: &mut *sp.gpus,
+        discarded: &mut sp.discarded,
         discard: lim.discard,
         st: &mut sp.st,
         head,
@@ -133,4 +168,65 @@ pub(crate) fn round(sp: &mut Space, lim: &Limits, head: &mut StatsHead) -> bool 
     sp.pump
         .round(&mut *sp.engine, lim.limit, max, &mut host)
         .more
+}
+
+/// Blocks one MARK_ALIVE populates per hold of the State mutex at most
+/// (128 MiB): bounds the migrations issued under it.
+pub(crate) const POPULATE_RUN: usize = 64;
+
+/// Brings `blocks` (discarded, alive again, ascending) back to the GPU
+/// before MARK_ALIVE returns: one UVM_MIGRATE per run of consecutive blocks
+/// with one destination. Discarded pages come in writable and are not
+/// copied (module docs of [`crate::discarded`]). Blocks with no known GPU,
+/// or whose migration the driver refused, are left to fault as before.
+pub(crate) fn populate(sp: &mut Space, blocks: &[Block]) -> Populated {
+    let mut done = Populated::default();
+    let mut i = 0;
+    while i < blocks.len() {
+        let to = destination(&sp.gpus, sp.gpu, blocks[i]);
+        let mut n = 1;
+        while i + n < blocks.len()
+            && blocks[i + n] == blocks[i] + n as u64
+            && destination(&sp.gpus, sp.gpu, blocks[i + n]) == to
+        {
+            n += 1;
+        }
+        if let Some(to) = to {
+            populate_run(sp, &blocks[i..i + n], to, &mut done);
+        }
+        i += n;
+    }
+    done
+}
+
+/// What one [`populate`] did, for the module-wide counters.
+#[derive(Default)]
+pub(crate) struct Populated {
+    /// Blocks now on the GPU.
+    pub(crate) blocks: u64,
+    /// UVM_MIGRATE calls the driver refused.
+    pub(crate) errors: u64,
+}
+
+/// One UVM_MIGRATE of consecutive `run` to `to`; the engine counts the
+/// blocks resident (its next round makes room for them).
+fn populate_run(sp: &mut Space, run: &[Block], to: To, done: &mut Populated) {
+    let len = run.len() as u64 * BLOCK_BYTES;
+    match sp
+        .file
+        .migrate(run[0] << BLOCK_SHIFT, len, Destination::Gpu(&to.uuid))
+    {
+        Ok(()) => {
+            for &b in run {
+                sp.engine.migrated_in(b);
+            }
+            sp.st.populated += run.len() as u64;
+            done.blocks += run.len() as u64;
+        }
+        Err(e) => {
+            sp.st.migrate_errors += 1;
+            done.errors += 1;
+            refused(e, to, &mut sp.gpus, &mut sp.gpu);
+        }
+    }
 }

@@ -7,6 +7,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 
 use crate::abi::SpaceStats;
+use crate::discarded::Discarded;
 use crate::engine::Engine;
 use crate::glue::{FileRef, Owner, PinnedPage};
 use crate::gpus::SpaceGpus;
@@ -84,8 +85,8 @@ pub(crate) struct Space {
     /// `gpu_uuid` parameter): the one-GPU fallback.
     pub(crate) gpu: Gpu,
     /// The GPUs its faults came from, and which GPU each block goes to
-    /// (gpus.rs): where prefetches go first. Boxed: `State` holds
-    /// `MAX_SPACES` spaces and is built on the stack at load.
+    /// (gpus.rs): where prefetches go first. Boxed: it is large, and a
+    /// `Space` is built on the stack in ATTACH.
     pub(crate) gpus: KBox<SpaceGpus>,
     /// The driver's perf-events pointer of this space, learnt from its
     /// first fault (eviction events carry only this).
@@ -105,6 +106,9 @@ pub(crate) struct Space {
     /// fault path in `feed::FEEDS` while set. While a space has one, its
     /// engine runs in execution-id mode.
     pub(crate) exec: Option<PinnedPage>,
+    /// Blocks the module discarded here that nothing has brought back:
+    /// MARK_ALIVE populates them on the GPU (discarded.rs).
+    pub(crate) discarded: Discarded,
 }
 
 /// The fallback prefetch destination of a space: for blocks whose faults

@@ -8,13 +8,14 @@ use kernel::prelude::*;
 use kernel::sync::Mutex;
 
 use crate::abi::{self, ParamsAbi, MAX_SPACES};
+use crate::discarded::Discarded;
 use crate::feed::FEEDS;
 use crate::glue::{self, FileRef, Global, Owner, Running};
 use crate::gpus::{FaultGpu, SpaceGpus};
 use crate::params::Params;
 use crate::pump::{Limit, Pump, DEFAULT_WATERMARK_PCT};
 use crate::ring::{Record, ATTACHED, RING};
-use crate::round::{self, Limits};
+use crate::round::{self, Limits, Populated};
 use crate::space::{new_engine, Gpu, Space, SpaceEngine};
 use crate::BLOCK_BYTES;
 
@@ -53,7 +54,10 @@ pub(crate) struct State {
     budget_bytes: u64,
     enabled: bool,
     next_handle: u64,
-    spaces: [Option<Space>; MAX_SPACES],
+    /// `MAX_SPACES` slots, on the heap: a `Space` is ~800 bytes, and the
+    /// State built on the stack at load with the array inline overflowed
+    /// the 16 KB stack (guard page hit in init, vm-tests, 2026-11-28).
+    spaces: KVec<Option<Space>>,
     head: abi::StatsHead,
     /// Blocks the driver evicted on its own while the ledger held them.
     driver_evictions: u64,
@@ -112,15 +116,20 @@ enum Step {
 
 impl State {
     /// The state at load: no space attached, the kernel defaults for `gpu`
-    /// blocks of GPU memory (0 = unknown).
+    /// blocks of GPU memory (0 = unknown). ENOMEM if the space slots cannot
+    /// be allocated.
     pub(crate) fn new(
         driver_version: u64,
         gpu: u32,
         enabled: bool,
         discard: bool,
         default_gpu: Option<[u8; 16]>,
-    ) -> Self {
-        State {
+    ) -> Result<Self> {
+        let mut spaces = KVec::with_capacity(MAX_SPACES, GFP_KERNEL)?;
+        for _ in 0..MAX_SPACES {
+            spaces.push(None, GFP_KERNEL)?;
+        }
+        Ok(State {
             driver_version,
             discard,
             default_gpu,
@@ -131,11 +140,11 @@ impl State {
             budget_bytes: 0,
             enabled,
             next_handle: 1,
-            spaces: Default::default(),
+            spaces,
             head: abi::StatsHead::default(),
             driver_evictions: 0,
             active_at: 0,
-        }
+        })
     }
 
     /// The engine parameters in force.
@@ -283,6 +292,7 @@ impl State {
             st: abi::SpaceStats::default(),
             pump: Pump::new(),
             exec: None,
+            discarded: Discarded::new(),
         });
         Ok(handle)
     }
@@ -444,6 +454,8 @@ impl State {
         sp.st.faults += 1;
         sp.events = events;
         sp.gpus.fault(block, gpu);
+        // The driver brought it in: an alive mark has nothing to populate.
+        sp.discarded.take(block);
         let late = sp.engine.is_resident(block);
         sp.engine.fault(block);
         // The fault starts a new window: the queued candidates are stale.
@@ -510,6 +522,12 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Adds one MARK_ALIVE chunk's populate to the module-wide counters.
+    pub(crate) fn count_populate(&mut self, p: Populated) {
+        self.head.populated += p.blocks;
+        self.head.migrate_errors += p.errors;
     }
 
     /// Detaches every space (dropping engines and file references) and

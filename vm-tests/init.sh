@@ -106,6 +106,7 @@ $T pidns
 $T cpu-fault
 $T gpu-uuid
 $T multi-gpu
+$T alive-populate
 
 # 4. replay with prescient.ko attached
 t0=$(t)

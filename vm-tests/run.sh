@@ -13,7 +13,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(dirname "$HERE")
 WORK=$HERE/work; mkdir -p "$WORK"
 T0=$(date +%s); step() { echo "[vm-test +$(( $(date +%s) - T0 ))s] $*"; }
-EXPECT=(no-driver load-unload-20 bad-gpu-uuid replay-baseline ioctl-surface unprivileged-eperm slots-per-uid pidns cpu-fault gpu-uuid multi-gpu gpu-leaves replay-prescient fault-cut replay-exec fault-cut-exec replay-exec-page fault-cut-exec-page replay-exec-page-short fault-cut-exec-page-short exec-page-bad-input two-spaces queue-overflow ring-share ioctl-fuzz params-race rmmod-with-exec-page rmmod-during-replay unknown-version gpu-size-unknown branch-550 no-splat sim-agree stack-frames)
+EXPECT=(no-driver load-unload-20 bad-gpu-uuid replay-baseline ioctl-surface unprivileged-eperm slots-per-uid pidns cpu-fault gpu-uuid multi-gpu gpu-leaves alive-populate replay-prescient fault-cut replay-exec fault-cut-exec replay-exec-page fault-cut-exec-page replay-exec-page-short fault-cut-exec-page-short exec-page-bad-input two-spaces queue-overflow ring-share ioctl-fuzz params-race rmmod-with-exec-page rmmod-during-replay unknown-version gpu-size-unknown branch-550 no-splat sim-agree stack-frames)
 [ "${VMTEST_ONLY:-all}" = exec ] && EXPECT=(no-driver load-unload-20 replay-baseline replay-exec fault-cut-exec replay-exec-page fault-cut-exec-page replay-exec-page-short fault-cut-exec-page-short no-splat sim-agree stack-frames)
 [ "${VMTEST_ONLY:-all}" = cpu-fault ] && EXPECT=(no-driver load-unload-20 replay-baseline cpu-fault-raw)
 [ "${VMTEST_ONLY:-all}" = security ] && EXPECT=(no-driver load-unload-20 replay-baseline unprivileged-eperm slots-per-uid pidns cpu-fault gpu-uuid ring-share ioctl-fuzz params-race no-splat stack-frames)

@@ -58,6 +58,7 @@ pub fn counter_rows(c: &Counters) -> Vec<(&'static str, u64)> {
         ("late prefetches", c.late_prefetches),
         ("pre-evicted blocks", c.pre_evictions),
         ("discarded blocks", c.discards),
+        ("populated blocks", c.populated_blocks),
         ("queue drops", c.queue_drops),
         ("migrate errors", c.migrate_errors),
         ("in flight", c.inflight),

@@ -10,7 +10,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define PRESCIENT_ABI_VERSION 3
+#define PRESCIENT_ABI_VERSION 4
 #define PRESCIENT_IOC_MAGIC 'P'
 #define PRESCIENT_MAX_SPACES 8
 #define PRESCIENT_MAX_INFLIGHT 1024
@@ -66,6 +66,7 @@ struct prescient_space_stats {
 	__u64 exec_page;        /* PRESCIENT_EXEC_PAGE_* */
 	__u64 exec_ids;         /* ids read from the page */
 	__u64 exec_faults;      /* faults the page attributed to an id */
+	__u64 populated;        /* discarded blocks MARK_ALIVE brought back (ABI 4) */
 };
 
 struct prescient_stats_head {
@@ -81,6 +82,7 @@ struct prescient_stats_head {
 	__u64 migrate_errors;
 	__u64 cpu_faults;       /* counted only */
 	__u64 unattached_faults;
+	__u64 populated;        /* discarded blocks MARK_ALIVE brought back (ABI 4) */
 	__u32 n_spaces;
 	__u32 exec_pages;       /* execution-id pages pinned now */
 };

@@ -12,7 +12,7 @@
 use crate::pcore::{Mode, ParamError, Params, BLOCK_BYTES};
 
 /// Version of this ABI. Bump on any incompatible change.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 /// ioctl type ("magic") byte.
 pub const IOC_MAGIC: u8 = b'P';
 /// Most address spaces attached at once (and entries in [`Stats::spaces`]).
@@ -453,6 +453,10 @@ abi_struct! {
         pub exec_ids: u64,
         /// Faults of the space that the page attributed to an id.
         pub exec_faults: u64,
+        /// Blocks the module had discarded that MARK_ALIVE brought back
+        /// to the GPU before it returned (UVM_MIGRATE of discarded pages:
+        /// no copy; ABI 4).
+        pub populated: u64,
     }
 }
 
@@ -490,6 +494,8 @@ abi_struct! {
         pub cpu_faults: u64,
         /// GPU faults of address spaces nobody attached (not queued).
         pub unattached_faults: u64,
+        /// Discarded blocks MARK_ALIVE brought back to the GPU (ABI 4).
+        pub populated: u64,
         pub n_spaces: u32,
         /// Execution-id pages the module holds pinned now (one per space
         /// with SET_EXEC_PAGE at most; 0 once every space is gone).

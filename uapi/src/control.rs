@@ -446,6 +446,10 @@ pub struct Counters {
     pub migrate_errors: u64,
     pub inflight: u64,
     pub table_bytes: u64,
+    /// Discarded blocks an alive mark brought back to the GPU with no copy
+    /// (absent from daemons older than this field).
+    #[serde(default)]
+    pub populated_blocks: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -457,6 +461,9 @@ pub struct ProcessStats {
     pub pre_evictions: u64,
     pub discards: u64,
     pub migrate_errors: u64,
+    /// As [`Counters::populated_blocks`], for this process.
+    #[serde(default)]
+    pub populated_blocks: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
@@ -519,6 +526,7 @@ impl Stats {
                 migrate_errors: h.migrate_errors,
                 inflight: h.inflight,
                 table_bytes: h.table_bytes,
+                populated_blocks: h.populated,
             },
             processes: s
                 .spaces
@@ -535,6 +543,7 @@ impl Stats {
                     pre_evictions: e.pre_evictions,
                     discards: e.discards,
                     migrate_errors: e.migrate_errors,
+                    populated_blocks: e.populated,
                 })
                 .collect(),
             backend: String::new(),

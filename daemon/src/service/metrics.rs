@@ -140,6 +140,11 @@ const TOTALS: &[(&str, &str, Read<Counters>)] = &[
         |t| t.discards,
     ),
     (
+        "prescient_populated_blocks_total",
+        "Discarded 2 MB blocks an alive mark brought back to the GPU with no copy.",
+        |t| t.populated_blocks,
+    ),
+    (
         "prescient_queue_dropped_faults_total",
         "Fault records dropped because the module's ring was full.",
         |t| t.queue_drops,
@@ -172,6 +177,11 @@ const BYTES: &[(&str, &str, Read<Counters>)] = &[
         "prescient_discarded_bytes_total",
         "Bytes discarded (marked dead) instead of copied back.",
         |t| t.discards,
+    ),
+    (
+        "prescient_populated_bytes_total",
+        "Discarded bytes an alive mark brought back to the GPU with no copy.",
+        |t| t.populated_blocks,
     ),
 ];
 
@@ -276,6 +286,11 @@ const PER_PROCESS: &[(&str, &str, Read<ProcessStats>)] = &[
         "prescient_process_discarded_blocks_total",
         "2 MB blocks discarded for one process.",
         |s| s.discards,
+    ),
+    (
+        "prescient_process_populated_blocks_total",
+        "Discarded 2 MB blocks an alive mark brought back to the GPU for one process.",
+        |s| s.populated_blocks,
     ),
     (
         "prescient_process_migrate_errors_total",
@@ -640,12 +655,14 @@ mod tests {
                 faults: 1234,
                 prefetched_blocks: 99,
                 table_bytes: 4096,
+                populated_blocks: 17,
                 ..Default::default()
             },
             processes: vec![ProcessStats {
                 pid: 42,
                 faults: 1000,
                 resident_bytes: 6 << 21,
+                populated_blocks: 7,
                 ..Default::default()
             }],
             gpus: Vec::new(),
@@ -674,6 +691,18 @@ mod tests {
         assert_eq!(
             value(&text, "prescient_process_faults_total{pid=\"42\"}"),
             Some(1000.0)
+        );
+        assert_eq!(value(&text, "prescient_populated_blocks_total"), Some(17.0));
+        assert_eq!(
+            value(&text, "prescient_populated_bytes_total"),
+            Some((17u64 << 21) as f64)
+        );
+        assert_eq!(
+            value(
+                &text,
+                "prescient_process_populated_blocks_total{pid=\"42\"}"
+            ),
+            Some(7.0)
         );
         assert_eq!(
             value(&text, "prescient_process_resident_bytes{pid=\"42\"}"),

@@ -137,6 +137,7 @@ fn add_counters(h: &mut uapi::StatsHead, s: &Snapshot) {
     h.queue_drops += s.dropped_events;
     h.migrate_errors += s.prefetch_errors + s.evict_errors;
     h.discards += s.discarded_blocks;
+    h.populated += s.alive_populated_blocks;
 }
 
 pub struct Userspace {
@@ -445,6 +446,7 @@ impl Backend for Userspace {
                 pre_evictions: blocks(s.evict_bytes),
                 discards: s.discarded_blocks,
                 migrate_errors: errors,
+                populated: s.alive_populated_blocks,
                 gpu: uapi::GPU_UNKNOWN,
                 ..Default::default()
             };
@@ -592,6 +594,7 @@ mod tests {
             dropped_events: 1,
             prefetch_errors: 1,
             discarded_blocks: 4,
+            alive_populated_blocks: 5,
             ..Default::default()
         };
         let d2 = done.clone();
@@ -616,7 +619,7 @@ mod tests {
             (10, 3, 2)
         );
         assert_eq!((h.queue_drops, h.migrate_errors, h.n_spaces), (1, 1, 0));
-        assert_eq!(h.discards, 4);
+        assert_eq!((h.discards, h.populated), (4, 5));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 
 const STANDIN_IOCTL_CPU_FAULTS: u64 = 0x7e00_0006;
 const STANDIN_IOCTL_KERNEL: u64 = 0x7e00_0004;
-const BLOCK: usize = 2 << 20;
+pub(crate) const BLOCK: usize = 2 << 20;
 
 #[repr(C)]
 struct CpuFaults {
@@ -53,7 +53,7 @@ fn cpu_faults(f: &File, base: u64, n: u32) -> Result<(), i32> {
 }
 
 /// Runs kernels `ks` of the trace in the space of `f` on GPU 1; faults raised.
-fn run_kernels(f: &File, ks: std::ops::Range<u32>) -> u64 {
+pub(crate) fn run_kernels(f: &File, ks: std::ops::Range<u32>) -> u64 {
     run_kernels_on(f, ks, 0)
 }
 
@@ -93,7 +93,7 @@ fn register_gpus(f: &File, ids: u64) -> bool {
 
 /// Waits until the worker has taken everything queued (a fault count that
 /// stops moving), at most 3 s.
-fn settle(p: &File) -> u::StatsHead {
+pub(crate) fn settle(p: &File) -> u::StatsHead {
     let mut last = stats(p).head;
     for _ in 0..30 {
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -107,7 +107,7 @@ fn settle(p: &File) -> u::StatsHead {
 }
 
 /// One counter of the stand-in's debugfs file.
-fn standin_counter(name: &str) -> u64 {
+pub(crate) fn standin_counter(name: &str) -> u64 {
     std::fs::read_to_string("/sys/kernel/debug/nvidia_uvm_standin/stats")
         .unwrap_or_default()
         .lines()
@@ -119,7 +119,7 @@ fn standin_counter(name: &str) -> u64 {
 }
 
 /// The space `h` in GET_STATS.
-fn space(p: &File, h: u64) -> u::SpaceStats {
+pub(crate) fn space(p: &File, h: u64) -> u::SpaceStats {
     let s = stats(p);
     s.spaces[..s.head.n_spaces as usize]
         .iter()

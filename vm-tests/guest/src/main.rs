@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 
 mod driver;
 mod fuzz;
+mod marks;
 mod pagefeed;
 mod race;
 mod security;
@@ -936,6 +937,7 @@ fn main() {
         "multi-gpu" => driver::multi_gpu(),
         "ring-share" => driver::ring_share(),
         "branch-550" => driver::branch_550(),
+        "alive-populate" => marks::alive_populate(),
         "eperm" => security::unprivileged_eperm(),
         "pidns" => security::pidns(),
         "slots-per-uid" => security::slots_per_uid(),
