@@ -21,7 +21,7 @@ G
 chmod +x "$D/guest"
 alive() { # 1 while a hung guest's `sleep 300` runs (from /proc: no procps needed)
   local c; for c in /proc/[0-9]*/cmdline; do
-    [ "$(tr '\0' ' ' <"$c" 2>/dev/null)" = "sleep 300 " ] && { echo 1; return; }; done; echo 0; }
+    [ "$({ tr '\0' ' ' <"$c"; } 2>/dev/null)" = "sleep 300 " ] && { echo 1; return; }; done; echo 0; }
 
 BOOT_WAIT=2 qemu_boot "$D/log" VMTEST-BOOT: flock "$D/lock" timeout 60 "$D/guest" "$D" 1 >"$D/out"; rc=$?; out=$(cat "$D/out")
 wait "$QEMU_PID" 2>/dev/null

@@ -11,6 +11,10 @@
 //!   connection holder dies holding dead marks; the receiving side applies
 //!   marks as the backend loop does (in order, a revocation first) and
 //!   prints which blocks are dead afterwards and what a discard would hit.
+//! * `module-marks SOCK`: this process (root) opens the stand-in's
+//!   /dev/nvidia-uvm, has prescientd (prescient.ko's backend) attach it,
+//!   and sends its own dead and alive marks on the control socket while
+//!   it runs the stand-in's kernels; prints what the module counted.
 //! * `notify-listen PATH SECS`: receives sd_notify datagrams, prints them.
 
 use std::collections::BTreeSet;
@@ -26,10 +30,11 @@ fn main() {
         "pid-reuse" => pid_reuse(&arg(2)),
         "flood" => flood(&arg(2), arg(3).parse().unwrap_or(200)),
         "revoke" => revoke(),
+        "module-marks" => module_marks(&arg(2)),
         "notify-listen" => notify_listen(&arg(2), arg(3).parse().unwrap_or(30)),
         _ => {
             eprintln!(
-                "usage: e2e-peer pid-reuse SOCK | flood SOCK N | revoke | notify-listen PATH SECS"
+                "usage: e2e-peer pid-reuse SOCK | flood SOCK N | revoke | module-marks SOCK | notify-listen PATH SECS"
             );
             false
         }
@@ -319,6 +324,100 @@ fn revoke() -> bool {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     before == 8 && first_kind == "revocation" && dead.is_empty()
+}
+
+/// The stand-in's description of a space (vm-tests/guest's `Info`).
+#[repr(C)]
+#[derive(Default)]
+struct StandinInfo {
+    base: u64,
+    blocks: u32,
+    gpu_blocks: u32,
+    kernels: u32,
+    accesses: u32,
+    gpu_uuid: [u8; 16],
+}
+
+/// Runs kernels `ks` of the stand-in's trace in the space of `fd`, asking
+/// prescientd's version on `keep` every second: the control socket closes
+/// a connection quiet for `idle_timeout_ms` (3 s in this guest), and a
+/// closing connection's dead marks are marked alive.
+fn run_kernels(fd: i32, ks: std::ops::Range<u32>, keep: &mut UnixStream) {
+    const STANDIN_IOCTL_KERNEL: libc::c_ulong = 0x7e00_0004;
+    let mut asked = Instant::now();
+    for k in ks {
+        // SAFETY: a test ioctl of the stand-in whose argument is a number.
+        unsafe { libc::ioctl(fd, STANDIN_IOCTL_KERNEL as _, k as libc::c_ulong) };
+        if asked.elapsed() > Duration::from_secs(1) {
+            call(keep, r#"{"cmd":"version"}"#);
+            asked = Instant::now();
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+/// (discards, populated blocks) prescientd reports for `pid`.
+fn module_counts(s: &mut UnixStream, pid: i32) -> (u64, u64) {
+    let r: serde_json::Value =
+        serde_json::from_str(&call(s, r#"{"cmd":"stats"}"#)).unwrap_or_default();
+    let procs = r["ok"]["processes"].as_array().cloned().unwrap_or_default();
+    let me = procs.iter().find(|p| p["pid"] == pid);
+    let n = |k: &str| me.and_then(|p| p[k].as_u64()).unwrap_or(0);
+    (n("discards"), n("populated_blocks"))
+}
+
+/// `module-marks SOCK` (module comment): the whole range dead, a quarter
+/// of the kernels (the module discards dead victims), the range alive
+/// (it populates what it discarded); then dead again on a second
+/// connection that closes: prescientd marks it alive, so a full replay
+/// after that discards nothing.
+fn module_marks(sock: &str) -> bool {
+    const STANDIN_IOCTL_INFO: libc::c_ulong = 0x7e00_0002;
+    let me = std::process::id() as i32;
+    let uvm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/nvidia-uvm")
+        .unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&uvm);
+    let mut inf = StandinInfo::default();
+    // SAFETY: the stand-in writes an Info of this layout.
+    unsafe { libc::ioctl(fd, STANDIN_IOCTL_INFO as _, &mut inf as *mut StandinInfo) };
+    let mut c = UnixStream::connect(sock).unwrap();
+    let attached = call(&mut c, &format!(r#"{{"cmd":"attach","pid":{me}}}"#));
+    let range = format!("[[{},{}]]", inf.base, u64::from(inf.blocks) << 21);
+    let mark = |s: &mut UnixStream, dead: bool| {
+        call(
+            s,
+            &format!(r#"{{"cmd":"mark","dead":{dead},"ranges":{range}}}"#),
+        )
+    };
+    run_kernels(fd, 0..inf.kernels, &mut c);
+    let dead = mark(&mut c, true);
+    run_kernels(fd, 0..inf.kernels / 4, &mut c);
+    let (d1, p1) = module_counts(&mut c, me);
+    let alive = mark(&mut c, false);
+    let (_, p2) = module_counts(&mut c, me);
+    let mut c2 = UnixStream::connect(sock).unwrap();
+    let dead2 = mark(&mut c2, true);
+    drop(c2);
+    std::thread::sleep(Duration::from_millis(500));
+    let (d3, _) = module_counts(&mut c, me);
+    run_kernels(fd, 0..inf.kernels, &mut c);
+    let (d4, _) = module_counts(&mut c, me);
+    let detached = call(&mut c, &format!(r#"{{"cmd":"detach","pid":{me}}}"#));
+    let ok_all = [&attached, &dead, &alive, &dead2, &detached]
+        .iter()
+        .all(|r| r.starts_with(r#"{"ok""#));
+    println!(
+        "PEER: attach/dead/alive/dead-on-a-closed-connection/detach ok {ok_all}; {d1} blocks discarded after the dead mark, {} populated by the alive mark; after the second connection closed holding its dead mark, a full replay discarded {}",
+        p2 - p1,
+        d4 - d3
+    );
+    if !ok_all {
+        println!("PEER: replies {attached} {dead} {alive} {dead2} {detached}");
+    }
+    ok_all && d1 > 0 && d4 == d3
 }
 
 fn notify_listen(path: &str, secs: u64) -> bool {

@@ -6,6 +6,8 @@
 //! absence on its next poll and waits for it (see service/).
 
 use crate::backend::{Backend, DevError};
+
+mod marks;
 use prescient_uapi as uapi;
 use prescient_uapi::control::Applied;
 use std::fs::{File, OpenOptions};
@@ -196,15 +198,10 @@ impl Backend for Module {
         }
     }
 
-    /// Refused: with the module, a process marks its ranges itself
-    /// (PRESCIENT_IOC_MARK_DEAD / _ALIVE on /dev/prescient, checked against
-    /// its own pid there).
-    fn mark(&self, _m: crate::backend::MarkFrom<'_>) -> Result<Applied, DevError> {
-        Err(DevError::Declined {
-            op: "MARK",
-            errno: libc::EOPNOTSUPP,
-            what: "with prescient.ko a process marks its ranges itself, with PRESCIENT_IOC_MARK_DEAD / PRESCIENT_IOC_MARK_ALIVE on /dev/prescient".into(),
-        })
+    /// A process's own marks, applied to its space with MARK_DEAD /
+    /// MARK_ALIVE (marks.rs says why that is safe).
+    fn mark(&self, m: crate::backend::MarkFrom<'_>) -> Result<Applied, DevError> {
+        marks::apply(self, m)
     }
 
     fn detach_pid(&self, pid: i32) -> Result<(), DevError> {

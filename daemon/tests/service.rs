@@ -336,10 +336,10 @@ fn waits_for_the_module_answers_ctl_reloads_and_stops_cleanly() {
     assert_eq!(r["error"]["kind"], "not-found", "{r}");
     let r = dm.call(r#"{"cmd":"erase"}"#);
     assert_eq!(r["error"]["kind"], "invalid", "{r}");
-    // Marks are for the user-space backend: with the module a process marks
-    // its ranges itself. Bad ranges are refused first, naming the rule.
+    // prescientd applies marks to the module (module/marks.rs): without
+    // it they are unavailable. Bad ranges are refused first, naming the rule.
     let r = dm.call(r#"{"cmd":"mark","dead":true,"ranges":[[2097152,2097152]]}"#);
-    assert_error(&r, "unavailable", "PRESCIENT_IOC_MARK_DEAD");
+    assert_error(&r, "unavailable", "prescient.ko is not loaded");
     let r = dm.call(r#"{"cmd":"mark","dead":true,"ranges":[[1,4096]]}"#);
     assert_error(&r, "invalid", "aligned");
     let r = dm.call("not json");

@@ -127,6 +127,12 @@ case "$held" in *'"permission"'*"has exited"*)
 out=$(e2e-peer revoke 2>&1); rc=$?; echo "$out"
 [ $rc = 0 ] && mark mark-revoke PASS "$(echo "$out" | sed -n 's/^PEER: //p')" || mark mark-revoke FAIL "$(echo "$out" | oneline)"
 
+# 4d'. a process's own dead and alive marks, through prescientd to prescient.ko
+#      (MARK_DEAD / MARK_ALIVE on its space), and a connection that closes
+#      holding dead marks (marked alive again: no discard afterwards)
+out=$(busybox timeout 60 e2e-peer module-marks /run/prescient/control.sock 2>&1); rc=$?; echo "$out"
+[ $rc = 0 ] && mark module-marks PASS "$(echo "$out" | sed -n 's/^PEER: //p' | head -1)" || mark module-marks FAIL "$(echo "$out" | oneline)"
+
 # 4e. the user-space backend given a target whose "/dev/nvidia-uvm" fd is a FIFO
 mkdir -p /run/pus
 cat > /tmp/us.toml <<CFG

@@ -248,8 +248,10 @@ pub enum Request {
         pid: i32,
     },
     /// The sender's own ranges (`[addr, len]`, page-aligned) hold dead data
-    /// (`dead`), or live data again. User-space backend only; any peer may
-    /// send it, for its own process (SO_PEERCRED pid). See marks.rs.
+    /// (`dead`), or live data again. Any peer may send it, for its own
+    /// process (SO_PEERCRED pid), once that process is attached: the
+    /// user-space backend's marks.rs, prescient.ko's MARK_DEAD / MARK_ALIVE
+    /// through prescientd (daemon/src/module/marks.rs).
     Mark {
         dead: bool,
         ranges: Vec<[u64; 2]>,
@@ -325,6 +327,8 @@ pub struct Applied {
     /// Of those, blocks the engine had as resident (they changed list).
     pub resident: u64,
     /// Alive marks: blocks we had discarded, now migrated back (no copy).
+    /// Under prescient.ko `resident` and `refetched` are 0: the module
+    /// counts its populates in its statistics (`populated_blocks`).
     pub refetched: u64,
     /// The backend does not act on marks (driver-like or observe mode).
     pub ignored: bool,

@@ -301,6 +301,9 @@ impl Service {
         };
         match self.dev.mark(m) {
             Ok(a) => Response::Ok(Reply::Marked(a)),
+            // The module is not loaded: nothing can discard (not "not-found",
+            // which says the process is not attached).
+            Err(e @ DevError::Missing { .. }) => dev_error(&e),
             Err(e) if e.errno() == Some(libc::EBUSY) => error("busy", format!("mark: {e}")),
             Err(e) if e.errno() == Some(libc::EPERM) => {
                 tracing::warn!(pid = ?peer.pid, uid = ?peer.uid, "{e}");

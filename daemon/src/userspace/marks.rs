@@ -203,7 +203,45 @@ pub struct Owner {
 #[derive(Default)]
 struct Held {
     to: Option<Sender>,
+    /// A backend that applies marks itself (prescient.ko): how the
+    /// connection's dead blocks are marked alive when it closes.
+    direct: Option<Revive>,
     dead: RangeSet,
+}
+
+/// Marks blocks alive at a backend that applies marks itself
+/// (prescient.ko's MARK_ALIVE on the process's space), for [`Owner::close`].
+pub type Revive = Arc<dyn Fn(&[Range<u64>]) + Send + Sync>;
+
+/// A connection's dead blocks at a backend that applies marks itself,
+/// under the lock [`Owner::close`] takes: a close either sees a dead mark's
+/// blocks or comes before the mark is applied.
+pub struct Direct<'a>(std::sync::MutexGuard<'a, Held>);
+
+impl Direct<'_> {
+    /// Whether `ranges` more dead ranges may be held (at most
+    /// `MAX_TRACKED`); the reply's sentence if not.
+    pub fn room_for(&self, ranges: usize) -> Result<(), String> {
+        if self.0.dead.len() + ranges > MAX_TRACKED {
+            return Err(format!(
+                "this connection holds {} dead ranges (at most {MAX_TRACKED}); mark some alive first",
+                self.0.dead.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// `r` was marked dead at the backend: marked alive with `revive`
+    /// should the connection close first.
+    pub fn dead(&mut self, r: Range<u64>, revive: &Revive) {
+        self.0.direct = Some(revive.clone());
+        self.0.dead.insert(r);
+    }
+
+    /// `r` was marked alive at the backend: no longer held.
+    pub fn alive(&mut self, r: Range<u64>) {
+        self.0.dead.remove(r);
+    }
 }
 
 impl Owner {
@@ -215,6 +253,13 @@ impl Owner {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The connection's dead blocks at a backend that applies marks itself;
+    /// None once the connection has closed (nothing more may be held).
+    pub fn direct(&self) -> Option<Direct<'_>> {
+        let h = self.held();
+        (!self.is_closed()).then_some(Direct(h))
+    }
+
     /// The connection has closed: its dead blocks are revoked (marked
     /// alive ahead of every queued mark) and its queued dead marks dropped.
     /// Returns how many ranges were revoked.
@@ -222,6 +267,11 @@ impl Owner {
         let mut h = self.held();
         self.closed.store(true, Ordering::SeqCst);
         let n = h.dead.len();
+        if let Some(revive) = h.direct.take().filter(|_| !h.dead.is_empty()) {
+            // Applied by the backend itself: marked alive there now.
+            revive(&h.dead.take());
+            return n;
+        }
         let to = h.to.take();
         if let Some(to) = to.filter(|_| !h.dead.is_empty()) {
             // The receiver gone means the backend thread has ended:
@@ -652,6 +702,49 @@ mod tests {
         // b's connection is unaffected; closing it revokes only its own.
         assert_eq!(b.close(), 1);
         assert_eq!(rx.next().unwrap().blocks, vec![30..31]);
+    }
+
+    #[test]
+    fn a_closed_connection_revives_what_a_backend_applied_itself() {
+        // prescient.ko applies marks at once (module/marks.rs): a close
+        // must mark alive there what the connection still holds dead.
+        let revived: Arc<Mutex<Vec<Range<u64>>>> = Arc::default();
+        let r2 = revived.clone();
+        let revive: Revive =
+            Arc::new(move |rs: &[Range<u64>]| r2.lock().unwrap().extend_from_slice(rs));
+        let o = owner();
+        {
+            let mut d = o.direct().unwrap();
+            d.room_for(2).unwrap();
+            d.dead(10..20, &revive);
+            d.dead(40..42, &revive);
+            d.alive(12..14);
+        }
+        assert_eq!(o.close(), 3);
+        assert_eq!(*revived.lock().unwrap(), vec![10..12, 14..20, 40..42]);
+        // Closed: nothing more may be held, and a second close revives nothing.
+        assert!(o.direct().is_none());
+        assert_eq!(o.close(), 0);
+        assert_eq!(revived.lock().unwrap().len(), 3);
+        // A connection whose dead blocks all came alive revives nothing.
+        let o = owner();
+        o.direct().unwrap().dead(0..4, &revive);
+        o.direct().unwrap().alive(0..4);
+        o.close();
+        assert_eq!(revived.lock().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_connection_holds_at_most_max_tracked_dead_ranges() {
+        let revive: Revive = Arc::new(|_: &[Range<u64>]| {});
+        let o = owner();
+        let mut d = o.direct().unwrap();
+        for i in 0..MAX_TRACKED as u64 {
+            d.dead(i * 2..i * 2 + 1, &revive);
+        }
+        assert!(d.room_for(0).is_ok());
+        let e = d.room_for(1).unwrap_err();
+        assert!(e.contains("mark some alive first"), "{e}");
     }
 
     #[test]

@@ -34,7 +34,10 @@
 //!    reply, which comes only after the backend thread has applied the
 //!    mark; the backend discards only synchronously on that same thread and
 //!    only blocks dead in its engine (marks.rs), so after the reply no
-//!    discard of them is in flight and none can start.
+//!    discard of them is in flight and none can start. Under prescient.ko
+//!    the reply comes after MARK_ALIVE has returned, and the module
+//!    discards only under the lock that ioctl takes
+//!    (daemon/src/module/marks.rs).
 //! 3. **One connection, one lock.** Every mark of the process goes over
 //!    one connection, under one lock held across each request and reply,
 //!    and the daemon applies one process's marks in order: an alive mark
