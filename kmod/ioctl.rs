@@ -218,7 +218,8 @@ fn mark(input: &[u8], admin: bool, dead: bool) -> Result {
     let mut next = blocks.start;
     loop {
         let end = blocks.end.min(next.saturating_add(MARK_CHUNK));
-        next = with_state(|s| mark_chunk(s, r.handle, admin, next..end, dead))
+        let populating = r.flags & abi::MARK_NO_POPULATE == 0;
+        next = with_state(|s| mark_chunk(s, r.handle, admin, next..end, dead, populating))
             .unwrap_or(Err(ENODEV))?;
         if next >= blocks.end {
             return Ok(());
@@ -229,7 +230,8 @@ fn mark(input: &[u8], admin: bool, dead: bool) -> Result {
 
 /// Marks `blocks` of the space `handle` under one hold of the State mutex
 /// and returns where it stopped: at the end, or earlier once
-/// [`POPULATE_RUN`] blocks the module had discarded came alive. Those are
+/// [`POPULATE_RUN`] blocks the module had discarded came alive (unless
+/// `populating` is off: MARK_NO_POPULATE). Those are
 /// populated on the GPU before the mutex is released, so before MARK_ALIVE
 /// returns and the job can write them (discarded.rs says why).
 fn mark_chunk(
@@ -238,6 +240,7 @@ fn mark_chunk(
     admin: bool,
     blocks: Range<u64>,
     dead: bool,
+    populating: bool,
 ) -> Result<u64> {
     let sp = s.owned_space(handle, admin)?;
     if dead {
@@ -251,7 +254,9 @@ fn mark_chunk(
     let mut stop = blocks.end;
     for b in blocks {
         sp.engine.mark_alive(b);
-        if sp.discarded.take(b) {
+        // MARK_NO_POPULATE (a revocation): the record keeps the block for
+        // the MARK_ALIVE of its next use.
+        if populating && sp.discarded.take(b) {
             back[n] = b;
             n += 1;
             if n == POPULATE_RUN {

@@ -50,7 +50,9 @@ qemu_stop() {
   [ -n "${QEMU_PID:-}" ] || return 0
   for p in /proc/[0-9]*; do
     sid=$(sed 's/.*) //' "$p/stat" 2>/dev/null | cut -d' ' -f4) || continue
-    [ "$sid" = "$QEMU_PID" ] && kill "${p##*/}" 2>/dev/null
+    # `|| true`: a process that exited since its stat was read is no error
+    # under a caller's `set -e`.
+    [ "$sid" = "$QEMU_PID" ] && { kill "${p##*/}" 2>/dev/null || true; }
   done
   return 0
 }

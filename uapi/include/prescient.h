@@ -112,7 +112,11 @@ struct prescient_range {
 	__u64 handle;
 	__u64 addr;             /* 4 KiB aligned */
 	__u64 len;              /* 4 KiB multiple, > 0 */
+	__u64 flags;            /* PRESCIENT_MARK_* (ABI 4), others refused */
 };
+
+/* MARK_ALIVE: alive, but do not populate what the module discarded (a revocation) */
+#define PRESCIENT_MARK_NO_POPULATE 1ULL
 
 /* SET_GPU: the driver's processor UUID of the GPU prefetches go to */
 struct prescient_gpu {

@@ -638,17 +638,31 @@ abi_struct! {
         pub handle: u64,
         pub addr: u64,
         pub len: u64,
+        /// `MARK_*` bits (ABI 4); others are refused.
+        pub flags: u64,
     }
 }
 
+/// [`RangeAbi::flags`], MARK_ALIVE: the blocks are alive again but nobody
+/// is about to use them (a revocation: the connection that marked them
+/// dead has closed), so the module does not populate the ones it
+/// discarded; they come back when used, or at the next MARK_ALIVE.
+pub const MARK_NO_POPULATE: u64 = 1;
+
 impl RangeAbi {
     /// Non-empty, at most [`MAX_RANGE_LEN`], [`RANGE_ALIGN`]-aligned, not
-    /// overflowing, inside user space.
+    /// overflowing, inside user space; no flag but [`MARK_NO_POPULATE`].
     pub fn check(&self) -> Result<(), Error> {
         if self.handle == 0 {
             return Err(Error::Field {
                 field: Field::Handle,
                 value: 0,
+            });
+        }
+        if self.flags & !MARK_NO_POPULATE != 0 {
+            return Err(Error::Reserved {
+                field: Field::Reserved,
+                value: self.flags,
             });
         }
         let bad = Error::BadRange {
@@ -1086,8 +1100,16 @@ mod tests {
             handle: 1,
             addr: 0x20_0000,
             len: 0x40_0000,
+            flags: 0,
         };
         r.check().unwrap();
+        RangeAbi {
+            flags: MARK_NO_POPULATE,
+            ..r
+        }
+        .check()
+        .unwrap();
+        assert!(RangeAbi { flags: 2, ..r }.check().is_err());
         assert_eq!(r.whole_blocks(), 1..3);
         assert_eq!(r.touched_blocks(), 1..3);
         let part = RangeAbi {

@@ -62,10 +62,10 @@ proptest! {
     }
 
     #[test]
-    fn ranges(handle in any::<u64>(), addr in any::<u64>(), len in any::<u64>()) {
-        let r = RangeAbi { handle, addr, len };
+    fn ranges(handle in any::<u64>(), addr in any::<u64>(), len in any::<u64>(), flags in 0u64..4) {
+        let r = RangeAbi { handle, addr, len, flags };
         if r.check().is_ok() {
-            prop_assert!(handle != 0 && len > 0 && len <= MAX_RANGE_LEN);
+            prop_assert!(handle != 0 && len > 0 && len <= MAX_RANGE_LEN && flags <= MARK_NO_POPULATE);
             prop_assert!(addr.checked_add(len).is_some_and(|e| e <= USER_ADDR_END));
             let b = r.whole_blocks();
             prop_assert!(b.start << 21 >= addr && (b.end << 21) <= addr + len);

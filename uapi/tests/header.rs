@@ -71,6 +71,7 @@ fn header_matches_rust_layout() {
             "PRESCIENT_VERSION_FLAG_ENABLED",
             VERSION_FLAG_ENABLED as u64,
         ),
+        ("PRESCIENT_MARK_NO_POPULATE", MARK_NO_POPULATE),
     ] {
         writeln!(c, "printf(\"{name} %llu\\n\", (unsigned long long){name});").unwrap();
         writeln!(want, "{name} {v}").unwrap();

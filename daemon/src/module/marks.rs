@@ -48,7 +48,8 @@ pub(super) fn apply(module: &Module, m: MarkFrom<'_>) -> Result<Applied, DevErro
     }
     let revive = reviver(module, handle);
     for (i, r) in m.blocks.iter().enumerate() {
-        if let Err(e) = mark_range(module, handle, m.dead, r.clone()) {
+        let kind = if m.dead { Kind::Dead } else { Kind::Alive };
+        if let Err(e) = mark_range(module, handle, kind, r.clone()) {
             if m.dead {
                 // All or nothing: the runtime takes a refused dead mark as
                 // never made and will not mark its blocks alive again.
@@ -88,30 +89,66 @@ fn space_of(module: &Module, pid: i32) -> Result<u64, DevError> {
         })
 }
 
-/// MARK_DEAD / MARK_ALIVE of the blocks `r` of space `handle`.
-fn mark_range(module: &Module, handle: u64, dead: bool, r: Range<u64>) -> Result<(), DevError> {
+/// What a mark asks of the module.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dead,
+    /// The process hands the blocks out again: the module populates the
+    /// ones it discarded before it returns.
+    Alive,
+    /// Alive, nobody about to use them (a revocation, an undo):
+    /// MARK_NO_POPULATE.
+    Revive,
+}
+
+/// MARK_DEAD / MARK_ALIVE of the blocks `r` of space `handle`. The device
+/// opened, an ioctl's ENOENT / ENODEV / ENXIO means the space (or the
+/// module) went away meanwhile: "not-found" (the mark is dropped), not
+/// "unavailable" (which turns the runtime's marks off for good).
+fn mark_range(module: &Module, handle: u64, kind: Kind, r: Range<u64>) -> Result<(), DevError> {
     let shift = prescient_core::BLOCK_SHIFT;
     let mut b = uapi::RangeAbi {
         handle,
         addr: r.start << shift,
         len: (r.end - r.start) << shift,
+        flags: if kind == Kind::Revive {
+            uapi::MARK_NO_POPULATE
+        } else {
+            0
+        },
     }
     .to_bytes();
-    if dead {
+    let done = if kind == Kind::Dead {
         module.ioctl("MARK_DEAD", uapi::PRESCIENT_IOC_MARK_DEAD, &mut b)
     } else {
         module.ioctl("MARK_ALIVE", uapi::PRESCIENT_IOC_MARK_ALIVE, &mut b)
+    };
+    done.map_err(|e| gone(handle, e))
+}
+
+/// An error of a MARK ioctl on space `handle`, as the reply says it: the
+/// device answered ENOENT / ENODEV / ENXIO, so the space or the module went
+/// away after the lookup.
+fn gone(handle: u64, e: DevError) -> DevError {
+    match e {
+        DevError::Missing { err, .. } => refused(
+            libc::ENOENT,
+            format!("space {handle} is gone (detached, or the module is unloading): {err}"),
+        ),
+        e => e,
     }
 }
 
-/// Marks a closed connection's dead blocks alive in space `handle`. A space
-/// gone since (ENOENT) has nothing left to discard; other failures are
-/// logged (the blocks stay dead until the process marks them alive).
+/// Marks a closed connection's dead blocks (or an undone dead mark's)
+/// alive in space `handle`, without populating them: nobody is about to
+/// use them. A space gone since (ENOENT) has nothing left to discard;
+/// other failures are logged (the blocks stay dead until the process marks
+/// them alive).
 fn reviver(module: &Module, handle: u64) -> Revive {
     let module = module.clone();
     Arc::new(move |ranges: &[Range<u64>]| {
         for r in ranges {
-            if let Err(e) = mark_range(&module, handle, false, r.clone()) {
+            if let Err(e) = mark_range(&module, handle, Kind::Revive, r.clone()) {
                 if e.errno() != Some(libc::ENOENT) {
                     tracing::warn!(handle, "revoking a closed connection's dead marks: {e}");
                 }
@@ -127,5 +164,30 @@ fn refused(errno: i32, what: String) -> DevError {
         op: "MARK",
         errno,
         what,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    /// A space detached between the lookup and the ioctl answers
+    /// "not-found" (the runtime drops that mark), never "unavailable"
+    /// (which turns the runtime's marks off for the rest of the job).
+    #[test]
+    fn a_space_gone_after_the_lookup_is_not_found() {
+        for errno in [libc::ENOENT, libc::ENODEV, libc::ENXIO] {
+            let e = DevError::from_io("MARK_ALIVE", io::Error::from_raw_os_error(errno));
+            assert!(matches!(e, DevError::Missing { .. }));
+            let e = gone(7, e);
+            assert_eq!(e.errno(), Some(libc::ENOENT));
+            assert!(e.to_string().contains("space 7 is gone"), "{e}");
+        }
+        let e = gone(
+            7,
+            DevError::from_io("MARK_ALIVE", io::Error::from_raw_os_error(libc::EINVAL)),
+        );
+        assert!(matches!(e, DevError::Refused { .. }));
     }
 }

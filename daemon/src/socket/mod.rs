@@ -63,7 +63,10 @@ where
                 let conn = open(peer);
                 tokio::spawn(async move {
                     serve_connection(stream, conn.clone(), limits).await;
-                    conn.closed();
+                    // Off the async workers: under prescient.ko a close marks
+                    // the connection's dead ranges alive with one ioctl each.
+                    let closing = conn.clone();
+                    let _ = tokio::task::spawn_blocking(move || closing.closed()).await;
                     drop(slot);
                 });
             }

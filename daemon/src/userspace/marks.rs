@@ -336,6 +336,7 @@ pub fn block_ranges(dead: bool, ranges: &[[u64; 2]]) -> Result<Vec<Range<u64>>, 
             handle: 1,
             addr,
             len,
+            flags: 0,
         };
         r.check().map_err(|_| {
             format!(

@@ -351,6 +351,7 @@ pub(crate) fn branch_550() -> bool {
         handle: h,
         addr: inf.base,
         len: u64::from(inf.blocks) * BLOCK as u64,
+        flags: 0,
     }
     .to_bytes();
     let marked = ioc(fd, u::PRESCIENT_IOC_MARK_DEAD as u64, dead.as_mut_ptr());

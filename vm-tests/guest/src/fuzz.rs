@@ -133,6 +133,8 @@ fn worker(seed: u64, deadline: Instant, p0: u::ParamsAbi) -> i32 {
                     handle: h,
                     addr,
                     len,
+                    // 2 is no flag: EINVAL.
+                    flags: rng.below(3),
                 }
                 .to_bytes();
                 let cmd = if rng.below(2) == 0 {

@@ -698,7 +698,15 @@ fn ioctl_surface() -> bool {
         ioc(fd, u::PRESCIENT_IOC_SET_EXEC_ID as u64, x.as_mut_ptr()),
         Err(EINVAL),
     );
-    let rng = |handle, addr, len| u::RangeAbi { handle, addr, len }.to_bytes();
+    let rng = |handle, addr, len| {
+        u::RangeAbi {
+            handle,
+            addr,
+            len,
+            flags: 0,
+        }
+        .to_bytes()
+    };
     for (cmd, n) in [
         (u::PRESCIENT_IOC_MARK_DEAD, "MARK_DEAD"),
         (u::PRESCIENT_IOC_MARK_ALIVE, "MARK_ALIVE"),

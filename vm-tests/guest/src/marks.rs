@@ -29,18 +29,23 @@ pub(crate) fn alive_populate() -> bool {
     set_gpu(&p, h, inf.gpu_uuid).expect("SET_GPU");
     run_kernels(&f, 0..k);
     settle(&p);
-    let range = |h| {
+    let range = |h, flags| {
         u::RangeAbi {
             handle: h,
             addr: inf.base,
             len: u64::from(inf.blocks) * BLOCK as u64,
+            flags,
         }
         .to_bytes()
     };
     let fd = p.as_raw_fd();
     let faults_discarded0 = standin_counter("fault_after_discarded");
     let discarded0 = standin_counter("discarded");
-    let dead = ioc(fd, u::PRESCIENT_IOC_MARK_DEAD as u64, range(h).as_mut_ptr());
+    let dead = ioc(
+        fd,
+        u::PRESCIENT_IOC_MARK_DEAD as u64,
+        range(h, 0).as_mut_ptr(),
+    );
     // A quarter of the trace: the blocks it does not use again stay
     // discarded (a whole replay faults nearly all of them back).
     run_kernels(&f, 0..k / 4);
@@ -54,11 +59,24 @@ pub(crate) fn alive_populate() -> bool {
     // populate migrates them like any block.
     let discarded = standin_counter("discarded") - discarded0;
     let left = discarded.saturating_sub(faults_discarded - faults_discarded0);
+    // A revocation's MARK_ALIVE (MARK_NO_POPULATE) populates nothing and
+    // leaves the record to the next MARK_ALIVE; a flag that is none: EINVAL.
+    let revived = ioc(
+        fd,
+        u::PRESCIENT_IOC_MARK_ALIVE as u64,
+        range(h, u::MARK_NO_POPULATE).as_mut_ptr(),
+    );
+    let unpopulated = space(&p, h).populated - before.populated;
+    let bad_flag = ioc(
+        fd,
+        u::PRESCIENT_IOC_MARK_ALIVE as u64,
+        range(h, 2).as_mut_ptr(),
+    );
     let migrated_in = standin_counter("migrated_in");
     let alive = ioc(
         fd,
         u::PRESCIENT_IOC_MARK_ALIVE as u64,
-        range(h).as_mut_ptr(),
+        range(h, 0).as_mut_ptr(),
     );
     let after = space(&p, h);
     let populated = after.populated - before.populated;
@@ -66,7 +84,7 @@ pub(crate) fn alive_populate() -> bool {
     let again = ioc(
         fd,
         u::PRESCIENT_IOC_MARK_ALIVE as u64,
-        range(h).as_mut_ptr(),
+        range(h, 0).as_mut_ptr(),
     );
     let twice = space(&p, h).populated - after.populated;
     run_kernels(&f, 0..k);
@@ -76,6 +94,9 @@ pub(crate) fn alive_populate() -> bool {
     detach(&p, h);
     let restored = set_params(&p, p0);
     let ok = observe.is_ok()
+        && revived.is_ok()
+        && unpopulated == 0
+        && bad_flag == Err(libc::EINVAL)
         && restored.is_ok()
         && dead.is_ok()
         && alive.is_ok()
@@ -92,7 +113,7 @@ pub(crate) fn alive_populate() -> bool {
         "alive-populate",
         ok,
         &format!(
-            "observe mode, range dead, a quarter of a replay: {} blocks discarded ({discarded} at the driver), {} faulted back, {left} left; MARK_ALIVE populated {populated} (stand-in migrated in {moved} meanwhile), again {twice}; next replay: {refaults} faults on discarded blocks, {} migrate errors",
+            "observe mode, range dead, a quarter of a replay: {} blocks discarded ({discarded} at the driver), {} faulted back, {left} left; MARK_ALIVE with MARK_NO_POPULATE populated {unpopulated} (flag 2: {bad_flag:?}), then MARK_ALIVE populated {populated} (stand-in migrated in {moved} meanwhile), again {twice}; next replay: {refaults} faults on discarded blocks, {} migrate errors",
             before.discards, faults_discarded - faults_discarded0, end.migrate_errors
         ),
     )

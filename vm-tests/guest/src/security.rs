@@ -73,6 +73,7 @@ fn range(handle: u64, addr: u64) -> [u8; u::RangeAbi::SIZE] {
         handle,
         addr,
         len: 4 << 20,
+        flags: 0,
     }
     .to_bytes()
 }
