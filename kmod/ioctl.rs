@@ -215,10 +215,10 @@ fn mark(input: &[u8], admin: bool, dead: bool) -> Result {
     } else {
         r.touched_blocks()
     };
+    let populating = r.flags & abi::MARK_NO_POPULATE == 0;
     let mut next = blocks.start;
     loop {
         let end = blocks.end.min(next.saturating_add(MARK_CHUNK));
-        let populating = r.flags & abi::MARK_NO_POPULATE == 0;
         next = with_state(|s| mark_chunk(s, r.handle, admin, next..end, dead, populating))
             .unwrap_or(Err(ENODEV))?;
         if next >= blocks.end {

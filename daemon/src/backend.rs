@@ -112,6 +112,12 @@ impl std::fmt::Display for DevError {
 
 impl std::error::Error for DevError {}
 
+/// A refusal as the module would answer: its errno, and our sentence.
+#[cold]
+pub(crate) fn refused(op: &'static str, errno: i32, what: String) -> DevError {
+    DevError::Declined { op, errno, what }
+}
+
 impl DevError {
     /// An I/O error of the module's device, as an operator reads it.
     pub(crate) fn from_io(op: &'static str, e: io::Error) -> DevError {

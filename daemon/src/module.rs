@@ -5,9 +5,9 @@
 //! `rmmod prescient` under a running daemon. The daemon notices the module's
 //! absence on its next poll and waits for it (see service/).
 
-use crate::backend::{Backend, DevError};
-
 mod marks;
+
+use crate::backend::{Backend, DevError};
 use prescient_uapi as uapi;
 use prescient_uapi::control::Applied;
 use std::fs::{File, OpenOptions};

@@ -23,7 +23,7 @@
 //!   made, and never marks its blocks alive).
 
 use super::Module;
-use crate::backend::{DevError, MarkFrom};
+use crate::backend::{refused, DevError, MarkFrom};
 use crate::userspace::marks::{no_process, Revive};
 use prescient_uapi as uapi;
 use prescient_uapi::control::Applied;
@@ -33,22 +33,30 @@ use std::sync::Arc;
 /// Applies `m` to the sender's own space (module comment).
 pub(super) fn apply(module: &Module, m: MarkFrom<'_>) -> Result<Applied, DevError> {
     let Some(p) = m.peer.live_process() else {
-        return Err(refused(libc::EPERM, no_process(m.peer)));
+        return Err(refused("MARK", libc::EPERM, no_process(m.peer)));
     };
     let handle = space_of(module, p.pid)?;
     if !p.alive() {
-        return Err(refused(libc::EPERM, format!("pid {} has exited", p.pid)));
+        return Err(refused(
+            "MARK",
+            libc::EPERM,
+            format!("pid {} has exited", p.pid),
+        ));
     }
     let Some(mut held) = m.owner.direct() else {
-        return Err(refused(libc::EPERM, "the connection has closed".into()));
+        return Err(refused(
+            "MARK",
+            libc::EPERM,
+            "the connection has closed".into(),
+        ));
     };
     if m.dead {
         held.room_for(m.blocks.len())
-            .map_err(|e| refused(libc::EBUSY, e))?;
+            .map_err(|e| refused("MARK", libc::EBUSY, e))?;
     }
     let revive = reviver(module, handle);
+    let kind = if m.dead { Kind::Dead } else { Kind::Alive };
     for (i, r) in m.blocks.iter().enumerate() {
-        let kind = if m.dead { Kind::Dead } else { Kind::Alive };
         if let Err(e) = mark_range(module, handle, kind, r.clone()) {
             if m.dead {
                 // All or nothing: the runtime takes a refused dead mark as
@@ -83,6 +91,7 @@ fn space_of(module: &Module, pid: i32) -> Result<u64, DevError> {
         .map(|sp| sp.handle)
         .ok_or_else(|| {
             refused(
+                "MARK",
                 libc::ENOENT,
                 format!("pid {pid} is not attached (attach it first: its marks go to its space)"),
             )
@@ -132,6 +141,7 @@ fn mark_range(module: &Module, handle: u64, kind: Kind, r: Range<u64>) -> Result
 fn gone(handle: u64, e: DevError) -> DevError {
     match e {
         DevError::Missing { err, .. } => refused(
+            "MARK",
             libc::ENOENT,
             format!("space {handle} is gone (detached, or the module is unloading): {err}"),
         ),
@@ -155,16 +165,6 @@ fn reviver(module: &Module, handle: u64) -> Revive {
             }
         }
     })
-}
-
-/// A refusal with `errno` and the reply's sentence.
-#[cold]
-fn refused(errno: i32, what: String) -> DevError {
-    DevError::Declined {
-        op: "MARK",
-        errno,
-        what,
-    }
 }
 
 #[cfg(test)]

@@ -60,7 +60,7 @@ pub use process::run;
 pub use shared::SharedStats;
 pub use snapshot::Snapshot;
 
-use crate::backend::{Backend, DevError, MarkFrom};
+use crate::backend::{refused, Backend, DevError, MarkFrom};
 use crate::pidfd::Pidfd;
 use config::blocks_of;
 use prescient_core::{Params, BLOCK_SHIFT};
@@ -150,12 +150,6 @@ pub struct Userspace {
 /// there is none (0). The loop (process.rs) sizes its engine the same way.
 fn base_params(gpu_memory_bytes: u64, budget: u64) -> Params {
     config::base_params((budget > 0).then_some(budget), blocks_of(gpu_memory_bytes))
-}
-
-/// A refusal as the module would answer: its errno, and our sentence.
-#[cold]
-fn refused(op: &'static str, errno: i32, what: String) -> DevError {
-    DevError::Declined { op, errno, what }
 }
 
 /// nvidia_uvm's version encoded as the module reports it

@@ -202,6 +202,19 @@ fn stats(p: &File) -> u::Stats {
     u::Stats::from_bytes(&b).expect("stats")
 }
 
+/// The module's parameters (GET_PARAMS on the device `fd`).
+fn get_params(fd: i32) -> u::ParamsAbi {
+    let mut b = [0u8; u::ParamsAbi::SIZE];
+    ioc(fd, u::PRESCIENT_IOC_GET_PARAMS as u64, b.as_mut_ptr()).expect("GET_PARAMS");
+    u::ParamsAbi::from_bytes(&b).expect("params")
+}
+
+/// SET_PARAMS on the device `fd`: the module's answer.
+fn set_params(fd: i32, p: u::ParamsAbi) -> Result<(), i32> {
+    let mut b = p.to_bytes();
+    ioc(fd, u::PRESCIENT_IOC_SET_PARAMS as u64, b.as_mut_ptr())
+}
+
 /// Waits until someone else (prescientd) has attached this process.
 fn wait_attached(secs: f64) -> bool {
     let me = std::process::id() as u64;

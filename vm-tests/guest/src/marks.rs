@@ -2,9 +2,8 @@
 //! module discards dead victims (uvm_api_discard), and MARK_ALIVE brings
 //! the ones nothing brought back to the GPU before it returns.
 use crate::driver::{run_kernels, settle, space, standin_counter, BLOCK};
-use crate::{attach, detach, info, ioc, marker, prescient, set_gpu, uvm};
+use crate::{attach, detach, get_params, info, ioc, marker, prescient, set_gpu, set_params, uvm};
 use prescient_uapi as u;
-use std::fs::File;
 use std::os::fd::AsRawFd;
 
 /// In observe mode, MARK_DEAD on the whole managed range, a quarter of a
@@ -20,8 +19,8 @@ pub(crate) fn alive_populate() -> bool {
     let p = prescient();
     // Observe mode (`enabled` 0): pre-eviction and its discards go on, but
     // no prefetch brings a discarded block back before the alive mark.
-    let p0 = params(&p);
-    let observe = set_params(&p, u::ParamsAbi { enabled: 0, ..p0 });
+    let p0 = get_params(p.as_raw_fd());
+    let observe = set_params(p.as_raw_fd(), u::ParamsAbi { enabled: 0, ..p0 });
     let f = uvm();
     let inf = info(&f);
     let k = inf.kernels;
@@ -92,7 +91,7 @@ pub(crate) fn alive_populate() -> bool {
     let refaults = standin_counter("fault_after_discarded") - faults_discarded;
     let end = space(&p, h);
     detach(&p, h);
-    let restored = set_params(&p, p0);
+    let restored = set_params(p.as_raw_fd(), p0);
     let ok = observe.is_ok()
         && revived.is_ok()
         && unpopulated == 0
@@ -116,27 +115,5 @@ pub(crate) fn alive_populate() -> bool {
             "observe mode, range dead, a quarter of a replay: {} blocks discarded ({discarded} at the driver), {} faulted back, {left} left; MARK_ALIVE with MARK_NO_POPULATE populated {unpopulated} (flag 2: {bad_flag:?}), then MARK_ALIVE populated {populated} (stand-in migrated in {moved} meanwhile), again {twice}; next replay: {refaults} faults on discarded blocks, {} migrate errors",
             before.discards, faults_discarded - faults_discarded0, end.migrate_errors
         ),
-    )
-}
-
-/// The module's parameters (GET_PARAMS).
-fn params(p: &File) -> u::ParamsAbi {
-    let mut b = [0u8; u::ParamsAbi::SIZE];
-    ioc(
-        p.as_raw_fd(),
-        u::PRESCIENT_IOC_GET_PARAMS as u64,
-        b.as_mut_ptr(),
-    )
-    .expect("GET_PARAMS");
-    u::ParamsAbi::from_bytes(&b).expect("params")
-}
-
-/// SET_PARAMS.
-fn set_params(p: &File, a: u::ParamsAbi) -> Result<(), i32> {
-    let mut b = a.to_bytes();
-    ioc(
-        p.as_raw_fd(),
-        u::PRESCIENT_IOC_SET_PARAMS as u64,
-        b.as_mut_ptr(),
     )
 }

@@ -9,7 +9,7 @@
 //! the calls past it answer ENOMEM, every process lives, and the memory
 //! the race takes stays under that bound (MemAvailable, sampled).
 use crate::security::{fork, wait};
-use crate::{attach, detach, ioc, marker, prescient, uvm};
+use crate::{attach, detach, get_params, marker, prescient, set_params, uvm};
 use prescient_core::{Mode, Params};
 use prescient_uapi as u;
 use std::os::fd::AsRawFd;
@@ -90,11 +90,6 @@ fn zeroed_siginfo() -> libc::siginfo_t {
     unsafe { std::mem::zeroed() }
 }
 
-fn set_params(fd: i32, p: u::ParamsAbi) -> Result<(), i32> {
-    let mut b = p.to_bytes();
-    ioc(fd, u::PRESCIENT_IOC_SET_PARAMS as u64, b.as_mut_ptr())
-}
-
 /// One caller: waits for `start`, then one SET_PARAMS; its answer.
 fn caller(p: u::ParamsAbi, start: Instant) -> i32 {
     let f = prescient();
@@ -114,9 +109,7 @@ fn caller(p: u::ParamsAbi, start: Instant) -> i32 {
 pub(crate) fn params_race() -> bool {
     let p = prescient();
     let fd = p.as_raw_fd();
-    let mut pb = [0u8; u::ParamsAbi::SIZE];
-    ioc(fd, u::PRESCIENT_IOC_GET_PARAMS as u64, pb.as_mut_ptr()).expect("GET_PARAMS");
-    let p0 = u::ParamsAbi::from_bytes(&pb).expect("params");
+    let p0 = get_params(fd);
     let space = uvm();
     let h = attach(&p, space.as_raw_fd()).expect("ATTACH");
     let (pbig, mib) = big(p0);
