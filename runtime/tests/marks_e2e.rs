@@ -74,6 +74,7 @@ fn run_player(tag: &str, args: &[&str], envs: &[(&str, &str)]) -> (String, Vec<S
         .env("PRESCIENT_MARKS_SOCKET", &sock)
         .env_remove("PRESCIENT_MODE")
         .env_remove("PRESCIENT_MARKS_FLUSHER")
+        .env_remove("PRESCIENT_MARKS_HOLD_MS")
         .envs(envs.iter().copied())
         .output()
         .unwrap();
@@ -91,9 +92,11 @@ fn run_player(tag: &str, args: &[&str], envs: &[(&str, &str)]) -> (String, Vec<S
     (stdout, lines)
 }
 
+/// With no hold (the player hands the range out again 5 ms after its free,
+/// within the default hold).
 #[test]
 fn a_free_is_marked_dead_after_its_fence_and_alive_before_reuse() {
-    let (stdout, lines) = run_player("reuse", &[], &[]);
+    let (stdout, lines) = run_player("reuse", &[], &[("PRESCIENT_MARKS_HOLD_MS", "0")]);
     assert!(stdout.contains("events=1"), "one fence recorded: {stdout}");
     let range = format!("[[{},{}]]", 8u64 << 30, 4u64 << 20);
     assert_eq!(lines.len(), 2, "{lines:?}");
@@ -128,5 +131,15 @@ fn a_dead_mark_goes_out_while_the_job_makes_no_allocator_call() {
 #[test]
 fn without_the_flusher_a_quiet_free_stays_unsent() {
     let (_, lines) = run_player("off", &["quiet"], &[("PRESCIENT_MARKS_FLUSHER", "0")]);
+    assert!(lines.is_empty(), "{lines:?}");
+}
+
+/// A range handed out again within the hold costs no request at all: its
+/// dead mark was never sent, so no alive mark is either (the hold is long
+/// here so that a slow machine cannot let it pass).
+#[test]
+fn a_range_reused_within_the_hold_is_never_marked() {
+    let (stdout, lines) = run_player("hold", &[], &[("PRESCIENT_MARKS_HOLD_MS", "5000")]);
+    assert!(stdout.contains("events=1"), "the free was taken: {stdout}");
     assert!(lines.is_empty(), "{lines:?}");
 }

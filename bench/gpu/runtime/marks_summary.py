@@ -13,7 +13,7 @@ import statistics
 import sys
 
 WARM = 3
-CONFIGS = ["driverlike", "transparent", "execid", "marks", "foot", "footB", "service"]
+CONFIGS = ["driverlike", "transparent", "execid", "marks", "foot", "footB", "foothold", "service"]
 
 
 def steps_of(path):
@@ -84,7 +84,7 @@ def main():
     print("median over reps (ms): " + ", ".join(f"{c}={m[c]:.1f}" for c in CONFIGS if c in m))
     for a, b in [("execid", "transparent"), ("execid", "driverlike"), ("marks", "transparent"),
                  ("marks", "driverlike"), ("marks", "execid"), ("foot", "driverlike"), ("foot", "marks"),
-                 ("footB", "driverlike"), ("foot", "footB")]:
+                 ("footB", "driverlike"), ("foot", "footB"), ("foothold", "foot")]:
         if a in m and b in m:
             print(f"{a} vs {b}: {m[b] / m[a]:.2f}x")
 

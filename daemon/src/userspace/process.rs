@@ -466,6 +466,14 @@ impl Process {
         };
         for _ in 0..MARKS_PER_TURN {
             let Some(m) = rx.next() else { break };
+            if self.log.on() {
+                for r in &m.blocks {
+                    // `populated` is sorted: the range's share by two searches.
+                    let p = &m.populated;
+                    let n = p.partition_point(|&b| b < r.end) - p.partition_point(|&b| b < r.start);
+                    self.log.mark(r, m.dead, n);
+                }
+            }
             let route = &self.route;
             let a = apply_mark(
                 &mut self.lanes,

@@ -2,12 +2,14 @@
  * against the runtime and the fake libcuda: finds the driver as CUDA's
  * libraries do, then reports a 4 MB free on a stream, a small allocation
  * elsewhere 5 ms later (the runtime sends the free's dead mark once its
- * fence has passed) and the 4 MB range handed out again (the runtime marks
- * it alive and waits for the reply). With a second argument "quiet": the
+ * fence has passed and its hold, PRESCIENT_MARKS_HOLD_MS, is over) and the
+ * 4 MB range handed out again (the runtime marks it alive and waits for the
+ * reply, if its dead mark was sent). With a second argument "quiet": the
  * free, then no allocator call for 200 ms (a training step's CPU waiting in
  * a synchronize): its dead mark must still go out, from the runtime's
- * flusher thread. The Rust test serves the marks socket and checks what
- * arrives. Prints ok=1 when every call returned. */
+ * flusher thread, after the default hold of 10 ms. The Rust test serves
+ * the marks socket and checks what arrives. Prints ok=1 when every call
+ * returned. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
