@@ -367,8 +367,9 @@ fn module_counts(s: &mut UnixStream, pid: i32) -> (u64, u64) {
 }
 
 /// `module-marks SOCK` (module comment): the whole range dead, a quarter
-/// of the kernels (the module discards dead victims), the range alive
-/// (it populates what it discarded); then dead again on a second
+/// of the kernels (the module discards dead victims), the range alive with
+/// `no_populate` (nothing populated), then alive (it populates what it
+/// discarded); then dead again on a second
 /// connection that closes: prescientd marks it alive, so a full replay
 /// after that discards nothing.
 fn module_marks(sock: &str) -> bool {
@@ -386,16 +387,22 @@ fn module_marks(sock: &str) -> bool {
     let mut c = UnixStream::connect(sock).unwrap();
     let attached = call(&mut c, &format!(r#"{{"cmd":"attach","pid":{me}}}"#));
     let range = format!("[[{},{}]]", inf.base, u64::from(inf.blocks) << 21);
-    let mark = |s: &mut UnixStream, dead: bool| {
+    let mark_as = |s: &mut UnixStream, dead: bool, extra: &str| {
         call(
             s,
-            &format!(r#"{{"cmd":"mark","dead":{dead},"ranges":{range}}}"#),
+            &format!(r#"{{"cmd":"mark","dead":{dead},"ranges":{range}{extra}}}"#),
         )
     };
+    let mark = |s: &mut UnixStream, dead: bool| mark_as(s, dead, "");
     run_kernels(fd, 0..inf.kernels, &mut c);
     let dead = mark(&mut c, true);
     run_kernels(fd, 0..inf.kernels / 4, &mut c);
     let (d1, p1) = module_counts(&mut c, me);
+    // Alive with no_populate (memory going back to the driver): nothing
+    // is brought back, and what was discarded stays recorded...
+    let alive_np = mark_as(&mut c, false, r#","no_populate":true"#);
+    let (_, p_np) = module_counts(&mut c, me);
+    // ...for the alive mark of the blocks' next use.
     let alive = mark(&mut c, false);
     let (_, p2) = module_counts(&mut c, me);
     let mut c2 = UnixStream::connect(sock).unwrap();
@@ -406,18 +413,19 @@ fn module_marks(sock: &str) -> bool {
     run_kernels(fd, 0..inf.kernels, &mut c);
     let (d4, _) = module_counts(&mut c, me);
     let detached = call(&mut c, &format!(r#"{{"cmd":"detach","pid":{me}}}"#));
-    let ok_all = [&attached, &dead, &alive, &dead2, &detached]
+    let ok_all = [&attached, &dead, &alive_np, &alive, &dead2, &detached]
         .iter()
         .all(|r| r.starts_with(r#"{"ok""#));
     println!(
-        "PEER: attach/dead/alive/dead-on-a-closed-connection/detach ok {ok_all}; {d1} blocks discarded after the dead mark, {} populated by the alive mark; after the second connection closed holding its dead mark, a full replay discarded {}",
-        p2 - p1,
+        "PEER: attach/dead/alive-no-populate/alive/dead-on-a-closed-connection/detach ok {ok_all}; {d1} blocks discarded after the dead mark, {} populated by the no_populate alive mark, {} by the alive mark after it; after the second connection closed holding its dead mark, a full replay discarded {}",
+        p_np - p1,
+        p2 - p_np,
         d4 - d3
     );
     if !ok_all {
-        println!("PEER: replies {attached} {dead} {alive} {dead2} {detached}");
+        println!("PEER: replies {attached} {dead} {alive_np} {alive} {dead2} {detached}");
     }
-    ok_all && d1 > 0 && d4 == d3
+    ok_all && d1 > 0 && p_np == p1 && d4 == d3
 }
 
 fn notify_listen(path: &str, secs: u64) -> bool {

@@ -30,9 +30,12 @@ fn client(
     while !stop.load(Ordering::SeqCst) {
         let b = blocks.start + n % BLOCKS_EACH;
         n += 1;
-        // Hand the block out: only once the daemon answered.
+        // Hand the block out: only once the daemon answered. Every third
+        // alive mark brings nothing back (`no_populate`): it must hold the
+        // block out of discards all the same.
+        let populate = !n.is_multiple_of(3);
         loop {
-            match marks::send(&tx, &owner, false, vec![b..b + 1]) {
+            match marks::send(&tx, &owner, false, vec![b..b + 1], populate) {
                 Ok(_) => break,
                 Err(marks::SendError::Busy(_)) => std::thread::yield_now(),
                 Err(marks::SendError::Gone) => return,
@@ -42,7 +45,9 @@ fn client(
         std::thread::yield_now();
         // Free it: the use is over before the dead mark is sent.
         in_use[b as usize].store(false, Ordering::SeqCst);
-        while let Err(marks::SendError::Busy(_)) = marks::send(&tx, &owner, true, vec![b..b + 1]) {
+        while let Err(marks::SendError::Busy(_)) =
+            marks::send(&tx, &owner, true, vec![b..b + 1], true)
+        {
             std::thread::yield_now();
         }
         rounds.fetch_add(1, Ordering::Relaxed);

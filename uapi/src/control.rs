@@ -255,6 +255,13 @@ pub enum Request {
     Mark {
         dead: bool,
         ranges: Vec<[u64; 2]>,
+        /// Alive marks: bring nothing back to the GPU (blocks discarded
+        /// stay so, and stay recorded for the alive mark of their next
+        /// use). For memory that goes back to the driver, where a populate
+        /// would move blocks onto the GPU just before they are freed.
+        /// Absent: false (sent only when true).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        no_populate: bool,
     },
     /// A residency budget in prescient-units' budget grammar ("40G",
     /// "GPU-<uuid>=40G,1=20G", "30G,1=20G"): its each-GPU size is set as
@@ -579,6 +586,12 @@ mod tests {
             Request::Mark {
                 dead: true,
                 ranges: vec![[0x7f00_0000_0000, 0x40_0000]],
+                no_populate: false,
+            },
+            Request::Mark {
+                dead: false,
+                ranges: vec![[0x7f00_0000_0000, 0x40_0000]],
+                no_populate: true,
             },
         ] {
             let s = serde_json::to_string(&r).unwrap();
@@ -595,7 +608,29 @@ mod tests {
             .unwrap(),
             Request::Mark {
                 dead: false,
-                ranges: vec![[4096, 8192]]
+                ranges: vec![[4096, 8192]],
+                no_populate: false,
+            }
+        );
+        // Sent only when set, so a plain mark's line is as before.
+        let plain = Request::Mark {
+            dead: true,
+            ranges: vec![[4096, 8192]],
+            no_populate: false,
+        };
+        assert_eq!(
+            serde_json::to_string(&plain).unwrap(),
+            r#"{"cmd":"mark","dead":true,"ranges":[[4096,8192]]}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Request>(
+                r#"{"cmd":"mark","dead":false,"ranges":[[4096,8192]],"no_populate":true}"#
+            )
+            .unwrap(),
+            Request::Mark {
+                dead: false,
+                ranges: vec![[4096, 8192]],
+                no_populate: true,
             }
         );
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"format-disk"}"#).is_err());

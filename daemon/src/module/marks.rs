@@ -55,7 +55,11 @@ pub(super) fn apply(module: &Module, m: MarkFrom<'_>) -> Result<Applied, DevErro
             .map_err(|e| refused("MARK", libc::EBUSY, e))?;
     }
     let revive = reviver(module, handle);
-    let kind = if m.dead { Kind::Dead } else { Kind::Alive };
+    let kind = match (m.dead, m.populate) {
+        (true, _) => Kind::Dead,
+        (false, true) => Kind::Alive,
+        (false, false) => Kind::Revive,
+    };
     for (i, r) in m.blocks.iter().enumerate() {
         if let Err(e) = mark_range(module, handle, kind, r.clone()) {
             if m.dead {
@@ -105,8 +109,8 @@ enum Kind {
     /// The process hands the blocks out again: the module populates the
     /// ones it discarded before it returns.
     Alive,
-    /// Alive, nobody about to use them (a revocation, an undo):
-    /// MARK_NO_POPULATE.
+    /// Alive, nobody about to use them (a revocation, an undo, a
+    /// `no_populate` mark): MARK_NO_POPULATE.
     Revive,
 }
 

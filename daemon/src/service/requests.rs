@@ -50,10 +50,15 @@ impl Connection for ControlConnection {
 impl Service {
     /// Answers one request from `peer` on the connection `owner`.
     pub(super) fn handle(&self, req: Request, peer: &Peer, owner: &Arc<Owner>) -> Response {
-        if let Request::Mark { dead, ranges } = req {
+        if let Request::Mark {
+            dead,
+            ranges,
+            no_populate,
+        } = req
+        {
             // Not under the service lock: an alive mark waits for the
             // process's backend thread.
-            return self.mark(peer, owner, dead, &ranges);
+            return self.mark(peer, owner, dead, &ranges, !no_populate);
         }
         if req.mutates() && peer.uid != Some(0) {
             return error(
@@ -283,7 +288,14 @@ impl Service {
     /// A process's own dead/alive marks (marks.rs): `peer` must be the
     /// process they are about, by pidfd (a connection outliving its process
     /// marks nothing), and own it.
-    fn mark(&self, peer: &Peer, owner: &Arc<Owner>, dead: bool, ranges: &[[u64; 2]]) -> Response {
+    fn mark(
+        &self,
+        peer: &Peer,
+        owner: &Arc<Owner>,
+        dead: bool,
+        ranges: &[[u64; 2]],
+        populate: bool,
+    ) -> Response {
         if peer.live_process().is_none() {
             let m = crate::userspace::marks::no_process(peer);
             tracing::warn!(pid = ?peer.pid, uid = ?peer.uid, "{m}");
@@ -298,6 +310,7 @@ impl Service {
             owner,
             dead,
             blocks,
+            populate,
         };
         match self.dev.mark(m) {
             Ok(a) => Response::Ok(Reply::Marked(a)),

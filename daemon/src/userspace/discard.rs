@@ -128,6 +128,7 @@ mod tests {
     use crate::userspace::residency::tests::GPU;
     use crate::userspace::residency::Residency;
     use prescient_core::{Engine, Victim, BLOCK_BYTES};
+    use prescient_uapi::control::Applied;
 
     fn eng(l: &mut Lanes) -> &mut Engine<Vec<u64>> {
         &mut l.at(GPU).unwrap().engine
@@ -145,6 +146,23 @@ mod tests {
         }
     }
 
+    /// `apply_mark` in prescient mode, with one GPU and no owner lookup.
+    fn apply(
+        lanes: &mut Lanes,
+        discarded: &mut HashSet<u64>,
+        m: &Mark,
+        host_dead: &mut Vec<u64>,
+    ) -> Applied {
+        apply_mark(
+            lanes,
+            |_| None,
+            discarded,
+            PolicyMode::Prescient,
+            m,
+            host_dead,
+        )
+    }
+
     fn mark(dead: bool, blocks: std::ops::Range<u64>) -> Mark {
         Mark {
             dead,
@@ -152,6 +170,7 @@ mod tests {
             gate: None,
             owner: None,
             populated: Vec::new(),
+            bring_back: true,
         }
     }
 
@@ -236,19 +255,43 @@ mod tests {
         resident(&mut l, eng(&mut lanes), 0..1);
         let mut m = mark(false, 20..24);
         m.populated = vec![20, 22, 23];
-        let a = apply_mark(
-            &mut lanes,
-            |_| None,
-            &mut discarded,
-            PolicyMode::Prescient,
-            &m,
-            &mut host_dead,
-        );
+        let a = apply(&mut lanes, &mut discarded, &m, &mut host_dead);
         assert_eq!(a.refetched, 3, "20-22 were discarded");
         assert!(discarded.is_empty());
         let lane = lanes.iter_mut().next().unwrap();
         assert_eq!(lane.populated, [20, 22, 23]);
         assert_eq!(lane.refetch, [21]);
+    }
+
+    /// An alive mark that brings nothing back (a revocation, a
+    /// `no_populate` mark before the memory goes back to the driver) makes
+    /// the blocks alive in the engine and leaves discarded ones discarded,
+    /// and recorded, for the alive mark of their next use.
+    #[test]
+    fn an_alive_mark_that_brings_nothing_back_leaves_discarded_blocks() {
+        let (mut l, mut lanes) = (Residency::default(), one_lane());
+        let mut discarded = HashSet::from([21, 22]);
+        let mut host_dead = Vec::new();
+        resident(&mut l, eng(&mut lanes), 20..21);
+        let dead = mark(true, 20..21);
+        apply(&mut lanes, &mut discarded, &dead, &mut host_dead);
+        let mut m = mark(false, 20..23);
+        m.bring_back = false;
+        let a = apply(&mut lanes, &mut discarded, &m, &mut host_dead);
+        assert_eq!((a.blocks, a.resident, a.refetched), (3, 1, 0));
+        assert_eq!(discarded, HashSet::from([21, 22]));
+        assert!(refetch(&mut lanes).is_empty());
+        // The block's next use brings them back.
+        let a = apply_mark(
+            &mut lanes,
+            |_| None,
+            &mut discarded,
+            PolicyMode::Prescient,
+            &mark(false, 21..23),
+            &mut host_dead,
+        );
+        assert_eq!(a.refetched, 2);
+        assert_eq!(refetch(&mut lanes), [21, 22]);
     }
 
     #[test]

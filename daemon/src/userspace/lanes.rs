@@ -365,6 +365,8 @@ fn add_stats(t: &mut Stats, s: &Stats) {
 /// of the GPU that last faulted on them (the only lane when there is one):
 /// the caller makes room for them there, counts them and migrates them
 /// back; a block with no such GPU stays where it is (its fault brings it).
+/// An alive mark that brings nothing back (`Mark::bring_back` false: a
+/// revocation, a `no_populate` mark) leaves discarded blocks discarded.
 pub(super) fn apply_mark(
     lanes: &mut Lanes,
     owner: impl Fn(u64) -> Option<u16>,
@@ -402,6 +404,11 @@ pub(super) fn apply_mark(
             resident |= l.engine.mark_alive(b);
         }
         a.resident += u64::from(resident);
+        if !m.bring_back {
+            // Nobody is about to use it: a discarded block stays so (and
+            // recorded, for the alive mark of its next use).
+            continue;
+        }
         // Brought back before the reply: counted on the GPU, not migrated
         // again (a block the gate still had as discarded after the backend
         // stopped doing so is counted too: it is on the GPU now).

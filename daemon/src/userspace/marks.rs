@@ -94,6 +94,10 @@ pub struct Mark {
     /// before the reply (alive.rs `open_populating`), sorted; the backend
     /// counts them on the GPU at once.
     pub populated: Vec<u64>,
+    /// Alive marks: the backend brings its discarded blocks back (refetch);
+    /// false for revocations and `no_populate` marks, whose blocks nobody
+    /// is about to use: they stay discarded, and recorded as such.
+    pub bring_back: bool,
 }
 
 impl Mark {
@@ -159,6 +163,7 @@ impl Receiver {
                 gate: Some(id),
                 owner: None,
                 populated: Vec::new(),
+                bring_back: false,
             });
         }
         loop {
@@ -293,6 +298,9 @@ pub struct MarkFrom<'a> {
     pub owner: &'a Arc<Owner>,
     pub dead: bool,
     pub blocks: Vec<Range<u64>>,
+    /// Alive marks: bring discarded blocks back (the request's
+    /// `no_populate` unset).
+    pub populate: bool,
 }
 
 /// Why a mark was not taken.
@@ -375,6 +383,7 @@ pub fn send(
     owner: &Arc<Owner>,
     dead: bool,
     blocks: Vec<Range<u64>>,
+    populate: bool,
 ) -> Result<Applied, SendError> {
     let n: u64 = blocks.iter().map(|b| b.end - b.start).sum();
     if dead {
@@ -397,6 +406,7 @@ pub fn send(
                 gate: None,
                 owner: Some(owner.clone()),
                 populated: Vec::new(),
+                bring_back: false,
             },
         )?;
         h.to = Some(tx.clone());
@@ -410,8 +420,15 @@ pub fn send(
     }
     // In the gate before it is queued: from here on no discard of the
     // blocks is in flight or can start, and its discarded blocks are back
-    // on the GPU (alive.rs).
-    let Some((id, populated)) = tx.gate.open_populating(blocks.clone(), ALIVE_WAIT) else {
+    // on the GPU (alive.rs), unless the sender asked for none.
+    let opened = if populate {
+        tx.gate.open_populating(blocks.clone(), ALIVE_WAIT)
+    } else {
+        tx.gate
+            .open_within(blocks.clone(), ALIVE_WAIT)
+            .map(|id| (id, Vec::new()))
+    };
+    let Some((id, populated)) = opened else {
         return Err(SendError::Busy(format!(
             "a discard held the process's alive gate for {ALIVE_WAIT:?}; nothing was applied, the blocks stay dead"
         )));
@@ -424,6 +441,7 @@ pub fn send(
             gate: Some(id),
             owner: Some(owner.clone()),
             populated,
+            bring_back: populate,
         },
     );
     if let Err(e) = queued {
@@ -519,7 +537,12 @@ impl MarksConnection {
 impl Connection for MarksConnection {
     fn handle(&self, req: Request) -> Response {
         use prescient_uapi::control::Reply;
-        let Request::Mark { dead, ranges } = req else {
+        let Request::Mark {
+            dead,
+            ranges,
+            no_populate,
+        } = req
+        else {
             return socket::error(
                 "invalid",
                 "this socket takes only \"mark\" requests (prescientctl talks to the service's control socket)",
@@ -533,7 +556,7 @@ impl Connection for MarksConnection {
             Ok(b) => b,
             Err(m) => return socket::error("invalid", format!("mark: {m}")),
         };
-        match send(&self.tx, &self.owner, dead, blocks) {
+        match send(&self.tx, &self.owner, dead, blocks, !no_populate) {
             Ok(a) => Response::Ok(Reply::Marked(a)),
             Err(e) => send_error_reply(&e),
         }
@@ -611,6 +634,35 @@ mod tests {
         assert!(block_ranges(true, &[[0, 32 << 30]]).is_ok());
     }
 
+    /// A `no_populate` alive mark is held out of discards like any other,
+    /// migrates nothing before its reply and asks the backend for no
+    /// refetch; its discarded blocks stay recorded for the next alive mark.
+    #[test]
+    fn a_no_populate_alive_mark_is_gated_and_brings_nothing_back() {
+        let (tx, rx) = channel();
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let c = calls.clone();
+        rx.gate().set_populate(Some(Arc::new(move |first, count| {
+            c.lock().unwrap().push((first, count));
+            true
+        })));
+        rx.gate().guard().discarded([3, 4]);
+        let o = owner();
+        send(&tx, &o, true, vec![3..5], true).unwrap();
+        assert_eq!(send(&tx, &o, false, vec![3..5], false).unwrap().blocks, 2);
+        assert!(rx.gate().guard().holds(3), "held before the backend saw it");
+        assert!(calls.lock().unwrap().is_empty(), "nothing migrated");
+        rx.next().unwrap();
+        let m = rx.next().unwrap();
+        assert!(!m.dead && !m.bring_back && m.populated.is_empty());
+        rx.gate().close(m.gate.unwrap());
+        // The block's next use brings both back before its reply.
+        send(&tx, &o, false, vec![3..5], true).unwrap();
+        assert_eq!(*calls.lock().unwrap(), [(3, 2)]);
+        let m = rx.next().unwrap();
+        assert!(m.bring_back && m.populated == [3, 4]);
+    }
+
     /// An alive mark is answered once its blocks are in the gate and it is
     /// queued, without waiting for the backend; the gate holds them until
     /// the backend has applied it. Once the backend is gone, marks fail.
@@ -618,8 +670,8 @@ mod tests {
     fn alive_is_answered_once_gated_and_fails_once_the_backend_is_gone() {
         let (tx, rx) = channel();
         let o = owner();
-        assert_eq!(send(&tx, &o, true, vec![3..5]).unwrap().blocks, 2);
-        assert_eq!(send(&tx, &o, false, vec![3..5]).unwrap().blocks, 2);
+        assert_eq!(send(&tx, &o, true, vec![3..5], true).unwrap().blocks, 2);
+        assert_eq!(send(&tx, &o, false, vec![3..5], true).unwrap().blocks, 2);
         assert!(rx.gate().guard().holds(4), "held before the backend saw it");
         let m = rx.next().unwrap();
         assert!(m.dead && m.gate.is_none());
@@ -629,9 +681,9 @@ mod tests {
         rx.gate().close(m.gate.unwrap());
         assert!(!rx.gate().guard().holds(3));
         drop(rx);
-        assert_eq!(send(&tx, &o, false, vec![3..5]), Err(SendError::Gone));
+        assert_eq!(send(&tx, &o, false, vec![3..5], true), Err(SendError::Gone));
         assert!(SendError::Gone.to_string().contains("stopped"));
-        assert!(send(&tx, &o, true, vec![3..5]).is_err());
+        assert!(send(&tx, &o, true, vec![3..5], true).is_err());
         assert_eq!(tx.gate.pending(), 0, "a mark not queued leaves no entry");
     }
 
@@ -646,7 +698,7 @@ mod tests {
         let t = {
             let (tx, o, answered) = (tx.clone(), o.clone(), answered.clone());
             std::thread::spawn(move || {
-                send(&tx, &o, false, vec![7..8]).unwrap();
+                send(&tx, &o, false, vec![7..8], true).unwrap();
                 answered.store(true, Ordering::SeqCst);
             })
         };
@@ -663,10 +715,10 @@ mod tests {
         let (tx, _rx) = channel();
         let o = owner();
         for i in 0..QUEUE as u64 {
-            send(&tx, &o, true, vec![i..i + 1]).unwrap();
+            send(&tx, &o, true, vec![i..i + 1], true).unwrap();
         }
         let t = std::time::Instant::now();
-        let e = send(&tx, &o, true, vec![9999..10000]).unwrap_err();
+        let e = send(&tx, &o, true, vec![9999..10000], true).unwrap_err();
         assert!(
             matches!(e, SendError::Busy(ref m) if m.contains("full")),
             "{e}"
@@ -685,9 +737,9 @@ mod tests {
         // connection's dead marks.
         let (tx, rx) = channel();
         let (a, b) = (owner(), owner());
-        send(&tx, &a, true, vec![10..20]).unwrap();
-        send(&tx, &b, true, vec![30..31]).unwrap();
-        send(&tx, &a, true, vec![40..42]).unwrap();
+        send(&tx, &a, true, vec![10..20], true).unwrap();
+        send(&tx, &b, true, vec![30..31], true).unwrap();
+        send(&tx, &a, true, vec![40..42], true).unwrap();
         // Applied: a's first mark.
         let m = rx.next().unwrap();
         assert_eq!((m.dead, m.blocks.clone()), (true, vec![10..20]));
@@ -752,9 +804,9 @@ mod tests {
     fn blocks_marked_alive_again_are_not_revoked_twice() {
         let (tx, rx) = channel();
         let o = owner();
-        send(&tx, &o, true, vec![0..8]).unwrap();
+        send(&tx, &o, true, vec![0..8], true).unwrap();
         rx.next().unwrap();
-        send(&tx, &o, false, vec![2..4]).unwrap();
+        send(&tx, &o, false, vec![2..4], true).unwrap();
         let m = rx.next().unwrap();
         rx.gate().close(m.gate.unwrap());
         o.close();
@@ -773,12 +825,12 @@ mod tests {
         let mut sent = 0;
         for i in 0..(MAX_TRACKED as u64 + 1) {
             // Apart, so that they do not merge.
-            match send(&tx, &o, true, vec![2 * i..2 * i + 1]) {
+            match send(&tx, &o, true, vec![2 * i..2 * i + 1], true) {
                 Ok(_) => sent += 1,
                 Err(SendError::Busy(m)) if m.contains("dead ranges") => break,
                 Err(SendError::Busy(_)) => {
                     while rx.next().is_some() {}
-                    send(&tx, &o, true, vec![2 * i..2 * i + 1]).unwrap();
+                    send(&tx, &o, true, vec![2 * i..2 * i + 1], true).unwrap();
                     sent += 1;
                 }
                 Err(e) => panic!("{e}"),
@@ -810,6 +862,7 @@ mod tests {
         let mark = Request::Mark {
             dead: true,
             ranges: vec![[0x20_0000, 0x40_0000]],
+            no_populate: false,
         };
         // Another process (a child of ours, alive) may not mark for us.
         let mut child = std::process::Command::new("sleep")
@@ -829,6 +882,7 @@ mod tests {
         let bad = Request::Mark {
             dead: false,
             ranges: vec![[1, 4096]],
+            no_populate: false,
         };
         let r = c.handle(bad);
         assert!(matches!(r, Response::Error(e) if e.kind == "invalid"));

@@ -511,7 +511,7 @@ impl Backend for Userspace {
             ));
         };
         marks::check_peer(m.peer, &target).map_err(|e| refused("MARK", libc::EPERM, e))?;
-        marks::send(&tx, m.owner, m.dead, m.blocks).map_err(|e| match e {
+        marks::send(&tx, m.owner, m.dead, m.blocks, m.populate).map_err(|e| match e {
             marks::SendError::Busy(b) => refused("MARK", libc::EBUSY, b),
             marks::SendError::Gone => refused("MARK", libc::ENOENT, e.to_string()),
         })
@@ -636,6 +636,7 @@ mod tests {
             owner: &owner,
             dead,
             blocks,
+            populate: true,
         };
         let e = u.mark(mark(true, vec![1..2])).unwrap_err();
         assert_eq!(e.errno(), Some(libc::ENOENT));

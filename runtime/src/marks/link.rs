@@ -4,7 +4,7 @@
 //! serves. The daemon knows the sender by SO_PEERCRED: a process marks only
 //! its own memory.
 
-use super::protocol::{Link, Reply};
+use super::protocol::{Kind, Link, Reply};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -90,16 +90,22 @@ fn read_line(mut s: &UnixStream) -> Option<String> {
     }
 }
 
-/// The request line: `{"cmd":"mark","dead":D,"ranges":[[A,L],...]}`.
-pub fn request_line(dead: bool, ranges: &[[u64; 2]]) -> Vec<u8> {
+/// The request line: `{"cmd":"mark","dead":D,"ranges":[[A,L],...]}`, and
+/// `"no_populate":true` for a release.
+pub fn request_line(kind: Kind, ranges: &[[u64; 2]]) -> Vec<u8> {
     use std::fmt::Write;
-    let mut s = String::with_capacity(48 + ranges.len() * 32);
+    let dead = kind == Kind::Dead;
+    let mut s = String::with_capacity(72 + ranges.len() * 32);
     let _ = write!(s, "{{\"cmd\":\"mark\",\"dead\":{dead},\"ranges\":[");
     for (i, [a, l]) in ranges.iter().enumerate() {
         let sep = if i == 0 { "" } else { "," };
         let _ = write!(s, "{sep}[{a},{l}]");
     }
-    s.push_str("]}\n");
+    s.push(']');
+    if kind == Kind::Released {
+        s.push_str(",\"no_populate\":true");
+    }
+    s.push_str("}\n");
     s.into_bytes()
 }
 
@@ -121,8 +127,8 @@ pub fn parse_reply(line: &str) -> Reply {
 }
 
 impl Link for SocketLink {
-    fn call(&mut self, dead: bool, ranges: &[[u64; 2]]) -> Reply {
-        let line = request_line(dead, ranges);
+    fn call(&mut self, kind: Kind, ranges: &[[u64; 2]]) -> Reply {
+        let line = request_line(kind, ranges);
         // A broken connection is made again once: resending a mark is
         // harmless (marking a block dead or alive twice changes nothing).
         let mut why = Reply::Closed;
@@ -149,12 +155,17 @@ mod tests {
     #[test]
     fn the_request_is_the_control_protocols_mark() {
         // uapi control.rs's own test decodes exactly this shape.
-        let l = request_line(false, &[[4096, 8192]]);
+        let l = request_line(Kind::Alive, &[[4096, 8192]]);
         assert_eq!(
             l,
             b"{\"cmd\":\"mark\",\"dead\":false,\"ranges\":[[4096,8192]]}\n"
         );
-        let l = request_line(true, &[[0, 2 << 20], [8 << 20, 4 << 20]]);
+        let l = request_line(Kind::Released, &[[4096, 8192]]);
+        assert_eq!(
+            std::str::from_utf8(&l).unwrap(),
+            "{\"cmd\":\"mark\",\"dead\":false,\"ranges\":[[4096,8192]],\"no_populate\":true}\n"
+        );
+        let l = request_line(Kind::Dead, &[[0, 2 << 20], [8 << 20, 4 << 20]]);
         assert_eq!(
             std::str::from_utf8(&l).unwrap(),
             "{\"cmd\":\"mark\",\"dead\":true,\"ranges\":[[0,2097152],[8388608,4194304]]}\n"
@@ -181,7 +192,7 @@ mod tests {
         let path = dir.join("s");
         let _ = std::fs::remove_file(&path);
         let mut link = SocketLink::new(path.clone());
-        assert_eq!(link.call(true, &[[0, 2 << 20]]), Reply::NoDaemon);
+        assert_eq!(link.call(Kind::Dead, &[[0, 2 << 20]]), Reply::NoDaemon);
         let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
         let srv = std::thread::spawn(move || {
             let (mut c, _) = l.accept().unwrap();
@@ -191,7 +202,7 @@ mod tests {
                 .unwrap();
             got
         });
-        assert_eq!(link.call(false, &[[2 << 20, 2 << 20]]), Reply::Busy);
+        assert_eq!(link.call(Kind::Alive, &[[2 << 20, 2 << 20]]), Reply::Busy);
         let got = srv.join().unwrap();
         assert!(got.contains("\"dead\":false"), "{got}");
         let _ = std::fs::remove_dir_all(&dir);

@@ -48,7 +48,10 @@
 //!    live byte's block is alive at the daemon before it can be written.
 //! 5. **Memory going back to the driver.** Before the runtime frees a
 //!    managed allocation (cuMemFree) its dead blocks are marked alive, so
-//!    a later allocation at the same address never starts out dead.
+//!    a later allocation at the same address never starts out dead. That
+//!    mark asks for nothing to be brought back (`no_populate`): a populate
+//!    would move discarded blocks onto the GPU just before they are freed.
+//!    A prescientd that refuses the field gets the plain alive mark.
 //! 6. **Failures fall on the safe side.** A dead mark not sent or not
 //!    taken (fence not passed, daemon busy, not attached, gone) only means
 //!    a block is not discarded. An alive mark is retried while the daemon
@@ -231,7 +234,8 @@ pub extern "C" fn prescient_allocator_event(
     let Some(mut s) = lock() else { return };
     let Some(calls) = fence::calls() else { return };
     match action {
-        EV_ALLOC | EV_SEGMENT_ALLOC | EV_SEGMENT_FREE => s.marks.allocated(addr, size),
+        EV_ALLOC | EV_SEGMENT_ALLOC => s.marks.allocated(addr, size),
+        EV_SEGMENT_FREE => s.marks.released(addr, size),
         EV_FREE_COMPLETED => {
             let _r = Relaxed::new(calls);
             // Handle 0 is the current context's default stream: a fence
@@ -282,9 +286,11 @@ pub fn allocated(addr: u64, len: u64) {
 }
 
 /// `[addr, addr + len)` is about to go back to the driver: its blocks are
-/// marked alive first (point 5 above).
+/// marked alive first (point 5 above), with nothing brought back.
 pub fn before_free(addr: u64, len: u64) {
-    allocated(addr, len);
+    if let Some(mut s) = lock() {
+        s.marks.released(addr, len);
+    }
 }
 
 /// The counters, for the runtime's exit line (None: marks off).

@@ -45,10 +45,24 @@ pub enum Reply {
     Refused(String),
 }
 
+/// What a mark says of its ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Freed: the data is dead.
+    Dead,
+    /// Handed out again: live, and blocks prescientd discarded come back
+    /// to the GPU before the reply.
+    Alive,
+    /// Going back to the driver (a segment freed, cuMemFree): live again,
+    /// so that a later allocation there never starts out dead, but nothing
+    /// is brought back (the control protocol's `no_populate`).
+    Released,
+}
+
 /// The way to prescientd.
 pub trait Link {
     /// Sends one mark (`[addr, len]` ranges) and returns the answer.
-    fn call(&mut self, dead: bool, ranges: &[[u64; 2]]) -> Reply;
+    fn call(&mut self, kind: Kind, ranges: &[[u64; 2]]) -> Reply;
     /// Waits before retry `attempt` of an alive mark.
     fn pause(&mut self, attempt: u32);
 }
@@ -204,6 +218,16 @@ impl<L: Link, F: Fence> Marks<L, F> {
     /// its blocks is dead at the daemon: dead marks not sent yet are
     /// cancelled, sent ones are marked alive and the daemon's reply awaited.
     pub fn allocated(&mut self, addr: u64, len: u64) {
+        self.live_again(addr, len, Kind::Alive);
+    }
+
+    /// `[addr, addr + len)` goes back to the driver: as `allocated`, but
+    /// the alive mark brings nothing onto the GPU (`Kind::Released`).
+    pub fn released(&mut self, addr: u64, len: u64) {
+        self.live_again(addr, len, Kind::Released);
+    }
+
+    fn live_again(&mut self, addr: u64, len: u64, kind: Kind) {
         let b = outward(addr, len);
         if b.is_empty() {
             return;
@@ -213,7 +237,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
         }
         let revive = self.dead.take(b);
         if !revive.is_empty() {
-            self.revive(&revive);
+            self.revive(&revive, kind);
         }
     }
 
@@ -254,16 +278,17 @@ impl<L: Link, F: Fence> Marks<L, F> {
         self.pending = keep;
     }
 
-    /// Marks `blocks` alive and waits until the daemon has taken it (from
-    /// then on it discards none of them).
-    fn revive(&mut self, blocks: &[Range<u64>]) {
+    /// Marks `blocks` alive (`kind` Alive or Released) and waits until the
+    /// daemon has taken it (from then on it discards none of them).
+    fn revive(&mut self, blocks: &[Range<u64>], kind: Kind) {
         let t = std::time::Instant::now();
         for chunk in blocks.chunks(MAX_RANGES) {
             let ranges: Vec<[u64; 2]> = chunk.iter().map(as_bytes).collect();
             let mut attempt = 0;
+            let mut kind = kind;
             loop {
                 self.counters.requests += 1;
-                match self.link.call(false, &ranges) {
+                match self.link.call(kind, &ranges) {
                     Reply::Ok => {
                         self.counters.alive_blocks += count(chunk);
                         break;
@@ -276,6 +301,12 @@ impl<L: Link, F: Fence> Marks<L, F> {
                     // is discarded for it (marks.rs: a backend that ends
                     // drops its marks; a restarted daemon has none).
                     Reply::NotAttached | Reply::NoDaemon | Reply::Closed => break,
+                    // A prescientd older than `no_populate` refuses the
+                    // field: the blocks must be alive all the same.
+                    Reply::Refused(_) if kind == Kind::Released => {
+                        kind = Kind::Alive;
+                        continue;
+                    }
                     Reply::Refused(m) => {
                         self.turn_off(format!("prescientd refused an alive mark: {m}"));
                         break;
@@ -340,7 +371,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
     fn send_dead(&mut self, chunk: &[Range<u64>]) {
         let ranges: Vec<[u64; 2]> = chunk.iter().map(as_bytes).collect();
         self.counters.requests += 1;
-        match self.link.call(true, &ranges) {
+        match self.link.call(Kind::Dead, &ranges) {
             Reply::Ok => {
                 for r in chunk {
                     self.dead.insert(r.clone());
@@ -380,13 +411,20 @@ fn count(rs: &[Range<u64>]) -> u64 {
 mod tests {
     use super::*;
 
-    /// Records each request; prescientd takes every one.
+    /// Records each request; prescientd takes every one, except (`old`)
+    /// `no_populate`, as a prescientd from before it refuses the field.
     #[derive(Default)]
-    struct Recorder(Vec<(bool, usize)>);
+    struct Recorder(Vec<(Kind, usize)>, bool);
 
     impl Link for Recorder {
-        fn call(&mut self, dead: bool, ranges: &[[u64; 2]]) -> Reply {
-            self.0.push((dead, ranges.len()));
+        fn call(&mut self, kind: Kind, ranges: &[[u64; 2]]) -> Reply {
+            self.0.push((kind, ranges.len()));
+            if self.1 && kind == Kind::Released {
+                return Reply::Refused(
+                    r#"{"error":{"kind":"invalid","message":"unknown field `no_populate`"}}"#
+                        .into(),
+                );
+            }
             Reply::Ok
         }
         fn pause(&mut self, _attempt: u32) {}
@@ -421,9 +459,9 @@ mod tests {
         assert_eq!(m.counters.cancelled_blocks, 4);
         m.freed(8 * BLOCK, 2 * BLOCK, 7);
         assert_eq!(m.flush_at(Instant::now() + hold), 2, "sent once held");
-        assert_eq!(m.link.0, [(true, 1)]);
+        assert_eq!(m.link.0, [(Kind::Dead, 1)]);
         m.allocated(8 * BLOCK, BLOCK);
-        assert_eq!(m.link.0[1], (false, 1), "a sent one is marked alive");
+        assert_eq!(m.link.0[1], (Kind::Alive, 1), "a sent one is marked alive");
     }
 
     #[test]
@@ -435,10 +473,31 @@ mod tests {
         assert_eq!(m.flush(), 0);
         // Both are older than the hold by `later`: both go, in one request.
         assert_eq!(m.flush_at(later), 2);
-        assert_eq!(m.link.0, [(true, 2)]);
+        assert_eq!(m.link.0, [(Kind::Dead, 2)]);
         // Without a hold a free goes at the next flush, as before.
         let mut m = Marks::new(Recorder::default(), Idle);
         m.freed(BLOCK, BLOCK, 1);
         assert_eq!(m.flush(), 1);
+    }
+
+    /// Memory going back to the driver is marked alive with nothing
+    /// brought back; a prescientd that does not know `no_populate` gets
+    /// the plain alive mark instead, and marks stay on.
+    #[test]
+    fn a_release_marks_alive_without_populating_even_at_an_old_daemon() {
+        for old in [false, true] {
+            let mut m = Marks::new(Recorder(Vec::new(), old), Idle);
+            m.freed(BLOCK, 2 * BLOCK, 7);
+            assert_eq!(m.flush(), 2);
+            m.released(BLOCK, 2 * BLOCK);
+            let want: &[(Kind, usize)] = if old {
+                &[(Kind::Dead, 1), (Kind::Released, 1), (Kind::Alive, 1)]
+            } else {
+                &[(Kind::Dead, 1), (Kind::Released, 1)]
+            };
+            assert_eq!(m.link.0, want);
+            assert!(m.dead_blocks().is_empty() && m.off().is_none());
+            assert_eq!(m.counters.alive_blocks, 2);
+        }
     }
 }

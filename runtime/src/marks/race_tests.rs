@@ -23,7 +23,7 @@
 //! touched by a kernel still queued on a stream. Two broken variants (no
 //! fence; an alive mark answered before it is applied) must be caught.
 
-use super::protocol::{Fence, Link, Marks, Reply};
+use super::protocol::{Fence, Kind, Link, Marks, Reply};
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::ops::Range;
@@ -149,7 +149,10 @@ type W = Rc<RefCell<World>>;
 struct ModelLink(W);
 
 impl Link for ModelLink {
-    fn call(&mut self, dead: bool, ranges: &[[u64; 2]]) -> Reply {
+    fn call(&mut self, kind: Kind, ranges: &[[u64; 2]]) -> Reply {
+        // A release is an alive mark to the daemon (it only brings nothing
+        // back, which no discard depends on).
+        let dead = kind == Kind::Dead;
         let mut w = self.0.borrow_mut();
         w.meanwhile();
         if w.rng.chance(5) {
@@ -350,7 +353,7 @@ impl Allocator {
                 self.stream[u] = None;
                 u += 1;
             }
-            m.allocated(addr(start), (u - start) as u64 * MB);
+            m.released(addr(start), (u - start) as u64 * MB);
         }
     }
 }
