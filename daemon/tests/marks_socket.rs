@@ -2,12 +2,13 @@
 //! end over a real Unix socket: this test process is the "target", a thread
 //! stands in for its backend loop.
 
-use prescientd::pidfd::Pidfd;
+#[path = "support/marks_server.rs"]
+mod support;
+
 use prescientd::userspace::marks;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn call(s: &mut UnixStream, line: &str) -> serde_json::Value {
@@ -23,23 +24,8 @@ fn call(s: &mut UnixStream, line: &str) -> serde_json::Value {
 #[test]
 #[allow(clippy::single_range_in_vec_init)] // one block per mark
 fn marks_reach_the_backend_and_alive_is_answered_once_gated() {
-    let dir = std::env::temp_dir().join(format!("prescient-marks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("marks.sock");
-    let _ = std::fs::remove_file(&path);
-    let (tx, rx) = marks::channel();
-    let me = std::process::id() as i32;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = {
-        let _g = rt.enter();
-        tokio::net::UnixListener::bind(&path).unwrap()
-    };
-    let target = Arc::new(Pidfd::open(me).unwrap());
-    rt.spawn(marks::serve(listener, target, tx));
+    let (rt, path, rx) = server("marks");
+    let dir = path.parent().unwrap().to_path_buf();
     // The alive mark's reply does not wait for the backend: its blocks are
     // held in the gate until the backend applies it.
     let gate = rx.gate().clone();
@@ -79,25 +65,9 @@ fn marks_reach_the_backend_and_alive_is_answered_once_gated() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A marks server for this process on a fresh socket: (runtime, path, receiver).
+/// A marks server for this process on a fresh socket, one worker.
 fn server(name: &str) -> (tokio::runtime::Runtime, std::path::PathBuf, marks::Receiver) {
-    let dir = std::env::temp_dir().join(format!("prescient-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("marks.sock");
-    let _ = std::fs::remove_file(&path);
-    let (tx, rx) = marks::channel();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = {
-        let _g = rt.enter();
-        tokio::net::UnixListener::bind(&path).unwrap()
-    };
-    let target = Arc::new(Pidfd::open(std::process::id() as i32).unwrap());
-    rt.spawn(marks::serve(listener, target, tx));
-    (rt, path, rx)
+    support::server(name, 1)
 }
 
 #[test]
