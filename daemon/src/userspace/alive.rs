@@ -55,6 +55,7 @@
 use super::ranges::RangeSet;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -71,7 +72,17 @@ pub type Populate = Arc<dyn Fn(u64, u64) -> bool + Send + Sync>;
 
 /// One process's gate, shared by its marks senders and its backend thread.
 #[derive(Clone, Default)]
-pub struct AliveGate(Arc<Mutex<Pending>>);
+pub struct AliveGate(Arc<Mutex<Pending>>, Arc<AliveTimes>);
+
+/// Where an alive mark's answer waits inside prescientd: for the gate
+/// (a discard run holding it) and for its populates; nanoseconds and
+/// marks, summed (`Snapshot::alive_gate_wait_s`, `alive_populate_s`).
+#[derive(Default)]
+pub struct AliveTimes {
+    pub marks: AtomicU64,
+    pub gate_wait_ns: AtomicU64,
+    pub populate_ns: AtomicU64,
+}
 
 #[derive(Default)]
 struct Pending {
@@ -125,8 +136,14 @@ impl AliveGate {
         blocks: Vec<Range<u64>>,
         wait: Duration,
     ) -> Option<(u64, Vec<u64>)> {
+        let t = Instant::now();
         // The guard is a temporary: the lock is released here.
         let (id, mut taken, populate) = Self::insert_taking(&mut *self.lock_within(wait)?, blocks);
+        let gated = Instant::now();
+        self.1.marks.fetch_add(1, Ordering::Relaxed);
+        self.1
+            .gate_wait_ns
+            .fetch_add(nanos(gated - t), Ordering::Relaxed);
         // Outside the lock: the mark holds the blocks, so no discard of
         // them can start while they come back.
         let Some(populate) = populate else {
@@ -139,7 +156,17 @@ impl AliveGate {
                 back.extend(first..first + count);
             }
         }
+        if !taken.is_empty() {
+            self.1
+                .populate_ns
+                .fetch_add(nanos(gated.elapsed()), Ordering::Relaxed);
+        }
         Some((id, back))
+    }
+
+    /// The alive marks' waits so far (`AliveTimes`).
+    pub fn times(&self) -> &AliveTimes {
+        &self.1
     }
 
     /// `insert`, taking the mark's blocks out of the discarded set.
@@ -246,6 +273,10 @@ impl Guard<'_> {
             p.discarded.insert(b);
         }
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -370,6 +401,26 @@ mod tests {
             .unwrap();
         assert!(back.is_empty());
         assert_eq!(calls.lock().unwrap().len(), 3);
+    }
+
+    /// An alive mark's wait for a discard run holding the gate is counted,
+    /// and so are the marks; a mark with nothing to bring back adds no
+    /// populate time.
+    #[test]
+    fn alive_marks_count_their_wait_for_the_gate() {
+        let g = AliveGate::default();
+        let hold = Duration::from_millis(20);
+        std::thread::scope(|s| {
+            let guard = g.guard();
+            let waiter = s.spawn(|| g.open_populating(vec![1..2], Duration::from_secs(5)));
+            std::thread::sleep(hold);
+            drop(guard);
+            waiter.join().unwrap().unwrap();
+        });
+        let t = g.times();
+        assert_eq!(t.marks.load(Ordering::Relaxed), 1);
+        assert!(t.gate_wait_ns.load(Ordering::Relaxed) > 0);
+        assert_eq!(t.populate_ns.load(Ordering::Relaxed), 0);
     }
 
     /// Without a populate nothing is recorded or brought back; forgetting a

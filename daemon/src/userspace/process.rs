@@ -572,6 +572,12 @@ impl Process {
         self.snap.mechanism = self.mech.snapshot();
         self.snap.ahead = self.ahead.as_ref().map(|a| a.snapshot());
         self.snap.host_shared = self.shared.stats.clone();
+        if let Some(rx) = self.cfg.marks.as_ref() {
+            let t = rx.gate().times();
+            self.snap.alive_marks = t.marks.load(Ordering::Relaxed);
+            self.snap.alive_gate_wait_s = t.gate_wait_ns.load(Ordering::Relaxed) as f64 / 1e9;
+            self.snap.alive_populate_s = t.populate_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        }
         if let Some(r) = self.recorder.as_ref() {
             self.snap.plan_recorded = r.entries() as u64;
             self.snap.plan_unmapped = r.unmapped;

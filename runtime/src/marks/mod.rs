@@ -114,6 +114,9 @@ struct State {
     marks: Marks<SocketLink, CudaFence>,
     last_flush: Instant,
     said_off: bool,
+    /// Time the allocator's ALLOC events waited for this lock (held by the
+    /// flusher thread sending dead marks, or by another allocator call), ns.
+    alloc_lock_wait_ns: u64,
 }
 
 static STATE: OnceLock<Option<Mutex<State>>> = OnceLock::new();
@@ -135,6 +138,7 @@ fn state() -> Option<&'static Mutex<State>> {
                     .with_hold(hold_from_env()),
                 last_flush: Instant::now(),
                 said_off: false,
+                alloc_lock_wait_ns: 0,
             }))
         })
         .as_ref()
@@ -231,7 +235,11 @@ pub extern "C" fn prescient_allocator_event(
         EV_FREE_COMPLETED | EV_SEGMENT_FREE => crate::footprint::extents::block_freed(addr, size),
         _ => {}
     }
+    let t = Instant::now();
     let Some(mut s) = lock() else { return };
+    if action == EV_ALLOC {
+        s.alloc_lock_wait_ns += t.elapsed().as_nanos() as u64;
+    }
     let Some(calls) = fence::calls() else { return };
     match action {
         EV_ALLOC | EV_SEGMENT_ALLOC => s.marks.allocated(addr, size),
@@ -298,7 +306,7 @@ pub fn line() -> Option<String> {
     let s = lock()?;
     let c = s.marks.counters;
     Some(format!(
-        "marks: frees={} dead_blocks={} flusher_blocks={} alive_blocks={} cancelled_blocks={} dropped_blocks={} requests={} alive_wait_ms={:.1} hold_ms={}{}",
+        "marks: frees={} dead_blocks={} flusher_blocks={} alive_blocks={} cancelled_blocks={} dropped_blocks={} requests={} alive_wait_ms={:.1} alloc_lock_wait_ms={:.1} hold_ms={}{}",
         c.frees,
         c.dead_blocks,
         c.flusher_blocks,
@@ -307,6 +315,7 @@ pub fn line() -> Option<String> {
         c.dropped_blocks,
         c.requests,
         c.alive_wait_ns as f64 / 1e6,
+        s.alloc_lock_wait_ns as f64 / 1e6,
         s.marks.hold.as_millis(),
         s.marks.off().map(|w| format!(" off=({w})")).unwrap_or_default()
     ))
