@@ -9,8 +9,10 @@ file (daemon/src/userspace/blocklog.rs) and, per block, pairs each dead mark
 with the alive mark that undoes it. For a hold-off H (dead marks sent only
 once the block has stayed free for H), it counts the alive-marked blocks
 revived within H (their dead and alive marks never sent) and, of those, the
-ones discarded or populated before they came back (the discards H would
-lose). Times are the backend's apply times, a turn at most after the send.
+ones discarded before they came back (the discards H would lose). Alive
+marks that bring nothing back (`r`: a revocation, memory going back to the
+driver) end a block's dead interval without counting as a reuse. Times are
+the backend's apply times, a turn at most after the send.
 
 Usage: python3 markgaps.py BLOCKS_TSV[.gz] [--json]"""
 import gzip
@@ -40,14 +42,16 @@ def pairs(path):
             if block in dead_at:
                 discarded.add(block)
         elif kind == "M":
-            count, dead = int(f[3]), f[4] == "d"
+            count, kind = int(f[3]), f[4]
             for b in range(block, block + count):
-                if dead:
+                if kind == "d":
                     dead_blocks += 1
                     dead_at[b] = t
                     discarded.discard(b)
                 elif b in dead_at:
-                    out.append((t - dead_at.pop(b), b in discarded))
+                    gap = t - dead_at.pop(b)
+                    if kind == "a":
+                        out.append((gap, b in discarded))
                     discarded.discard(b)
     return out, dead_blocks, discards
 

@@ -369,7 +369,7 @@ fn module_counts(s: &mut UnixStream, pid: i32) -> (u64, u64) {
 /// `module-marks SOCK` (module comment): the whole range dead, a quarter
 /// of the kernels (the module discards dead victims), the range alive with
 /// `no_populate` (nothing populated), then alive (it populates what it
-/// discarded); then dead again on a second
+/// discarded and still has recorded: reported, not required); then dead again on a second
 /// connection that closes: prescientd marks it alive, so a full replay
 /// after that discards nothing.
 fn module_marks(sock: &str) -> bool {
@@ -398,11 +398,11 @@ fn module_marks(sock: &str) -> bool {
     let dead = mark(&mut c, true);
     run_kernels(fd, 0..inf.kernels / 4, &mut c);
     let (d1, p1) = module_counts(&mut c, me);
-    // Alive with no_populate (memory going back to the driver): nothing
-    // is brought back, and what was discarded stays recorded...
+    // Alive with no_populate (memory going back to the driver):
+    // MARK_NO_POPULATE, nothing brought back (checked). The module keeps
+    // its record, so the plain alive mark after it may populate (reported).
     let alive_np = mark_as(&mut c, false, r#","no_populate":true"#);
     let (_, p_np) = module_counts(&mut c, me);
-    // ...for the alive mark of the blocks' next use.
     let alive = mark(&mut c, false);
     let (_, p2) = module_counts(&mut c, me);
     let mut c2 = UnixStream::connect(sock).unwrap();

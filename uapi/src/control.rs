@@ -255,10 +255,12 @@ pub enum Request {
     Mark {
         dead: bool,
         ranges: Vec<[u64; 2]>,
-        /// Alive marks: bring nothing back to the GPU (blocks discarded
-        /// stay so, and stay recorded for the alive mark of their next
-        /// use). For memory that goes back to the driver, where a populate
-        /// would move blocks onto the GPU just before they are freed.
+        /// Alive marks: the memory goes back to the driver (a freed
+        /// segment, cuMemFree): alive, so that a later allocation there
+        /// never starts out dead, but nothing is brought back to the GPU,
+        /// where a populate would move blocks just before they are freed.
+        /// The user-space backend forgets which of them it discarded;
+        /// prescient.ko keeps its bounded record (MARK_NO_POPULATE).
         /// Absent: false (sent only when true).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         no_populate: bool,

@@ -15,8 +15,8 @@
 # that PD_B (environment) names, "foot50" foot with the footprint window at
 # 50%, "footnf" foot with the runtime's marks flusher off, "footnn" foot
 # with --no-next-use-victims, "foothold" foot with the runtime's dead marks
-# held HOLD_MS (environment, default 10) ms after each free; PLAIN=0 skips
-# the plain run.
+# held HOLD_MS (environment, required: the runtime holds 10 ms by default,
+# so foot has that hold) ms after each free; PLAIN=0 skips the plain run.
 set -u
 out=$1; model=$2; steps=$3; reps=$4; budget=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,7 +60,7 @@ for r in $(seq 1 "$reps"); do
       foot) case_ "$model.foot.$r" exec-id prescient on 1 --footprints ;;
       foot50) case_ "$model.foot50.$r" exec-id prescient on 1 --footprints --footprint-window-pct 50 ;;
       footnn) case_ "$model.footnn.$r" exec-id prescient on 1 --footprints --no-next-use-victims ;;
-      foothold) PRESCIENT_MARKS_HOLD_MS=${HOLD_MS:-10} case_ "$model.foothold.$r" exec-id prescient on 1 --footprints ;;
+      foothold) PRESCIENT_MARKS_HOLD_MS=${HOLD_MS:?foothold needs HOLD_MS} case_ "$model.foothold.$r" exec-id prescient on 1 --footprints ;;
       footnf) PRESCIENT_MARKS_FLUSHER=0 case_ "$model.footnf.$r" exec-id prescient on 1 --footprints ;;
       footB) PD_CASE=${PD_B:?footB needs PD_B} case_ "$model.footB.$r" exec-id prescient on 1 --footprints ;;
     esac

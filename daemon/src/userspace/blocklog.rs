@@ -20,9 +20,11 @@
 //! - `P block`: a prefetch queued; `V block`: a victim queued for eviction;
 //!   `D block`: a dead block discarded (UVM_DISCARD returned), a victim or
 //!   dead data on the host;
-//! - `M block count d|a p`: a dead / alive mark of `count` blocks from
+//! - `M block count d|a|r p`: a dead / alive mark of `count` blocks from
 //!   `block` applied by the backend (its time is the apply, a turn at most
 //!   after the process sent it), `p` of them populated before the reply;
+//!   `r`: alive, bringing nothing back (a revocation, memory going back to
+//!   the driver), not a reuse;
 //! - `J block count g|c call_us status`: a worker's UVM_MIGRATE of `count`
 //!   blocks from `block` to the GPU / CPU returned after `call_us` (the
 //!   line's time is its return), status 0, the driver's RM status, or a
@@ -144,13 +146,13 @@ impl BlockLog {
         self.line('D', block, None);
     }
 
-    /// One range of a dead or alive mark the backend applied, with how many
-    /// of its blocks were populated before the reply (alive marks only).
-    pub fn mark(&mut self, range: &std::ops::Range<u64>, dead: bool, populated: usize) {
+    /// One range of a mark the backend applied (`kind` d, a or r, as the
+    /// format says), with how many of its blocks were populated before
+    /// the reply (alive marks only).
+    pub fn mark(&mut self, range: &std::ops::Range<u64>, kind: char, populated: usize) {
         if !self.on() {
             return;
         }
-        let kind = if dead { 'd' } else { 'a' };
         let detail = format!("{}\t{kind}\t{populated}", range.end - range.start);
         self.line('M', range.start, Some(&detail));
     }
@@ -213,8 +215,8 @@ mod tests {
         log.prefetch(8);
         log.victim(7);
         log.discard(7);
-        log.mark(&(10..14), true, 0);
-        log.mark(&(10..12), false, 1);
+        log.mark(&(10..14), 'd', 0);
+        log.mark(&(10..12), 'a', 1);
         log.thrashing(9, 2 << 20);
         log.throttling(9, true);
         log.throttling(9, false);

@@ -123,7 +123,7 @@ mod tests {
     use super::*;
     use crate::userspace::lanes::tests::one_lane;
     use crate::userspace::lanes::{apply_mark, Lanes};
-    use crate::userspace::marks::Mark;
+    use crate::userspace::marks::{Discarded, Mark};
     use crate::userspace::mode::PolicyMode;
     use crate::userspace::residency::tests::GPU;
     use crate::userspace::residency::Residency;
@@ -170,7 +170,7 @@ mod tests {
             gate: None,
             owner: None,
             populated: Vec::new(),
-            bring_back: true,
+            discarded: Discarded::BringBack,
         }
     }
 
@@ -263,35 +263,48 @@ mod tests {
         assert_eq!(lane.refetch, [21]);
     }
 
-    /// An alive mark that brings nothing back (a revocation, a
-    /// `no_populate` mark before the memory goes back to the driver) makes
-    /// the blocks alive in the engine and leaves discarded ones discarded,
-    /// and recorded, for the alive mark of their next use.
+    /// An alive mark that brings nothing back makes the blocks alive in
+    /// the engine and leaves discarded ones discarded: a revocation keeps
+    /// them recorded (the alive mark of their next use brings them back),
+    /// a `no_populate` mark (memory going back to the driver) forgets them.
     #[test]
     fn an_alive_mark_that_brings_nothing_back_leaves_discarded_blocks() {
         let (mut l, mut lanes) = (Residency::default(), one_lane());
-        let mut discarded = HashSet::from([21, 22]);
+        let mut discarded = HashSet::from([21, 22, 30]);
         let mut host_dead = Vec::new();
         resident(&mut l, eng(&mut lanes), 20..21);
         let dead = mark(true, 20..21);
         apply(&mut lanes, &mut discarded, &dead, &mut host_dead);
         let mut m = mark(false, 20..23);
-        m.bring_back = false;
+        m.discarded = Discarded::Keep;
         let a = apply(&mut lanes, &mut discarded, &m, &mut host_dead);
         assert_eq!((a.blocks, a.resident, a.refetched), (3, 1, 0));
-        assert_eq!(discarded, HashSet::from([21, 22]));
+        assert_eq!(discarded, HashSet::from([21, 22, 30]));
         assert!(refetch(&mut lanes).is_empty());
         // The block's next use brings them back.
-        let a = apply_mark(
+        let a = apply(
             &mut lanes,
-            |_| None,
             &mut discarded,
-            PolicyMode::Prescient,
             &mark(false, 21..23),
             &mut host_dead,
         );
         assert_eq!(a.refetched, 2);
         assert_eq!(refetch(&mut lanes), [21, 22]);
+        // Released: forgotten, so a later dead mark of the address is
+        // discarded where it is.
+        let mut m = mark(false, 30..31);
+        m.discarded = Discarded::Forget;
+        let a = apply(&mut lanes, &mut discarded, &m, &mut host_dead);
+        assert_eq!(a.refetched, 0);
+        assert!(discarded.is_empty());
+        assert_eq!(refetch(&mut lanes), [21, 22], "nothing more to refetch");
+        apply(
+            &mut lanes,
+            &mut discarded,
+            &mark(true, 30..31),
+            &mut host_dead,
+        );
+        assert_eq!(host_dead, [30]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::ahead::issue::Once;
 use super::ahead::sweep::Sweep;
 use super::config::{engine_params, Config};
 use super::discard::Leaving;
-use super::marks::Mark;
+use super::marks::{Discarded, Mark};
 use super::migrator::{gpu_bytes, Counters, Evicted};
 use super::mode::PolicyMode;
 use super::residency::{fault_in, Left, Residency};
@@ -365,8 +365,9 @@ fn add_stats(t: &mut Stats, s: &Stats) {
 /// of the GPU that last faulted on them (the only lane when there is one):
 /// the caller makes room for them there, counts them and migrates them
 /// back; a block with no such GPU stays where it is (its fault brings it).
-/// An alive mark that brings nothing back (`Mark::bring_back` false: a
-/// revocation, a `no_populate` mark) leaves discarded blocks discarded.
+/// An alive mark that brings nothing back (`Mark::discarded`: a
+/// revocation keeps them recorded, a `no_populate` mark forgets them)
+/// leaves discarded blocks discarded.
 pub(super) fn apply_mark(
     lanes: &mut Lanes,
     owner: impl Fn(u64) -> Option<u16>,
@@ -404,10 +405,17 @@ pub(super) fn apply_mark(
             resident |= l.engine.mark_alive(b);
         }
         a.resident += u64::from(resident);
-        if !m.bring_back {
-            // Nobody is about to use it: a discarded block stays so (and
-            // recorded, for the alive mark of its next use).
-            continue;
+        match m.discarded {
+            Discarded::BringBack => {}
+            // Nobody is about to use it: a discarded block stays so,
+            // recorded for the process's alive mark at its next use.
+            Discarded::Keep => continue,
+            // Going back to the driver: forgotten (a later dead mark of
+            // the address is then discarded where it is, as any other).
+            Discarded::Forget => {
+                discarded.remove(&b);
+                continue;
+            }
         }
         // Brought back before the reply: counted on the GPU, not migrated
         // again (a block the gate still had as discarded after the backend

@@ -94,10 +94,23 @@ pub struct Mark {
     /// before the reply (alive.rs `open_populating`), sorted; the backend
     /// counts them on the GPU at once.
     pub populated: Vec<u64>,
-    /// Alive marks: the backend brings its discarded blocks back (refetch);
-    /// false for revocations and `no_populate` marks, whose blocks nobody
-    /// is about to use: they stay discarded, and recorded as such.
-    pub bring_back: bool,
+    /// Alive marks: what becomes of its blocks prescientd discarded.
+    pub discarded: Discarded,
+}
+
+/// What an alive mark does with the blocks prescientd discarded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Discarded {
+    /// Brings them back (the allocator hands the memory out): populated
+    /// before the reply, or refetched by the backend.
+    BringBack,
+    /// Leaves them discarded and recorded: a revocation (nobody is about
+    /// to use them; the process's own alive mark at their next use brings
+    /// them back).
+    Keep,
+    /// Leaves them discarded and forgets them: a `no_populate` mark, for
+    /// memory going back to the driver (no alive mark for it will come).
+    Forget,
 }
 
 impl Mark {
@@ -163,7 +176,7 @@ impl Receiver {
                 gate: Some(id),
                 owner: None,
                 populated: Vec::new(),
-                bring_back: false,
+                discarded: Discarded::Keep,
             });
         }
         loop {
@@ -387,33 +400,7 @@ pub fn send(
 ) -> Result<Applied, SendError> {
     let n: u64 = blocks.iter().map(|b| b.end - b.start).sum();
     if dead {
-        let mut h = owner.held();
-        if h.dead.len() + blocks.len() > MAX_TRACKED {
-            return Err(SendError::Busy(format!(
-                "this connection holds {} dead ranges (at most {MAX_TRACKED}); mark some alive first",
-                h.dead.len()
-            )));
-        }
-        if h.to.as_ref().is_some_and(|t| !Arc::ptr_eq(&t.id, &tx.id)) {
-            // The process was attached again: the old backend has ended.
-            h.dead = RangeSet::default();
-        }
-        try_send(
-            tx,
-            Mark {
-                dead,
-                blocks: blocks.clone(),
-                gate: None,
-                owner: Some(owner.clone()),
-                populated: Vec::new(),
-                bring_back: false,
-            },
-        )?;
-        h.to = Some(tx.clone());
-        for b in blocks {
-            h.dead.insert(b);
-        }
-        return Ok(Applied {
+        return send_dead(tx, owner, blocks).map(|()| Applied {
             blocks: n,
             ..Default::default()
         });
@@ -425,7 +412,7 @@ pub fn send(
         tx.gate.open_populating(blocks.clone(), ALIVE_WAIT)
     } else {
         tx.gate
-            .open_within(blocks.clone(), ALIVE_WAIT)
+            .open_forgetting(blocks.clone(), ALIVE_WAIT)
             .map(|id| (id, Vec::new()))
     };
     let Some((id, populated)) = opened else {
@@ -441,7 +428,11 @@ pub fn send(
             gate: Some(id),
             owner: Some(owner.clone()),
             populated,
-            bring_back: populate,
+            discarded: if populate {
+                Discarded::BringBack
+            } else {
+                Discarded::Forget
+            },
         },
     );
     if let Err(e) = queued {
@@ -456,6 +447,37 @@ pub fn send(
         blocks: n,
         ..Default::default()
     })
+}
+
+/// Queues a dead mark and remembers it for revocation; never blocks.
+fn send_dead(tx: &Sender, owner: &Arc<Owner>, blocks: Vec<Range<u64>>) -> Result<(), SendError> {
+    let mut h = owner.held();
+    if h.dead.len() + blocks.len() > MAX_TRACKED {
+        return Err(SendError::Busy(format!(
+            "this connection holds {} dead ranges (at most {MAX_TRACKED}); mark some alive first",
+            h.dead.len()
+        )));
+    }
+    if h.to.as_ref().is_some_and(|t| !Arc::ptr_eq(&t.id, &tx.id)) {
+        // The process was attached again: the old backend has ended.
+        h.dead = RangeSet::default();
+    }
+    try_send(
+        tx,
+        Mark {
+            dead: true,
+            blocks: blocks.clone(),
+            gate: None,
+            owner: Some(owner.clone()),
+            populated: Vec::new(),
+            discarded: Discarded::Keep,
+        },
+    )?;
+    h.to = Some(tx.clone());
+    for b in blocks {
+        h.dead.insert(b);
+    }
+    Ok(())
 }
 
 /// `try_send`, as a `SendError`.
@@ -634,9 +656,10 @@ mod tests {
         assert!(block_ranges(true, &[[0, 32 << 30]]).is_ok());
     }
 
-    /// A `no_populate` alive mark is held out of discards like any other,
-    /// migrates nothing before its reply and asks the backend for no
-    /// refetch; its discarded blocks stay recorded for the next alive mark.
+    /// A `no_populate` alive mark (memory going back to the driver) is held
+    /// out of discards like any other, migrates nothing before its reply,
+    /// asks the backend for no refetch and forgets its discarded blocks: a
+    /// later alive mark there brings nothing back.
     #[test]
     fn a_no_populate_alive_mark_is_gated_and_brings_nothing_back() {
         let (tx, rx) = channel();
@@ -654,13 +677,13 @@ mod tests {
         assert!(calls.lock().unwrap().is_empty(), "nothing migrated");
         rx.next().unwrap();
         let m = rx.next().unwrap();
-        assert!(!m.dead && !m.bring_back && m.populated.is_empty());
+        assert!(!m.dead && m.discarded == Discarded::Forget && m.populated.is_empty());
         rx.gate().close(m.gate.unwrap());
-        // The block's next use brings both back before its reply.
+        // Forgotten: a later alive mark of the blocks migrates nothing.
         send(&tx, &o, false, vec![3..5], true).unwrap();
-        assert_eq!(*calls.lock().unwrap(), [(3, 2)]);
+        assert!(calls.lock().unwrap().is_empty());
         let m = rx.next().unwrap();
-        assert!(m.bring_back && m.populated == [3, 4]);
+        assert!(m.discarded == Discarded::BringBack && m.populated.is_empty());
     }
 
     /// An alive mark is answered once its blocks are in the gate and it is

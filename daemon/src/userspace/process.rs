@@ -13,6 +13,7 @@ use super::discard::discard_blocks;
 use super::execfeed::{engine_id, ids_wanted, Feed};
 use super::gate;
 use super::lanes::{apply_mark, Lane};
+use super::marks::Discarded;
 use super::mode::{ExecIds, FaultSource, PolicyMode};
 use super::oracle::{maps, Oracle, OracleConfig};
 use super::policy;
@@ -467,11 +468,16 @@ impl Process {
         for _ in 0..MARKS_PER_TURN {
             let Some(m) = rx.next() else { break };
             if self.log.on() {
+                let kind = match (m.dead, m.discarded) {
+                    (true, _) => 'd',
+                    (false, Discarded::BringBack) => 'a',
+                    (false, _) => 'r',
+                };
                 for r in &m.blocks {
                     // `populated` is sorted: the range's share by two searches.
                     let p = &m.populated;
                     let n = p.partition_point(|&b| b < r.end) - p.partition_point(|&b| b < r.start);
-                    self.log.mark(r, m.dead, n);
+                    self.log.mark(r, kind, n);
                 }
             }
             let route = &self.route;

@@ -183,10 +183,12 @@ pub struct Snapshot {
     /// Of those, blocks an alive mark brought back to the GPU before its
     /// reply (alive.rs), counted on the GPU at the next turn.
     pub alive_populated_blocks: u64,
-    /// Alive marks answered (all but `no_populate` ones), and where their
-    /// answers waited inside prescientd: for the gate (a discard run held it) and for their
-    /// populates, seconds in all (alive.rs `AliveTimes`). The rest of the
-    /// allocator's wait is the socket round trip and the runtime's side.
+    /// Alive marks that passed the gate (all but `no_populate` ones; one
+    /// refused afterwards, its queue full, counts too), and where their
+    /// answers waited inside prescientd: for the gate (a discard run held
+    /// it) and for their populates, seconds in all (alive.rs
+    /// `AliveTimes`). The rest of the allocator's wait is the socket round
+    /// trip and the runtime's side.
     pub alive_marks: u64,
     pub alive_gate_wait_s: f64,
     pub alive_populate_s: f64,

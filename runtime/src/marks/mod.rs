@@ -197,7 +197,8 @@ fn start_flusher(calls: &'static fence::EventCalls) {
                     return;
                 }
                 let Some(mut s) = lock() else { return };
-                if !s.marks.waiting() {
+                // Nothing whose hold is over: no driver calls, lock let go.
+                if !s.marks.ready_at(Instant::now()) {
                     continue;
                 }
                 let _r = Relaxed::new(calls);
@@ -254,9 +255,10 @@ pub extern "C" fn prescient_allocator_event(
         }
         _ => {}
     }
-    if s.last_flush.elapsed() >= FLUSH_EVERY {
+    let now = Instant::now();
+    if now.duration_since(s.last_flush) >= FLUSH_EVERY && s.marks.ready_at(now) {
         let _r = Relaxed::new(calls);
-        s.marks.flush();
+        s.marks.flush_at(now);
         s.last_flush = Instant::now();
     }
     say_if_off(&mut s);

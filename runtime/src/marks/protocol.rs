@@ -125,6 +125,9 @@ pub struct Marks<L: Link, F: Fence> {
     off: Option<String>,
     /// How long a free waits before its dead mark may go (`with_hold`).
     pub hold: Duration,
+    /// prescientd refused `no_populate` once (older than the field):
+    /// releases go as plain alive marks from then on.
+    no_populate_refused: bool,
     pub counters: Counters,
 }
 
@@ -138,6 +141,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
             dead: Blocks::default(),
             off: None,
             hold: Duration::ZERO,
+            no_populate_refused: false,
             counters: Counters::default(),
         }
     }
@@ -162,9 +166,14 @@ impl<L: Link, F: Fence> Marks<L, F> {
         self.off.as_deref()
     }
 
-    /// True while dead marks wait for their fences.
-    pub fn waiting(&self) -> bool {
-        self.off.is_none() && !self.pending.is_empty()
+    /// True when a flush at `now` may send something: the oldest free's
+    /// hold is over (frees are queued in time order).
+    pub fn ready_at(&self, now: Instant) -> bool {
+        self.off.is_none()
+            && self
+                .pending
+                .front()
+                .is_some_and(|p| now.saturating_duration_since(p.freed_at) >= self.hold)
     }
 
     /// Blocks the daemon holds as dead now (as far as this side knows).
@@ -236,7 +245,12 @@ impl<L: Link, F: Fence> Marks<L, F> {
             self.cancel(&b);
         }
         let revive = self.dead.take(b);
-        if !revive.is_empty() {
+        if revive.is_empty() {
+            return;
+        }
+        if kind == Kind::Released && self.no_populate_refused {
+            self.revive(&revive, Kind::Alive);
+        } else {
             self.revive(&revive, kind);
         }
     }
@@ -305,6 +319,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
                     // field: the blocks must be alive all the same.
                     Reply::Refused(_) if kind == Kind::Released => {
                         kind = Kind::Alive;
+                        self.no_populate_refused = true;
                         continue;
                     }
                     Reply::Refused(m) => {
@@ -453,7 +468,7 @@ mod tests {
         let t0 = Instant::now();
         m.freed(BLOCK, 4 * BLOCK, 7);
         assert_eq!(m.flush_at(t0), 0, "held: not sent");
-        assert!(m.waiting());
+        assert!(!m.ready_at(t0) && m.ready_at(t0 + 2 * hold));
         m.allocated(BLOCK, 4 * BLOCK);
         assert!(m.link.0.is_empty(), "cancelled before it was sent");
         assert_eq!(m.counters.cancelled_blocks, 4);
@@ -467,10 +482,12 @@ mod tests {
     #[test]
     fn frees_past_their_hold_go_in_one_request_and_no_hold_sends_at_once() {
         let mut m = Marks::new(Recorder::default(), Idle).with_hold(Duration::from_millis(50));
+        let t0 = Instant::now();
         m.freed(BLOCK, BLOCK, 1);
         let later = Instant::now() + Duration::from_millis(60);
         m.freed(4 * BLOCK, BLOCK, 2);
-        assert_eq!(m.flush(), 0);
+        assert!(!m.ready_at(t0) && m.ready_at(later));
+        assert_eq!(m.flush_at(t0), 0);
         // Both are older than the hold by `later`: both go, in one request.
         assert_eq!(m.flush_at(later), 2);
         assert_eq!(m.link.0, [(Kind::Dead, 2)]);
@@ -487,17 +504,32 @@ mod tests {
     fn a_release_marks_alive_without_populating_even_at_an_old_daemon() {
         for old in [false, true] {
             let mut m = Marks::new(Recorder(Vec::new(), old), Idle);
-            m.freed(BLOCK, 2 * BLOCK, 7);
-            assert_eq!(m.flush(), 2);
-            m.released(BLOCK, 2 * BLOCK);
+            for at in [BLOCK, 8 * BLOCK] {
+                m.freed(at, 2 * BLOCK, 7);
+                assert_eq!(m.flush(), 2);
+                m.released(at, 2 * BLOCK);
+            }
+            // An old daemon refuses the field once; the second release goes
+            // as a plain alive mark at once.
             let want: &[(Kind, usize)] = if old {
-                &[(Kind::Dead, 1), (Kind::Released, 1), (Kind::Alive, 1)]
+                &[
+                    (Kind::Dead, 1),
+                    (Kind::Released, 1),
+                    (Kind::Alive, 1),
+                    (Kind::Dead, 1),
+                    (Kind::Alive, 1),
+                ]
             } else {
-                &[(Kind::Dead, 1), (Kind::Released, 1)]
+                &[
+                    (Kind::Dead, 1),
+                    (Kind::Released, 1),
+                    (Kind::Dead, 1),
+                    (Kind::Released, 1),
+                ]
             };
             assert_eq!(m.link.0, want);
             assert!(m.dead_blocks().is_empty() && m.off().is_none());
-            assert_eq!(m.counters.alive_blocks, 2);
+            assert_eq!(m.counters.alive_blocks, 4);
         }
     }
 }
