@@ -340,8 +340,8 @@ struct StandinInfo {
 
 /// Runs kernels `ks` of the stand-in's trace in the space of `fd`, asking
 /// prescientd's version on `keep` every second: the control socket closes
-/// a connection quiet for `idle_timeout_ms` (3 s in this guest), and a
-/// closing connection's dead marks are marked alive.
+/// a connection quiet for `idle_timeout_ms` (3 s in this guest) unless it
+/// holds dead marks, and this one holds none before its first.
 fn run_kernels(fd: i32, ks: std::ops::Range<u32>, keep: &mut UnixStream) {
     const STANDIN_IOCTL_KERNEL: libc::c_ulong = 0x7e00_0004;
     let mut asked = Instant::now();

@@ -146,7 +146,8 @@ pub struct ControlConfig {
     /// Connections at once from one user (root included).
     pub max_connections_per_uid: u32,
     /// A connection with no complete request (or an unread reply) for this
-    /// long is closed.
+    /// long is closed; one holding its process's dead marks may stay quiet
+    /// (closing it would revoke them), a reply it leaves unread still ends it.
     pub idle_timeout_ms: u64,
 }
 

@@ -35,6 +35,13 @@ impl Connection for ControlConnection {
         self.svc.handle(req, &self.peer, &self.owner)
     }
 
+    /// A job (`prescientctl run`'s runtime) whose dead marks this
+    /// connection holds is quiet whenever it frees nothing (an evaluation
+    /// phase, a checkpoint): closing it for that would revoke them.
+    fn may_stay_quiet(&self) -> bool {
+        self.owner.holds_dead()
+    }
+
     fn closed(&self) {
         let n = self.owner.close();
         if n > 0 {

@@ -33,6 +33,12 @@ pub trait Connection: Send + Sync + 'static {
     /// Answers one request (on a blocking thread; requests of one
     /// connection are answered one at a time, in order).
     fn handle(&self, req: Request) -> Response;
+    /// Whether the peer may stay quiet for longer than `Limits::idle` now,
+    /// whatever the socket allows: a job's connection to the control
+    /// socket while it holds dead marks, which closing would revoke.
+    fn may_stay_quiet(&self) -> bool {
+        false
+    }
     /// The peer has gone (or was cut off): called once, after the last
     /// `handle` has returned.
     fn closed(&self) {}
@@ -92,7 +98,7 @@ async fn refuse(mut stream: UnixStream, why: String) {
 /// Serves one connection: a JSON request per line, a JSON response line
 /// each, until the peer closes, sends a line over `MAX_REQUEST`, or is
 /// idle for `limits.idle` (a reply not taken; no full line read, unless
-/// `limits.quiet_allowed`).
+/// `limits.quiet_allowed` or the connection `may_stay_quiet`).
 pub async fn serve_connection<C: Connection>(stream: UnixStream, conn: Arc<C>, limits: Limits) {
     let idle = limits.idle;
     let (rd, mut wr) = stream.into_split();
@@ -104,7 +110,7 @@ pub async fn serve_connection<C: Connection>(stream: UnixStream, conn: Arc<C>, l
         // and the connection closed (memory stays bounded).
         let mut line = (&mut rd).take(MAX_REQUEST as u64 + 1);
         let read = line.read_until(b'\n', &mut buf);
-        let got = if limits.quiet_allowed {
+        let got = if limits.quiet_allowed || conn.may_stay_quiet() {
             Ok(read.await)
         } else {
             timeout(idle, read).await
@@ -175,6 +181,11 @@ mod tests {
     /// Stays quiet for three idle periods, then asks once: the answer, or
     /// None when the server had closed the connection.
     async fn ask_after_quiet(quiet_allowed: bool) -> Option<String> {
+        ask_after_quiet_on(Echo, quiet_allowed).await
+    }
+
+    /// `ask_after_quiet` on a connection `conn`.
+    async fn ask_after_quiet_on<C: Connection>(conn: C, quiet_allowed: bool) -> Option<String> {
         let idle = Duration::from_millis(100);
         let limits = Limits {
             idle,
@@ -182,7 +193,7 @@ mod tests {
             ..Limits::default()
         };
         let (client, server) = UnixStream::pair().unwrap();
-        tokio::spawn(serve_connection(server, Arc::new(Echo), limits));
+        tokio::spawn(serve_connection(server, Arc::new(conn), limits));
         tokio::time::sleep(idle * 3).await;
         let (rd, mut wr) = client.into_split();
         let req = serde_json::to_string(&Request::Version).unwrap() + "\n";
@@ -203,5 +214,25 @@ mod tests {
             .await
             .expect("quiet marks peer closed");
         assert!(answer.contains("answered"), "{answer}");
+    }
+
+    /// Quiet only while it says so (a job's control connection holding
+    /// dead marks).
+    struct Holding(bool);
+    impl Connection for Holding {
+        fn handle(&self, _req: Request) -> Response {
+            error("test", "answered")
+        }
+        fn may_stay_quiet(&self) -> bool {
+            self.0
+        }
+    }
+
+    /// On a socket that closes quiet peers, a connection that may stay
+    /// quiet is kept past three idle periods, and one that may not is not.
+    #[tokio::test]
+    async fn a_connection_holding_marks_may_stay_quiet_on_any_socket() {
+        assert!(ask_after_quiet_on(Holding(true), false).await.is_some());
+        assert_eq!(ask_after_quiet_on(Holding(false), false).await, None);
     }
 }

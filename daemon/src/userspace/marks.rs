@@ -267,6 +267,12 @@ impl Owner {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// Whether the connection holds dead ranges (closing it would mark
+    /// them alive, and prescientd would discard none of them any more).
+    pub fn holds_dead(&self) -> bool {
+        !self.held().dead.is_empty()
+    }
+
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -693,8 +699,11 @@ mod tests {
     fn alive_is_answered_once_gated_and_fails_once_the_backend_is_gone() {
         let (tx, rx) = channel();
         let o = owner();
+        assert!(!o.holds_dead());
         assert_eq!(send(&tx, &o, true, vec![3..5], true).unwrap().blocks, 2);
+        assert!(o.holds_dead(), "the connection may now stay quiet");
         assert_eq!(send(&tx, &o, false, vec![3..5], true).unwrap().blocks, 2);
+        assert!(!o.holds_dead());
         assert!(rx.gate().guard().holds(4), "held before the backend saw it");
         let m = rx.next().unwrap();
         assert!(m.dead && m.gate.is_none());
