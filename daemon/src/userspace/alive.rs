@@ -133,13 +133,9 @@ impl AliveGate {
     /// back, and a stale entry would cost a populate of someone else's
     /// memory at the same address later).
     pub fn open_forgetting(&self, blocks: Vec<Range<u64>>, wait: Duration) -> Option<u64> {
-        let mut p = self.lock_within(wait)?;
-        if !p.discarded.is_empty() {
-            for b in blocks.iter().flat_map(|r| r.clone()) {
-                p.discarded.remove(&b);
-            }
-        }
-        Some(Self::insert(&mut p, blocks))
+        // Taken out of the record and not brought back: forgotten.
+        let (id, _forgotten, _) = Self::insert_taking(&mut *self.lock_within(wait)?, blocks);
+        Some(id)
     }
 
     /// `open_within`, and the mark's discarded blocks brought back to the

@@ -245,12 +245,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
             self.cancel(&b);
         }
         let revive = self.dead.take(b);
-        if revive.is_empty() {
-            return;
-        }
-        if kind == Kind::Released && self.no_populate_refused {
-            self.revive(&revive, Kind::Alive);
-        } else {
+        if !revive.is_empty() {
             self.revive(&revive, kind);
         }
     }
@@ -299,8 +294,14 @@ impl<L: Link, F: Fence> Marks<L, F> {
         for chunk in blocks.chunks(MAX_RANGES) {
             let ranges: Vec<[u64; 2]> = chunk.iter().map(as_bytes).collect();
             let mut attempt = 0;
-            let mut kind = kind;
             loop {
+                // A prescientd that refused `no_populate` once gets plain
+                // alive marks from then on.
+                let kind = if kind == Kind::Released && self.no_populate_refused {
+                    Kind::Alive
+                } else {
+                    kind
+                };
                 self.counters.requests += 1;
                 match self.link.call(kind, &ranges) {
                     Reply::Ok => {
@@ -318,7 +319,6 @@ impl<L: Link, F: Fence> Marks<L, F> {
                     // A prescientd older than `no_populate` refuses the
                     // field: the blocks must be alive all the same.
                     Reply::Refused(_) if kind == Kind::Released => {
-                        kind = Kind::Alive;
                         self.no_populate_refused = true;
                         continue;
                     }
