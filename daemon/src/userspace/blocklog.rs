@@ -30,6 +30,12 @@
 //!   line's time is its return), status 0, the driver's RM status, or a
 //!   negated errno; written when the loop next takes the workers' records,
 //!   so these lines can be out of time order by a turn;
+//! - `L block id flags ranges`: a launch read from the runtime's launch
+//!   ring (launch footprints), in launch order, before the GPU runs it:
+//!   its execution id (as the page encodes it), `g` if a range is a guess,
+//!   `t` if the record is truncated, `-` otherwise, and its blocks as
+//!   `first:count` ranges joined by `,` (`block` is the first range's
+//!   first block, 0 with none);
 //! - `T block bytes`: the driver's thrashing detection flagged a region;
 //!   `H block s|e`: it began / ended throttling a page's fault servicing.
 //!
@@ -172,6 +178,27 @@ impl BlockLog {
         }
     }
 
+    /// A launch record read from the ring (the format's `L` line).
+    pub fn launch(&mut self, r: &prescient_uapi::launchring::Record) {
+        if !self.on() {
+            return;
+        }
+        use std::fmt::Write as _;
+        let flags = match (r.guessed, r.truncated) {
+            (false, false) => "-",
+            (true, false) => "g",
+            (false, true) => "t",
+            (true, true) => "gt",
+        };
+        let mut detail = format!("{}\t{flags}\t", r.id);
+        for (i, (first, n)) in r.blocks().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(detail, "{sep}{first}:{n}");
+        }
+        let first = r.blocks().next().map_or(0, |(b, _)| b);
+        self.line('L', first, Some(&detail));
+    }
+
     /// The driver's thrashing detection flagged `bytes` from `block` on.
     pub fn thrashing(&mut self, block: u64, bytes: u64) {
         self.line('T', block, Some(&bytes));
@@ -217,6 +244,19 @@ mod tests {
         log.discard(7);
         log.mark(&(10..14), 'd', 0);
         log.mark(&(10..12), 'a', 1);
+        let mut rec = prescient_uapi::launchring::Record {
+            id: 42,
+            ..Default::default()
+        };
+        rec.push(100, 3);
+        rec.push(7, 1);
+        log.launch(&rec);
+        (rec.id, rec.guessed) = (43, true);
+        log.launch(&rec);
+        log.launch(&prescient_uapi::launchring::Record {
+            id: 44,
+            ..Default::default()
+        });
         log.thrashing(9, 2 << 20);
         log.throttling(9, true);
         log.throttling(9, false);
@@ -248,6 +288,9 @@ mod tests {
                 vec!["D", "7"],
                 vec!["M", "10", "4", "d", "0"],
                 vec!["M", "10", "2", "a", "1"],
+                vec!["L", "100", "42", "-", "100:3,7:1"],
+                vec!["L", "100", "43", "g", "100:3,7:1"],
+                vec!["L", "0", "44", "-", ""],
                 vec!["T", "9", "2097152"],
                 vec!["H", "9", "s"],
                 vec!["H", "9", "e"],

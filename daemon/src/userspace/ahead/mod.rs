@@ -31,7 +31,7 @@ mod ring;
 pub(super) mod sweep;
 mod turn;
 
-use prescient_uapi::launchring::{Reader, CAPACITY};
+use prescient_uapi::launchring::{Reader, Record, CAPACITY};
 use queue::{Queue, QueueStats, Upcoming};
 use serde::Serialize;
 
@@ -93,6 +93,8 @@ pub(super) struct Ahead {
     wanted: bool,
     /// The sequence of the host-advice table last taken.
     advice_seq: Option<u64>,
+    /// Records read since the block log last took them (`log_launches`).
+    logged: Option<Vec<Record>>,
     pub(super) stats: AheadStats,
 }
 
@@ -116,6 +118,7 @@ impl Ahead {
             seen_gen: 0,
             wanted: true,
             advice_seq: None,
+            logged: None,
             stats: AheadStats::default(),
         })
     }
@@ -157,11 +160,28 @@ impl Ahead {
         self.want_running = true;
     }
 
+    /// Keeps each record read for the block log's `L` lines
+    /// (`take_logged`), from the next poll on.
+    pub(super) fn log_launches(&mut self) {
+        self.logged.get_or_insert_with(Vec::new);
+    }
+
+    /// The records read since the last call (none unless `log_launches`).
+    pub(super) fn take_logged(&mut self) -> Vec<Record> {
+        self.logged.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     /// Reads what the runtime wrote since the last turn.
     pub(super) fn poll(&mut self) {
         let ring = self.ring.ring();
         let q = &mut self.queue;
-        self.reader.poll(&ring, CAPACITY, |r| q.push(&r));
+        let logged = &mut self.logged;
+        self.reader.poll(&ring, CAPACITY, |r| {
+            if let Some(l) = logged.as_mut() {
+                l.push(r);
+            }
+            q.push(&r);
+        });
         let (dropped, committed) = ring.counts();
         let s = &mut self.stats;
         (s.records_read, s.records_skipped, s.records_torn) =

@@ -24,14 +24,20 @@ impl Process {
             }
             self.ahead_looked = Some(Instant::now());
             self.ahead = Ahead::find(self.snap.pid);
-            if self.ahead.is_some() {
+            if let Some(a) = self.ahead.as_mut() {
                 tracing::info!(pid = self.snap.pid, "launch footprints: ring found");
+                if self.log.on() {
+                    a.log_launches();
+                }
             }
         }
         let Some(a) = self.ahead.as_mut() else { return };
         a.want(want);
         if want {
             a.poll();
+            for r in a.take_logged() {
+                self.log.launch(&r);
+            }
         }
         if let Some(ranges) = a.host_advice() {
             let had = self.shared.stats.user_host_ranges > 0;
