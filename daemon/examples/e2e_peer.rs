@@ -15,6 +15,13 @@
 //!   /dev/nvidia-uvm, has prescientd (prescient.ko's backend) attach it,
 //!   and sends its own dead and alive marks on the control socket while
 //!   it runs the stand-in's kernels; prints what the module counted.
+//! * `reload-marks SOCK DIR`: as `module-marks`, across an rmmod and an
+//!   insmod of prescient.ko that the guest makes (it creates DIR/unloaded
+//!   and DIR/reloaded once each is done): a mark while the module is gone
+//!   is answered "unavailable" (the runtime pauses its dead marks on it,
+//!   runtime/src/marks/pause.rs), and once the module is back the same
+//!   process's dead marks are taken again without it doing anything else
+//!   (prescientd re-attaches it) and the module discards its dead blocks.
 //! * `notify-listen PATH SECS`: receives sd_notify datagrams, prints them.
 
 use std::collections::BTreeSet;
@@ -31,10 +38,11 @@ fn main() {
         "flood" => flood(&arg(2), arg(3).parse().unwrap_or(200)),
         "revoke" => revoke(),
         "module-marks" => module_marks(&arg(2)),
+        "reload-marks" => reload_marks(&arg(2), &arg(3)),
         "notify-listen" => notify_listen(&arg(2), arg(3).parse().unwrap_or(30)),
         _ => {
             eprintln!(
-                "usage: e2e-peer pid-reuse SOCK | flood SOCK N | revoke | module-marks SOCK | notify-listen PATH SECS"
+                "usage: e2e-peer pid-reuse SOCK | flood SOCK N | revoke | module-marks SOCK | reload-marks SOCK DIR | notify-listen PATH SECS"
             );
             false
         }
@@ -426,6 +434,111 @@ fn module_marks(sock: &str) -> bool {
         println!("PEER: replies {attached} {dead} {alive_np} {alive} {dead2} {detached}");
     }
     ok_all && d1 > 0 && p_np == p1 && d4 == d3
+}
+
+/// Waits (60 s at most) until `path` exists.
+fn wait_for(path: &std::path::Path) -> bool {
+    let t = Instant::now();
+    while !path.exists() {
+        if t.elapsed() > Duration::from_secs(60) {
+            println!("PEER: no {} after 60 s", path.display());
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    true
+}
+
+/// Sends `mark` on a new connection every 200 ms until it is taken (15 s
+/// at most): the connection, the last reply and how long it took.
+fn until_taken(
+    sock: &str,
+    mark: &dyn Fn(&mut UnixStream) -> String,
+) -> (UnixStream, String, Duration) {
+    let t = Instant::now();
+    loop {
+        let mut c = UnixStream::connect(sock).unwrap();
+        let r = mark(&mut c);
+        if r.starts_with(r#"{"ok""#) || t.elapsed() > Duration::from_secs(15) {
+            return (c, r, t.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `reload-marks SOCK DIR` (module comment).
+fn reload_marks(sock: &str, dir: &str) -> bool {
+    let me = std::process::id() as i32;
+    let uvm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/nvidia-uvm")
+        .unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&uvm);
+    let mut inf = StandinInfo::default();
+    // SAFETY: the stand-in writes an Info of this layout.
+    unsafe { libc::ioctl(fd, 0x7e00_0002 as _, &mut inf as *mut StandinInfo) };
+    let range = format!("[[{},{}]]", inf.base, u64::from(inf.blocks) << 21);
+    let mark = |s: &mut UnixStream, dead: bool| {
+        call(
+            s,
+            &format!(r#"{{"cmd":"mark","dead":{dead},"ranges":{range}}}"#),
+        )
+    };
+    let mut c = UnixStream::connect(sock).unwrap();
+    let attached = call(&mut c, &format!(r#"{{"cmd":"attach","pid":{me}}}"#));
+    let before = [mark(&mut c, true), mark(&mut c, false)];
+    println!("PEER: ready");
+    std::io::stdout().flush().ok();
+    let dir = std::path::Path::new(dir);
+    if !wait_for(&dir.join("unloaded")) {
+        return false;
+    }
+    // The first connection may have been closed as idle meanwhile.
+    let mut c = UnixStream::connect(sock).unwrap();
+    let gone = mark(&mut c, true);
+    println!("PEER: unavailable-seen");
+    std::io::stdout().flush().ok();
+    if !wait_for(&dir.join("reloaded")) {
+        return false;
+    }
+    let (mut c, back, taken_after) = until_taken(sock, &|c| mark(c, true));
+    // As module-marks: a pass for the re-attached space's engine to learn
+    // (alive meanwhile), then dead again and a quarter of the kernels, in
+    // which it discards dead victims.
+    let learn = mark(&mut c, false);
+    run_kernels(fd, 0..inf.kernels, &mut c);
+    let dead_again = mark(&mut c, true);
+    run_kernels(fd, 0..inf.kernels / 4, &mut c);
+    let (discards, _) = module_counts(&mut c, me);
+    let alive = mark(&mut c, false);
+    let detached = call(&mut c, &format!(r#"{{"cmd":"detach","pid":{me}}}"#));
+    let ok = |r: &String| r.starts_with(r#"{"ok""#);
+    let all_ok = [
+        &attached,
+        &before[0],
+        &before[1],
+        &back,
+        &learn,
+        &dead_again,
+        &alive,
+        &detached,
+    ]
+    .into_iter()
+    .all(ok);
+    let unavailable = gone.contains(r#""kind":"unavailable""#);
+    println!(
+        "PEER: marks taken before the rmmod {all_ok}; while unloaded: {}; taken again {:.1} s after the insmod; {discards} blocks discarded after",
+        gone.chars().take(140).collect::<String>(),
+        taken_after.as_secs_f64()
+    );
+    if !all_ok {
+        println!(
+            "PEER: replies {attached} {} {} {back} {learn} {dead_again} {alive} {detached}",
+            before[0], before[1]
+        );
+    }
+    all_ok && unavailable && discards > 0
 }
 
 fn notify_listen(path: &str, secs: u64) -> bool {

@@ -158,11 +158,18 @@ case "$rc:$rc2:$out" in 1:0:*"not nvidia-uvm's character device (a FIFO"*)
   mark fd-not-uvm PASS "refused in $((t1 - t0)) s, daemon still answers: $(echo "$out" | oneline | cut -c1-220)";;
   *) mark fd-not-uvm FAIL "rc=$rc/$rc2 $(echo "$out" | oneline)"; cat /tmp/us.log;; esac
 
-# 5. the module unloaded under the daemon, then loaded again
+# 5. the module unloaded under the daemon, then loaded again; a process
+#    attached meanwhile marks its memory across it (e2e-peer reload-marks)
+mkdir -p /tmp/rl
+e2e-peer reload-marks /run/prescient/control.sock /tmp/rl > /tmp/rl.log 2>&1 &
+RLP=$!
+i=0; while ! grep -q "PEER: ready" /tmp/rl.log && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 if rmmod prescient; then
   sleep 1
   grep -q "prescient.ko is not loaded" /tmp/d.log && mark module-unloaded PASS "daemon logged it and keeps running" \
     || mark module-unloaded FAIL "no log line"
+  touch /tmp/rl/unloaded
+  i=0; while ! grep -q "PEER: unavailable-seen" /tmp/rl.log && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
   echo "E2E-CHECK3 down"
   ack ack3
   insmod /lib/prescient.ko gpu_blocks=$GB gpu_uuid=$GPU
@@ -171,10 +178,16 @@ if rmmod prescient; then
   case "$mp" in *'"module_params": { "rows": 512, "assoc": 4, "succs": 2'*) mark module-reloaded PASS "parameters re-applied: assoc 4, succs 2";;
     *) mark module-reloaded FAIL "$mp";; esac
   grep "is back" /tmp/d.log | tail -1
+  touch /tmp/rl/reloaded
+  busybox timeout 60 sh -c "while kill -0 $RLP 2>/dev/null; do sleep 0.2; done"
+  wait $RLP; rc=$?; cat /tmp/rl.log
+  [ $rc = 0 ] && mark reload-marks PASS "$(sed -n 's/^PEER: marks taken/marks taken/p' /tmp/rl.log)" \
+    || mark reload-marks FAIL "rc=$rc $(oneline < /tmp/rl.log)"
   echo "E2E-CHECK4 up"
   ack ack4
 else
   mark module-unloaded FAIL "rmmod failed while the daemon runs"
+  touch /tmp/rl/unloaded /tmp/rl/reloaded; wait $RLP
 fi
 
 # 6. SIGTERM: clean exit, socket removed, attachments dropped

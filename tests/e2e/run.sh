@@ -137,7 +137,7 @@ wait $QEMU || true
 trap - EXIT; cleanup
 step "guest done"
 grep -a -E '^(E2E|E2E-BOOT|E2E-NOTE)' "$LOG" | tr -d '\r' || true
-EXPECT=(ctl-status static-nvml pattern-attach gpu-from-driver exit-while-attached ctl-set-during-replay ctl-not-root ctl-read-not-root ctl-bad-value ctl-bad-pid module-unloaded module-reloaded sigterm device-permissions size-grammar no-splat
+EXPECT=(ctl-status static-nvml pattern-attach gpu-from-driver exit-while-attached ctl-set-during-replay ctl-not-root ctl-read-not-root ctl-bad-value ctl-bad-pid module-unloaded module-reloaded reload-marks sigterm device-permissions size-grammar no-splat
         socket-flood pid-reuse mark-revoke module-marks fd-not-uvm systemd-unit)
 # The shipped unit's exposure (issue 17: at most 2.5), where systemd's tools are installed.
 if command -v systemd-analyze >/dev/null; then

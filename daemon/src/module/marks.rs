@@ -117,7 +117,7 @@ enum Kind {
 /// MARK_DEAD / MARK_ALIVE of the blocks `r` of space `handle`. The device
 /// opened, an ioctl's ENOENT / ENODEV / ENXIO means the space (or the
 /// module) went away meanwhile: "not-found" (the mark is dropped), not
-/// "unavailable" (which turns the runtime's marks off for good).
+/// "unavailable" (which pauses the runtime's dead marks: runtime/src/marks/pause.rs).
 fn mark_range(module: &Module, handle: u64, kind: Kind, r: Range<u64>) -> Result<(), DevError> {
     let shift = prescient_core::BLOCK_SHIFT;
     let mut b = uapi::RangeAbi {
@@ -178,7 +178,7 @@ mod tests {
 
     /// A space detached between the lookup and the ioctl answers
     /// "not-found" (the runtime drops that mark), never "unavailable"
-    /// (which turns the runtime's marks off for the rest of the job).
+    /// (which pauses the runtime's dead marks for a second or more).
     #[test]
     fn a_space_gone_after_the_lookup_is_not_found() {
         for errno in [libc::ENOENT, libc::ENODEV, libc::ENXIO] {

@@ -400,6 +400,29 @@ mod tests {
         assert_eq!((st.backend.as_str(), st.unavailable), ("module", None));
     }
 
+    /// A process's mark while prescient.ko is unloaded is "unavailable",
+    /// the reply the runtime pauses its dead marks on and sends again
+    /// after (runtime/src/marks/pause.rs; its tests read this very line).
+    #[test]
+    fn a_mark_while_the_module_is_gone_is_unavailable() {
+        let svc = polled(Forgetful {
+            missing: true,
+            ..Default::default()
+        });
+        let me = std::process::id() as i32;
+        let peer = Peer {
+            uid: Some(0),
+            pid: Some(me),
+            process: Some(Arc::new(crate::pidfd::Pidfd::open(me).unwrap())),
+        };
+        let r = svc.mark(&peer, &Arc::default(), true, &[[0, 2 << 20]], true);
+        let line = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            line,
+            r#"{"error":{"kind":"unavailable","message":"prescient.ko is not loaded (No such file or directory (os error 2))"}}"#
+        );
+    }
+
     /// Issue 18: `stats` without the backend was an "unavailable" error
     /// (prescientctl exit 69) while `status` answered. Now a reply saying
     /// why and what to do, in the backend's own terms.

@@ -98,6 +98,7 @@ impl Backend for Forgetful {
         Ok(())
     }
     fn mark(&self, _: MarkFrom<'_>) -> Result<prescient_uapi::control::Applied, DevError> {
+        self.check()?;
         Err(DevError::Declined {
             op: "MARK",
             errno: libc::EOPNOTSUPP,

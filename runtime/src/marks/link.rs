@@ -122,6 +122,7 @@ pub fn parse_reply(line: &str) -> Reply {
     match kind {
         Some("busy") => Reply::Busy,
         Some("not-found") => Reply::NotAttached,
+        Some("unavailable") => Reply::Unavailable(line.chars().take(300).collect()),
         _ => Reply::Refused(line.chars().take(300).collect()),
     }
 }

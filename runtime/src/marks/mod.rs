@@ -72,6 +72,7 @@
 pub mod blocks;
 pub mod fence;
 pub mod link;
+pub mod pause;
 pub mod protocol;
 #[cfg(test)]
 mod race_tests;
@@ -114,6 +115,10 @@ struct State {
     marks: Marks<SocketLink, CudaFence>,
     last_flush: Instant,
     said_off: bool,
+    /// Pauses (pause.rs) said so far: the first pause and the first
+    /// resumption are said, not each one of a long outage.
+    said_pause: bool,
+    said_resume: bool,
     /// Time the allocator's ALLOC events waited for this lock (held by the
     /// flusher thread sending dead marks, or by another allocator call), ns.
     alloc_lock_wait_ns: u64,
@@ -138,6 +143,8 @@ fn state() -> Option<&'static Mutex<State>> {
                     .with_hold(hold_from_env()),
                 last_flush: Instant::now(),
                 said_off: false,
+                said_pause: false,
+                said_resume: false,
                 alloc_lock_wait_ns: 0,
             }))
         })
@@ -271,8 +278,28 @@ pub extern "C" fn prescient_marks_enabled() -> c_int {
     c_int::from(lock().is_some_and(|s| s.marks.off().is_none()))
 }
 
-/// Says once, on stderr, that marks stopped and why.
+/// Says once, on stderr, that marks stopped and why; and that dead marks
+/// paused (the first time) and were taken again (the first time).
 fn say_if_off(s: &mut State) {
+    let p = &s.marks.pause;
+    if p.count > 0 && !s.said_pause {
+        eprintln!(
+            "prescient-runtime: pid {}: dead marks paused: {}; sent again once prescientd's backend is back (tried after {:?}, then less often, at least every {:?})",
+            std::process::id(),
+            p.why.as_deref().unwrap_or("?"),
+            pause::FIRST,
+            pause::MAX
+        );
+        s.said_pause = true;
+    }
+    if p.resumed > 0 && !s.said_resume {
+        eprintln!(
+            "prescient-runtime: pid {}: dead marks taken again after {} pause(s)",
+            std::process::id(),
+            p.count
+        );
+        s.said_resume = true;
+    }
     if s.said_off {
         return;
     }
@@ -308,7 +335,7 @@ pub fn line() -> Option<String> {
     let s = lock()?;
     let c = s.marks.counters;
     Some(format!(
-        "marks: frees={} dead_blocks={} flusher_blocks={} alive_blocks={} cancelled_blocks={} dropped_blocks={} requests={} alive_wait_ms={:.1} alloc_lock_wait_ms={:.1} hold_ms={}{}",
+        "marks: frees={} dead_blocks={} flusher_blocks={} alive_blocks={} cancelled_blocks={} dropped_blocks={} requests={} alive_wait_ms={:.1} alloc_lock_wait_ms={:.1} hold_ms={} paused={}{}",
         c.frees,
         c.dead_blocks,
         c.flusher_blocks,
@@ -319,6 +346,7 @@ pub fn line() -> Option<String> {
         c.alive_wait_ns as f64 / 1e6,
         s.alloc_lock_wait_ns as f64 / 1e6,
         s.marks.hold.as_millis(),
+        s.marks.pause.count,
         s.marks.off().map(|w| format!(" off=({w})")).unwrap_or_default()
     ))
 }

@@ -7,6 +7,7 @@
 //! daemon (race_tests.rs).
 
 use super::blocks::{as_bytes, inward, outward, Blocks};
+use super::pause::Pause;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -41,6 +42,10 @@ pub enum Reply {
     /// Nothing listens on the socket: no daemon, so nothing discards (a
     /// daemon started again holds no marks of this process).
     NoDaemon,
+    /// prescientd is there and its backend is not (prescient.ko unloaded
+    /// or not loaded yet): nothing discards now, and the marks it took
+    /// went with the module (pause.rs). The reply's message.
+    Unavailable(String),
     /// Refused for a reason that will not change.
     Refused(String),
 }
@@ -128,6 +133,8 @@ pub struct Marks<L: Link, F: Fence> {
     /// prescientd refused `no_populate` once (older than the field):
     /// releases go as plain alive marks from then on.
     no_populate_refused: bool,
+    /// Dead marks paused while prescientd has no backend (pause.rs).
+    pub pause: Pause,
     pub counters: Counters,
 }
 
@@ -142,6 +149,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
             off: None,
             hold: Duration::ZERO,
             no_populate_refused: false,
+            pause: Pause::default(),
             counters: Counters::default(),
         }
     }
@@ -170,6 +178,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
     /// hold is over (frees are queued in time order).
     pub fn ready_at(&self, now: Instant) -> bool {
         self.off.is_none()
+            && !self.pause.active(now)
             && self
                 .pending
                 .front()
@@ -185,11 +194,20 @@ impl<L: Link, F: Fence> Marks<L, F> {
     /// `stream`: its whole blocks become dead once the GPU has passed
     /// what is queued on `stream` now.
     pub fn freed(&mut self, addr: u64, len: u64, stream: u64) {
+        self.freed_at(addr, len, stream, Instant::now());
+    }
+
+    /// `freed` at `now`.
+    pub fn freed_at(&mut self, addr: u64, len: u64, stream: u64, now: Instant) {
         let b = inward(addr, len);
         if self.off.is_some() || b.is_empty() {
             return;
         }
         self.counters.frees += 1;
+        if self.pause.active(now) {
+            self.counters.dropped_blocks += b.end - b.start;
+            return;
+        }
         // Keeps pending frees disjoint (a block freed twice with no
         // allocation between would be an allocator bug; the older free's
         // claim on it goes).
@@ -205,7 +223,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
             blocks: vec![b],
             stream,
             token,
-            freed_at: Instant::now(),
+            freed_at: now,
         });
         if self.pending.len() > MAX_PENDING {
             if let Some(p) = self.pending.pop_front() {
@@ -314,8 +332,12 @@ impl<L: Link, F: Fence> Marks<L, F> {
                     Reply::Closed if attempt < ALIVE_RETRIES => {}
                     // No backend, or no daemon, for this process: nothing
                     // is discarded for it (marks.rs: a backend that ends
-                    // drops its marks; a restarted daemon has none).
-                    Reply::NotAttached | Reply::NoDaemon | Reply::Closed => break,
+                    // drops its marks; a restarted daemon has none; an
+                    // unloaded module took its records with it).
+                    Reply::NotAttached
+                    | Reply::NoDaemon
+                    | Reply::Closed
+                    | Reply::Unavailable(_) => break,
                     // A prescientd older than `no_populate` refuses the
                     // field: the blocks must be alive all the same.
                     Reply::Refused(_) if kind == Kind::Released => {
@@ -342,7 +364,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
 
     /// `flush` as of `now`.
     pub fn flush_at(&mut self, now: Instant) -> u64 {
-        if self.off.is_some() || self.pending.is_empty() {
+        if self.off.is_some() || self.pending.is_empty() || self.pause.active(now) {
             return 0;
         }
         let before = self.counters.dead_blocks;
@@ -376,14 +398,35 @@ impl<L: Link, F: Fence> Marks<L, F> {
             }
         }
         self.pending = keep;
-        for chunk in ready.chunks(MAX_RANGES) {
-            self.send_dead(chunk);
+        let mut chunks = ready.chunks(MAX_RANGES);
+        for chunk in chunks.by_ref() {
+            if let Err(why) = self.send_dead(chunk) {
+                self.begin_pause(now, why);
+                break;
+            }
+        }
+        for chunk in chunks {
+            self.counters.dropped_blocks += count(chunk);
         }
         self.counters.dead_blocks - before
     }
 
+    /// Pauses dead marks (pause.rs): the frees waiting are dropped, as
+    /// every free until the pause ends will be (their blocks are only not
+    /// discarded).
+    #[cold]
+    fn begin_pause(&mut self, now: Instant, why: String) {
+        while let Some(p) = self.pending.pop_front() {
+            self.counters.dropped_blocks += count(&p.blocks);
+            self.fence.release(p.token);
+        }
+        self.pending_blocks = Blocks::default();
+        self.pause.begin(now, why);
+    }
+
     /// One dead mark request; blocks it did not get taken are dropped.
-    fn send_dead(&mut self, chunk: &[Range<u64>]) {
+    /// Err: prescientd has no backend now (the reply's message).
+    fn send_dead(&mut self, chunk: &[Range<u64>]) -> Result<(), String> {
         let ranges: Vec<[u64; 2]> = chunk.iter().map(as_bytes).collect();
         self.counters.requests += 1;
         match self.link.call(Kind::Dead, &ranges) {
@@ -392,6 +435,11 @@ impl<L: Link, F: Fence> Marks<L, F> {
                     self.dead.insert(r.clone());
                 }
                 self.counters.dead_blocks += count(chunk);
+                self.pause.taken();
+            }
+            Reply::Unavailable(m) => {
+                self.counters.dropped_blocks += count(chunk);
+                return Err(m);
             }
             Reply::Busy | Reply::NotAttached | Reply::NoDaemon | Reply::Closed => {
                 self.counters.dropped_blocks += count(chunk)
@@ -401,6 +449,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
                 self.turn_off(format!("prescientd refused a dead mark: {m}"));
             }
         }
+        Ok(())
     }
 
     /// No more dead marks (blocks already dead are still marked alive
@@ -424,6 +473,7 @@ fn count(rs: &[Range<u64>]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::pause;
     use super::*;
 
     /// Records each request; prescientd takes every one, except (`old`)
@@ -460,6 +510,81 @@ mod tests {
     }
 
     const BLOCK: u64 = 2 << 20;
+
+    /// prescientd's reply to a mark while prescient.ko is unloaded, as its
+    /// test `a_mark_while_the_module_is_gone_is_unavailable`
+    /// (daemon/src/service/requests.rs) pins it.
+    const UNLOADED: &str = r#"{"error":{"kind":"unavailable","message":"prescient.ko is not loaded (No such file or directory (os error 2))"}}"#;
+
+    /// prescientd with its module unloaded while `gone` is set: it answers
+    /// every mark with `UNLOADED`, and takes them otherwise.
+    #[derive(Default)]
+    struct Reloading {
+        gone: bool,
+        calls: Vec<(Kind, bool)>,
+    }
+
+    impl Link for Reloading {
+        fn call(&mut self, kind: Kind, _ranges: &[[u64; 2]]) -> Reply {
+            self.calls.push((kind, self.gone));
+            if self.gone {
+                super::super::link::parse_reply(UNLOADED)
+            } else {
+                Reply::Ok
+            }
+        }
+        fn pause(&mut self, _attempt: u32) {}
+    }
+
+    /// A module reload under the job pauses its dead marks instead of
+    /// turning them off for good; they are sent again once the pause is
+    /// over and taken once the module is back.
+    #[test]
+    fn an_unloaded_module_pauses_dead_marks_until_it_is_back() {
+        let mut m = Marks::new(Reloading::default(), Idle);
+        let t0 = Instant::now();
+        m.freed_at(BLOCK, 2 * BLOCK, 1, t0);
+        assert_eq!(m.flush_at(t0), 2);
+        m.link.gone = true;
+        // The alive mark of a block the unloaded module had: nothing to
+        // wait for (its records went with it), no retries.
+        m.allocated(BLOCK, 2 * BLOCK);
+        assert_eq!(m.link.calls.len(), 2);
+        m.freed_at(4 * BLOCK, BLOCK, 1, t0);
+        m.freed_at(8 * BLOCK, BLOCK, 1, t0);
+        assert_eq!(m.flush_at(t0), 0);
+        assert_eq!(m.link.calls.len(), 3, "one request, then paused");
+        assert_eq!(m.pause.count, 1);
+        assert!(m
+            .pause
+            .why
+            .as_deref()
+            .unwrap()
+            .contains("prescient.ko is not loaded"));
+        assert!(m.off().is_none(), "paused, not off");
+        assert_eq!(m.counters.dropped_blocks, 2);
+        // Paused: frees are dropped, nothing is sent.
+        let t1 = t0 + pause::FIRST / 2;
+        m.freed_at(12 * BLOCK, BLOCK, 1, t1);
+        assert!(!m.ready_at(t1));
+        assert_eq!((m.flush_at(t1), m.counters.dropped_blocks), (0, 3));
+        // Over: tried again, still gone: paused twice as long.
+        let t2 = t0 + pause::FIRST;
+        m.freed_at(12 * BLOCK, BLOCK, 1, t2);
+        assert_eq!(m.flush_at(t2), 0);
+        assert_eq!(m.pause.count, 2);
+        assert!(m.pause.active(t2 + pause::FIRST));
+        // Back: the next free after the pause is taken.
+        m.link.gone = false;
+        let t3 = t2 + 2 * pause::FIRST;
+        m.freed_at(16 * BLOCK, BLOCK, 1, t3);
+        assert_eq!(m.flush_at(t3), 1);
+        assert_eq!(m.pause.resumed, 1);
+        assert_eq!(m.link.calls.len(), 5);
+        m.allocated(16 * BLOCK, BLOCK);
+        assert_eq!(m.link.calls[5], (Kind::Alive, false));
+        assert!(m.dead_blocks().is_empty() && m.off().is_none());
+    }
 
     #[test]
     fn a_block_handed_out_within_the_hold_costs_no_request() {
