@@ -379,7 +379,9 @@ fn module_counts(s: &mut UnixStream, pid: i32) -> (u64, u64) {
 /// `no_populate` (nothing populated), then alive (it populates what it
 /// discarded and still has recorded: reported, not required); then dead again on a second
 /// connection that closes: prescientd marks it alive, so a full replay
-/// after that discards nothing.
+/// after that discards nothing; then dead on a third connection that stays
+/// quiet for 7 s (past the guest's 3 s idle timeout) and is still there to
+/// mark it alive (a connection holding dead marks is not closed as idle).
 fn module_marks(sock: &str) -> bool {
     const STANDIN_IOCTL_INFO: libc::c_ulong = 0x7e00_0002;
     let me = std::process::id() as i32;
@@ -420,18 +422,29 @@ fn module_marks(sock: &str) -> bool {
     let (d3, _) = module_counts(&mut c, me);
     run_kernels(fd, 0..inf.kernels, &mut c);
     let (d4, _) = module_counts(&mut c, me);
-    let detached = call(&mut c, &format!(r#"{{"cmd":"detach","pid":{me}}}"#));
-    let ok_all = [&attached, &dead, &alive_np, &alive, &dead2, &detached]
-        .iter()
-        .all(|r| r.starts_with(r#"{"ok""#));
+    // A connection holding dead marks may stay quiet past the guest's
+    // idle timeout (3 s): a job that frees nothing for a while keeps them.
+    let mut c3 = UnixStream::connect(sock).unwrap();
+    let dead3 = mark(&mut c3, true);
+    std::thread::sleep(Duration::from_secs(7));
+    let alive3 = mark(&mut c3, false);
+    // (The first connection, quiet meanwhile and holding none, was closed.)
+    let detached = call(&mut c3, &format!(r#"{{"cmd":"detach","pid":{me}}}"#));
+    let ok_all = [
+        &attached, &dead, &alive_np, &alive, &dead2, &dead3, &alive3, &detached,
+    ]
+    .iter()
+    .all(|r| r.starts_with(r#"{"ok""#));
     println!(
-        "PEER: attach/dead/alive-no-populate/alive/dead-on-a-closed-connection/detach ok {ok_all}; {d1} blocks discarded after the dead mark, {} populated by the no_populate alive mark, {} by the alive mark after it; after the second connection closed holding its dead mark, a full replay discarded {}",
+        "PEER: attach/dead/alive-no-populate/alive/dead-on-a-closed-connection/dead-held-quiet-7s-then-alive/detach ok {ok_all}; {d1} blocks discarded after the dead mark, {} populated by the no_populate alive mark, {} by the alive mark after it; after the second connection closed holding its dead mark, a full replay discarded {}",
         p_np - p1,
         p2 - p_np,
         d4 - d3
     );
     if !ok_all {
-        println!("PEER: replies {attached} {dead} {alive_np} {alive} {dead2} {detached}");
+        println!(
+            "PEER: replies {attached} {dead} {alive_np} {alive} {dead2} {dead3} {alive3} {detached}"
+        );
     }
     ok_all && d1 > 0 && p_np == p1 && d4 == d3
 }
