@@ -382,9 +382,10 @@ fn module_counts(s: &mut UnixStream, pid: i32) -> (u64, u64) {
 /// after that discards nothing; then dead on a third connection that stays
 /// quiet for 7 s (past the guest's 3 s idle timeout) and is still there to
 /// mark it alive (a connection holding dead marks is not closed as idle).
-fn module_marks(sock: &str) -> bool {
+/// The stand-in's /dev/nvidia-uvm, opened by this process (its space),
+/// and what the stand-in says of it.
+fn open_standin() -> (std::fs::File, StandinInfo) {
     const STANDIN_IOCTL_INFO: libc::c_ulong = 0x7e00_0002;
-    let me = std::process::id() as i32;
     let uvm = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -394,15 +395,25 @@ fn module_marks(sock: &str) -> bool {
     let mut inf = StandinInfo::default();
     // SAFETY: the stand-in writes an Info of this layout.
     unsafe { libc::ioctl(fd, STANDIN_IOCTL_INFO as _, &mut inf as *mut StandinInfo) };
+    (uvm, inf)
+}
+
+/// A mark of the stand-in's whole range on `s` (`extra`: more fields).
+fn mark_all(s: &mut UnixStream, inf: &StandinInfo, dead: bool, extra: &str) -> String {
+    let range = format!("[[{},{}]]", inf.base, u64::from(inf.blocks) << 21);
+    call(
+        s,
+        &format!(r#"{{"cmd":"mark","dead":{dead},"ranges":{range}{extra}}}"#),
+    )
+}
+
+fn module_marks(sock: &str) -> bool {
+    let me = std::process::id() as i32;
+    let (uvm, inf) = open_standin();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&uvm);
     let mut c = UnixStream::connect(sock).unwrap();
     let attached = call(&mut c, &format!(r#"{{"cmd":"attach","pid":{me}}}"#));
-    let range = format!("[[{},{}]]", inf.base, u64::from(inf.blocks) << 21);
-    let mark_as = |s: &mut UnixStream, dead: bool, extra: &str| {
-        call(
-            s,
-            &format!(r#"{{"cmd":"mark","dead":{dead},"ranges":{range}{extra}}}"#),
-        )
-    };
+    let mark_as = |s: &mut UnixStream, dead: bool, extra: &str| mark_all(s, &inf, dead, extra);
     let mark = |s: &mut UnixStream, dead: bool| mark_as(s, dead, "");
     run_kernels(fd, 0..inf.kernels, &mut c);
     let dead = mark(&mut c, true);
@@ -482,22 +493,9 @@ fn until_taken(
 /// `reload-marks SOCK DIR` (module comment).
 fn reload_marks(sock: &str, dir: &str) -> bool {
     let me = std::process::id() as i32;
-    let uvm = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/nvidia-uvm")
-        .unwrap();
+    let (uvm, inf) = open_standin();
     let fd = std::os::fd::AsRawFd::as_raw_fd(&uvm);
-    let mut inf = StandinInfo::default();
-    // SAFETY: the stand-in writes an Info of this layout.
-    unsafe { libc::ioctl(fd, 0x7e00_0002 as _, &mut inf as *mut StandinInfo) };
-    let range = format!("[[{},{}]]", inf.base, u64::from(inf.blocks) << 21);
-    let mark = |s: &mut UnixStream, dead: bool| {
-        call(
-            s,
-            &format!(r#"{{"cmd":"mark","dead":{dead},"ranges":{range}}}"#),
-        )
-    };
+    let mark = |s: &mut UnixStream, dead: bool| mark_all(s, &inf, dead, "");
     let mut c = UnixStream::connect(sock).unwrap();
     let attached = call(&mut c, &format!(r#"{{"cmd":"attach","pid":{me}}}"#));
     let before = [mark(&mut c, true), mark(&mut c, false)];

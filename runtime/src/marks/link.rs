@@ -119,11 +119,12 @@ pub fn parse_reply(line: &str) -> Reply {
         .split_once("\"kind\":\"")
         .and_then(|(_, rest)| rest.split_once('"'))
         .map(|(k, _)| k);
+    let excerpt = || line.chars().take(300).collect();
     match kind {
         Some("busy") => Reply::Busy,
         Some("not-found") => Reply::NotAttached,
-        Some("unavailable") => Reply::Unavailable(line.chars().take(300).collect()),
-        _ => Reply::Refused(line.chars().take(300).collect()),
+        Some("unavailable") => Reply::Unavailable(excerpt()),
+        _ => Reply::Refused(excerpt()),
     }
 }
 

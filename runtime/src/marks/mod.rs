@@ -268,7 +268,7 @@ pub extern "C" fn prescient_allocator_event(
         s.marks.flush_at(now);
         s.last_flush = Instant::now();
     }
-    say_if_off(&mut s);
+    say_changes(&mut s);
 }
 
 /// Whether marks are on in this process (1) or off (0): the helper says
@@ -280,7 +280,7 @@ pub extern "C" fn prescient_marks_enabled() -> c_int {
 
 /// Says once, on stderr, that marks stopped and why; and that dead marks
 /// paused (the first time) and were taken again (the first time).
-fn say_if_off(s: &mut State) {
+fn say_changes(s: &mut State) {
     let p = &s.marks.pause;
     if p.count > 0 && !s.said_pause {
         eprintln!(

@@ -416,12 +416,18 @@ impl<L: Link, F: Fence> Marks<L, F> {
     /// discarded).
     #[cold]
     fn begin_pause(&mut self, now: Instant, why: String) {
+        self.drop_pending();
+        self.pause.begin(now, why);
+    }
+
+    /// Drops every free waiting for its fence (never marked: its blocks
+    /// are only not discarded).
+    fn drop_pending(&mut self) {
         while let Some(p) = self.pending.pop_front() {
             self.counters.dropped_blocks += count(&p.blocks);
             self.fence.release(p.token);
         }
         self.pending_blocks = Blocks::default();
-        self.pause.begin(now, why);
     }
 
     /// One dead mark request; blocks it did not get taken are dropped.
@@ -458,11 +464,7 @@ impl<L: Link, F: Fence> Marks<L, F> {
         if self.off.is_some() {
             return;
         }
-        while let Some(p) = self.pending.pop_front() {
-            self.counters.dropped_blocks += count(&p.blocks);
-            self.fence.release(p.token);
-        }
-        self.pending_blocks = Blocks::default();
+        self.drop_pending();
         self.off = Some(why);
     }
 }
