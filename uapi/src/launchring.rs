@@ -57,13 +57,21 @@ pub use advice::{ADVICE_SLOTS, ADVICE_WORDS};
 
 /// The memfd's name (`/proc/PID/fd/N` links to `/memfd:NAME (deleted)`).
 pub const MEMFD_NAME: &str = "prescient-launch-ring";
-/// "PRSCLRG" and format version 2 in the low byte (version 2 added the
-/// host-advice table).
-pub const MAGIC: u64 = 0x5052_5343_4c52_4702;
+/// "PRSCLRG" and format version 3 in the low byte (version 2 added the
+/// host-advice table, version 3 records of 128 words).
+pub const MAGIC: u64 = 0x5052_5343_4c52_4703;
 /// Header words before the first record.
 pub const HEADER_WORDS: usize = 24;
-/// Words per record.
-pub const RECORD_WORDS: usize = 32;
+/// Words per record: 123 ranges.
+///
+/// Why so many: an optimizer's foreach launch names hundreds of tensors
+/// (Adam's: parameters, gradients and both moments of up to 110 tensors);
+/// with 27 ranges (32 words, format 2) those records were truncated, and
+/// the blocks left out are faulted on instead of prefetched. GPU run 173:
+/// the 374M LM's 35 truncated launches a step (27 ranges, 260-370 blocks
+/// each) fall in the 400 launches of a step where nearly all its faults
+/// are (BENCHMARKS-gpu.md). The ring is 4 MiB.
+pub const RECORD_WORDS: usize = 128;
 /// Words of a record before its ranges.
 pub const RECORD_HEAD: usize = 5;
 /// Ranges a record holds at most.

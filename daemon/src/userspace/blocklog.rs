@@ -36,6 +36,10 @@
 //!   `t` if the record is truncated, `-` otherwise, and its blocks as
 //!   `first:count` ranges joined by `,` (`block` is the first range's
 //!   first block, 0 with none);
+//! - `K number`: the execution-id page showed the GPU starting the
+//!   launch of that number in the launch queue (launch footprints with
+//!   the next-use order: the `L` lines counted from 1), when the queue's
+//!   front moved;
 //! - `T block bytes`: the driver's thrashing detection flagged a region;
 //!   `H block s|e`: it began / ended throttling a page's fault servicing.
 //!
@@ -199,6 +203,13 @@ impl BlockLog {
         self.line('L', first, Some(&detail));
     }
 
+    /// The execution-id page showed the GPU starting launch `number` (the
+    /// launch queue's count, from 1, of the records it took: with no bad
+    /// ids, the number of the `L` line).
+    pub fn kernel(&mut self, number: u64) {
+        self.line('K', number, None);
+    }
+
     /// The driver's thrashing detection flagged `bytes` from `block` on.
     pub fn thrashing(&mut self, block: u64, bytes: u64) {
         self.line('T', block, Some(&bytes));
@@ -257,6 +268,7 @@ mod tests {
             id: 44,
             ..Default::default()
         });
+        log.kernel(2);
         log.thrashing(9, 2 << 20);
         log.throttling(9, true);
         log.throttling(9, false);
@@ -291,6 +303,7 @@ mod tests {
                 vec!["L", "100", "42", "-", "100:3,7:1"],
                 vec!["L", "100", "43", "g", "100:3,7:1"],
                 vec!["L", "0", "44", "-", ""],
+                vec!["K", "2"],
                 vec!["T", "9", "2097152"],
                 vec!["H", "9", "s"],
                 vec!["H", "9", "e"],

@@ -631,7 +631,7 @@ mod tests {
                 q.started(0x7000, (n - 1) % 64 + 1);
             }
         }
-        q.started(0x7000, 11);
+        assert_eq!(q.started(0x7000, 11), Some(203), "the GPU's launch");
         let up = Upcoming {
             blocks: vec![10, 11],
             ..Upcoming::default()

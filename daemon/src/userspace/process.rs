@@ -304,6 +304,7 @@ impl Process {
         let learns = self.exec_mode && self.cfg.mode.learns();
         let (lanes, mut ahead) = (&mut self.lanes, self.ahead.as_mut());
         let shared = &mut self.shared;
+        let log = &mut self.log;
         let now = Instant::now();
         // The ids are the process's, not one GPU's: every lane's engine
         // sees each kernel start, and learns the blocks its GPU faults on.
@@ -313,8 +314,8 @@ impl Process {
                     l.engine.kernel_start(engine_id(id));
                 }
             }
-            if let Some(a) = ahead.as_mut() {
-                a.queue.started(stream, id);
+            if let Some(n) = ahead.as_mut().and_then(|a| a.queue.started(stream, id)) {
+                log.kernel(n);
             }
             shared.kernel_start(id, now);
         });

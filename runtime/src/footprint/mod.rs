@@ -27,8 +27,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Distinct extents a launch records at most before merging (bounds the
-/// work per launch; a foreach launch past it is truncated).
-const MAX_EXTENTS: usize = 256;
+/// work per launch; a foreach launch past it is truncated): Adam's foreach
+/// launches point at four lists of up to 110 tensors, 440 pointers.
+const MAX_EXTENTS: usize = 1024;
 
 /// The blocks of the extents in `words`, merged where they touch, as
 /// `r`'s ranges (`r.truncated` when some were left out, `r.guessed` when

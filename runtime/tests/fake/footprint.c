@@ -25,7 +25,7 @@ typedef CUresult (*lk_t)(void *, unsigned, unsigned, unsigned, unsigned, unsigne
 typedef void (*event_t)(int, int, uint64_t, uint64_t, void *);
 
 #define RING_HEADER 24
-#define RECORD_WORDS 32
+#define RECORD_WORDS 128
 #define RING_CAPACITY 4096
 /* The host-advice table after the records (launchring/advice.rs). */
 #define ADVICE_AT (RING_HEADER + RING_CAPACITY * RECORD_WORDS)

@@ -126,14 +126,16 @@ impl Queue {
 
     /// The page shows stream `key` starting the kernel with id `id`: the
     /// launches before the first such one on that stream have run.
-    pub fn started(&mut self, key: u64, id: u64) {
+    /// Returns the number of the launch the GPU runs now if that moved
+    /// (launches are numbered with the next-use order only).
+    pub fn started(&mut self, key: u64, id: u64) -> Option<u64> {
         let Some(q) = self.streams.get_mut(&key) else {
             self.stats.unmatched += 1;
-            return;
+            return None;
         };
         let Some(i) = q.iter().take(MATCH_WINDOW).position(|l| l.id == id) else {
             self.stats.unmatched += 1;
-            return;
+            return None;
         };
         // Kept only for the index: their blocks' next uses moved on.
         let ran: Vec<Launch> = match self.farthest {
@@ -157,10 +159,12 @@ impl Queue {
                 f.update(t, &l.ranges, now);
             }
         }
-        if i > 0 {
-            self.generation += 1;
-            self.front_generation += 1;
+        if i == 0 {
+            return None;
         }
+        self.generation += 1;
+        self.front_generation += 1;
+        self.recur.as_ref().map(|t| now_of(&self.streams, t))
     }
 
     /// The number of the launch the GPU runs now: the earliest at a
