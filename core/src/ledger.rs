@@ -167,19 +167,6 @@ impl<'a> Ledger<'a> {
         self.set_dead_flag(s, dead);
     }
 
-    /// Links live slot `s` at the head of the live list.
-    fn push_head(&mut self, s: u32) {
-        let head = self.st.live.head;
-        self.set_links(s, NIL, head);
-        if head == NIL {
-            self.st.live.tail = s;
-        } else {
-            self.set_prev(head, s);
-        }
-        self.st.live.head = s;
-        self.set_dead_flag(s, false);
-    }
-
     fn unlink(&mut self, s: u32) {
         let dead = self.is_dead_slot(s);
         let (prev, next) = self.links(s);
@@ -288,21 +275,6 @@ impl<'a> Ledger<'a> {
                 true
             }
         }
-    }
-
-    /// Makes a live resident `block` the least recently migrated: the next
-    /// live victim. Returns false (and moves nothing) if it is not resident
-    /// or is dead (a dead block goes first anyway).
-    pub fn demote(&mut self, block: Block) -> bool {
-        let Some(s) = self.slot_of(block) else {
-            return false;
-        };
-        if self.is_dead_slot(s) {
-            return false;
-        }
-        self.unlink(s);
-        self.push_head(s);
-        true
     }
 
     /// `block` left the GPU (evicted, discarded or freed).
@@ -459,10 +431,10 @@ mod tests {
 
     proptest::proptest! {
         /// Against a model (a Vec in victim order, last use per block):
-        /// migrations, evictions, deaths, uses and demotions keep the live
-        /// and dead orders, residency and length exact.
+        /// migrations, evictions, deaths and uses keep the live and dead
+        /// orders, residency and length exact.
         #[test]
-        fn matches_a_model(ops in proptest::collection::vec((0u8..6, 0u64..12, 1u64..40), 0..200)) {
+        fn matches_a_model(ops in proptest::collection::vec((0u8..5, 0u64..12, 1u64..40), 0..200)) {
             with_ledger(8, |l| {
                 let mut live: Vec<u64> = Vec::new();
                 let mut dead: Vec<u64> = Vec::new();
@@ -493,14 +465,6 @@ mod tests {
                                 live.retain(|&x| x != b);
                                 dead.retain(|&x| x != b);
                                 if d { dead.push(b) } else { live.push(b) }
-                            }
-                        }
-                        5 => {
-                            let is_live = live.contains(&b);
-                            proptest::prop_assert_eq!(l.demote(b), is_live);
-                            if is_live {
-                                live.retain(|&x| x != b);
-                                live.insert(0, b);
                             }
                         }
                         _ => {

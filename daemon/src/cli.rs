@@ -208,13 +208,6 @@ pub struct PolicyArgs {
     /// 108-111).
     #[arg(long, hide = true)]
     pub no_next_use_victims: bool,
-    /// With the next-use order, every turn the resident blocks predicted
-    /// to be used again last become the next victims (an index of blocks
-    /// by next use, kept as launches are queued and run); this turns that
-    /// off (the order is then the pass's, every 32nd of a step). A
-    /// research knob (BENCHMARKS-gpu.md, "farthest victims").
-    #[arg(long, hide = true)]
-    pub no_farthest_victims: bool,
     /// With the next-use order, running launches larger than the limit
     /// are ordered by where the GPU is in them, told by its faults: the
     /// blocks it has passed go by their next use, the ones ahead of it

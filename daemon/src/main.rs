@@ -296,7 +296,6 @@ fn loop_config(
         large_window_pct: args.policy.large_window_pct,
         cyclic_victims: args.policy.cyclic_victims,
         next_use_victims: !args.policy.no_next_use_victims,
-        farthest_victims: !args.policy.no_farthest_victims,
         sweep_victims: !args.policy.no_sweep_victims,
         sweep_window_pct: args.policy.sweep_window_pct,
         host_shared: !args.policy.no_host_shared,

@@ -353,14 +353,6 @@ impl<S: DerefMut<Target = [u64]>> Engine<S> {
         }
     }
 
-    /// Makes a live resident `block` the next live victim (the least
-    /// recently migrated), for a host loop that knows it is used again
-    /// later than the others (prescientd's farthest-next-use victims).
-    /// Returns false if it is not resident and live.
-    pub fn demote(&mut self, block: Block) -> bool {
-        self.regions().ledger.demote(block)
-    }
-
     /// `block` left the GPU (evicted, discarded or freed).
     pub fn evicted(&mut self, block: Block) {
         self.regions().ledger.evicted(block);

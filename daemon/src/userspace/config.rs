@@ -113,10 +113,6 @@ pub struct Config {
     /// ordered as `order_queue` does: on unless `--no-next-use-victims`
     /// (hidden); `--cyclic-victims` takes its place.
     pub next_use_victims: bool,
-    /// With the next-use order: every turn, the resident blocks used
-    /// again last become the next victims (ahead/farthest.rs): on unless
-    /// `--no-farthest-victims` (hidden).
-    pub farthest_victims: bool,
     /// With the next-use order: running launches larger than the limit
     /// are ordered by where the GPU is in them (ahead/sweep.rs): on unless
     /// `--no-sweep-victims` (hidden).
@@ -179,7 +175,6 @@ impl Default for Config {
             // bench transformer 1.17-1.20x, dnn 1.28x, the PyTorch jobs
             // as fast with 4-11% fewer bytes (GPU runs 108-111).
             next_use_victims: true,
-            farthest_victims: true,
             sweep_victims: true,
             sweep_window_pct: 25,
             // On: dnn 34.7 ms a step with its input tried and kept, 170.4
@@ -216,12 +211,6 @@ impl Config {
             && self.next_use_victims
             && !self.cyclic_victims
             && self.large_window_pct == 0
-    }
-
-    /// Are the resident blocks used again last made the next victims every
-    /// turn (with the next-use order)?
-    pub fn farthest_victims(&self) -> bool {
-        self.farthest_victims && self.next_use_victims && !self.cyclic_victims
     }
 
     /// Does a pass order the whole queue for victims?

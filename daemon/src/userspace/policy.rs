@@ -4,7 +4,6 @@
 //! and prescient (pre-evict, prefetch, discard; the host loop is pump.rs).
 //! Both act per GPU (lanes.rs): each GPU's blocks against its own budget.
 
-use super::ahead::farthest::Farthest;
 use super::ahead::issue;
 use super::ahead::order;
 use super::ahead::queue::Upcoming;
@@ -111,9 +110,6 @@ impl Policy for Prescient {
             if p.cfg.next_use_victims && !p.cfg.cyclic_victims {
                 a.track_next_use();
             }
-            if p.cfg.farthest_victims() {
-                a.track_farthest();
-            }
             if p.cfg.reads_whole_queue() {
                 a.track_running();
             }
@@ -121,16 +117,11 @@ impl Policy for Prescient {
         });
         let none = Upcoming::default();
         let mut ahead = Vec::new();
-        // An index refusal parks a block only where one lane decides.
-        let park = p.lanes.len() == 1;
         for l in p.lanes.iter_mut() {
             let issued = lane_turn(
                 l,
                 &mut Shared {
                     upcoming: upcoming.as_ref().unwrap_or(&none),
-                    farthest: (p.ahead.as_mut())
-                        .and_then(|a| a.queue.farthest.as_mut())
-                        .map(|f| (f, park)),
                     ahead: &mut ahead,
                     cfg: &p.cfg,
                     fd: p.fd.as_raw_fd(),
@@ -153,7 +144,6 @@ impl Policy for Prescient {
             a.put_back(u, &done, window);
             a.stats.sweep_orders += ahead.iter().map(|d| d.sweep_orders).sum::<u64>();
             a.stats.sweep_asides += ahead.iter().map(|d| d.sweep_asides).sum::<u64>();
-            a.stats.farthest_demoted += ahead.iter().map(|d| d.demoted).sum::<u64>();
         }
         // Our prefetches took their blocks to one GPU: off the others.
         for (index, blocks) in sent {
@@ -165,15 +155,13 @@ impl Policy for Prescient {
 }
 
 /// What one lane's round of upcoming launches did, its window, whether
-/// it ordered a sweep's blocks (1) or not (0), whether the sweep stood
-/// aside in it (1), and the blocks it made the next victims as used again
-/// last (ahead/farthest.rs).
+/// it ordered a sweep's blocks (1) or not (0), and whether the sweep
+/// stood aside in it (1).
 struct Issued {
     done: issue::Issued,
     window: u64,
     sweep_orders: u64,
     sweep_asides: u64,
-    demoted: u64,
 }
 
 /// What every lane's turn shares: the process's settings, sets and workers.
@@ -181,9 +169,6 @@ struct Shared<'a> {
     /// The blocks of the launches to come (empty without --footprints),
     /// and what each lane's round of them did.
     upcoming: &'a Upcoming,
-    /// The index of blocks by next use (the farthest victims), and
-    /// whether a block this lane refuses leaves it.
-    farthest: Option<(&'a mut Farthest, bool)>,
     ahead: &'a mut Vec<Issued>,
     cfg: &'a Config,
     fd: RawFd,
@@ -249,7 +234,6 @@ fn lane_turn(l: &mut Lane, s: &mut Shared) -> Vec<u64> {
             faults: &l.turn_faults,
             cfg: s.cfg,
             up: s.upcoming,
-            farthest: s.farthest.as_mut().map(|(f, park)| (&mut **f, *park)),
         };
         s.ahead.push(issue_upcoming(ahead, limit, &mut host));
     }
@@ -327,7 +311,6 @@ struct Ahead<'a> {
     faults: &'a [u64],
     cfg: &'a Config,
     up: &'a Upcoming,
-    farthest: Option<(&'a mut Farthest, bool)>,
 }
 
 /// The launches to come first, in their order: known, not guessed
@@ -357,14 +340,6 @@ fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
     } else if a.cfg.orders_queue() && !large {
         order_queue(a.engine, a.ordered, a.next_use_ordered, a.cfg, a.up);
     }
-    // After the pass, which orders all, before the window's touch, which
-    // keeps the blocks of the launches running.
-    let demoted = match a.farthest {
-        Some((f, park)) if a.cfg.farthest_victims() && !large => {
-            order::order_farthest(a.engine, f, park)
-        }
-        _ => 0,
-    };
     let (pct, large_pct) = (a.cfg.footprint_window_pct, a.cfg.large_window_pct);
     let (w, large) = if swept {
         let part = issue::part(lb, a.cfg.sweep_window_pct);
@@ -379,7 +354,6 @@ fn issue_upcoming(a: Ahead, limit: Limit, host: &mut Host) -> Issued {
         window: w.len() as u64,
         sweep_orders,
         sweep_asides,
-        demoted,
     }
 }
 
@@ -468,7 +442,6 @@ mod tests {
         route: Route,
         mech: Tracker,
         shared: SharedBlocks,
-        farthest: Option<Farthest>,
     }
 
     impl World {
@@ -495,7 +468,6 @@ mod tests {
                 route: Route::new(table(parents)),
                 mech: Tracker::default(),
                 shared: SharedBlocks::default(),
-                farthest: None,
             }
         }
 
@@ -556,7 +528,6 @@ mod tests {
                 l,
                 &mut Shared {
                     upcoming: up,
-                    farthest: self.farthest.as_mut().map(|f| (f, true)),
                     ahead,
                     cfg: &self.cfg,
                     fd: -1,
@@ -602,72 +573,6 @@ mod tests {
         let again = w.turn_ahead(&mut lane, &upcoming, &mut ahead);
         assert!(again.is_empty());
         assert_eq!(ahead[1].done.resident, n as u64);
-    }
-
-    /// The farthest victims, through a lane's turn: 64 launches a step,
-    /// launch n using block (n - 1) % 64, queued for three steps and 11
-    /// launches more, the GPU running the last (it uses block 10; 11 is
-    /// queued behind it). With blocks 0-63 resident, migrated in that
-    /// order, the victims are 9 (next used 63 launches on), 8, ... 0, 63,
-    /// ... 12, then 11 and 10 (the window's); with the index off they are
-    /// the least recently migrated first. The turn itself evicts the first
-    /// few, for the engine's reserve.
-    #[test]
-    fn the_blocks_used_again_last_are_the_next_victims() {
-        use super::super::ahead::queue::Queue;
-        use prescient_uapi::execpage::encode;
-        let mut q = Queue::default();
-        q.recur = Some(Default::default());
-        q.farthest = Some(Farthest::default());
-        for n in 1..=(3 * 64 + 11) {
-            let mut r = prescient_uapi::launchring::Record {
-                id: encode((n - 1) % 64 + 1),
-                stream: 0x7000,
-                ..Default::default()
-            };
-            r.push((n - 1) % 64, 1);
-            q.push(&r);
-            if n < 3 * 64 + 11 {
-                q.started(0x7000, (n - 1) % 64 + 1);
-            }
-        }
-        assert_eq!(q.started(0x7000, 11), Some(203), "the GPU's launch");
-        let up = Upcoming {
-            blocks: vec![10, 11],
-            ..Upcoming::default()
-        };
-        for on in [true, false] {
-            let mut w = World::new(config("128M", &[0]), &[0]);
-            if on {
-                w.farthest = q.farthest.take();
-            }
-            let mut lane = w.full_lane();
-            let mut ahead = Vec::new();
-            assert!(w.turn_with(&mut lane, &up, &mut ahead).is_empty());
-            let want: Vec<u64> = if on {
-                (0..10)
-                    .rev()
-                    .chain((12..64).rev())
-                    .chain([11, 10])
-                    .collect()
-            } else {
-                (0..10).chain(12..64).chain([11, 10]).collect()
-            };
-            // The turn evicted the first few for the engine's reserve.
-            let mut gone: Vec<u64> = (w.evicted().iter())
-                .flat_map(|e| e.job.first()..e.job.first() + e.job.blocks())
-                .collect();
-            gone.sort_unstable();
-            let k = gone.len();
-            let mut first = want[..k].to_vec();
-            first.sort_unstable();
-            assert!(k > 0 && gone == first, "{on}: evicted {gone:?}");
-            let mut out = [prescient_core::Victim::default(); 64];
-            let n = lane.engine.victims(&mut out);
-            let victims: Vec<u64> = out[..n].iter().map(|v| v.block).collect();
-            assert_eq!(victims, want[k..], "farthest victims {on}");
-            assert_eq!(ahead[0].demoted, if on { 64 } else { 0 });
-        }
     }
 
     /// `--large-window-pct 75`: a running launch of 100 blocks under a

@@ -19,13 +19,10 @@
 //! - issue.rs: their blocks, prefetched in order under the budget;
 //! - order.rs: victim orders over the whole queue (the next-use order, on,
 //!   and research knobs), recur.rs: each block's next use from its uses a
-//!   step ago (for the next-use order), farthest.rs: blocks by that next
-//!   use, kept as launches are queued and run (the farthest victims, each
-//!   turn); sweep.rs: where the GPU is in
+//!   step ago (for the next-use order); sweep.rs: where the GPU is in
 //!   running launches larger than the limit (their victims and window);
 //! - ring.rs: finding and mapping the ring; turn.rs: reading it each turn.
 
-pub(super) mod farthest;
 pub(super) mod issue;
 pub(super) mod order;
 pub(super) mod queue;
@@ -76,13 +73,6 @@ pub struct AheadStats {
     /// faults came behind the front).
     pub sweep_orders: u64,
     pub sweep_asides: u64,
-    /// The farthest victims (farthest.rs): blocks made the next victims
-    /// as used again last, summed over turns; blocks in the index at the
-    /// last snapshot; blocks left out of it because they were not
-    /// resident and live.
-    pub farthest_demoted: u64,
-    pub farthest_indexed: u64,
-    pub farthest_parked: u64,
 }
 
 /// The process's ring, its reader, and the launches to come.
@@ -162,14 +152,6 @@ impl Ahead {
             self.want_next_use = true;
             self.queue.recur.get_or_insert_with(Default::default);
         }
-    }
-
-    /// Keeps blocks ordered by their next use as launches are queued and
-    /// run (`Queue::farthest`, for the farthest victims), with
-    /// [`Ahead::track_next_use`], from the next record on.
-    pub(super) fn track_farthest(&mut self) {
-        self.track_next_use();
-        self.queue.farthest.get_or_insert_with(Default::default);
     }
 
     /// Lists the running launches' blocks too (`Upcoming::running`, for
@@ -274,8 +256,6 @@ impl Ahead {
             queued_now: self.queue.len() as u64,
             next_use_period: recur.and_then(|r| r.period()).unwrap_or(0),
             next_use_restarts: recur.map_or(0, |r| r.restarts),
-            farthest_indexed: self.queue.farthest.as_ref().map_or(0, |f| f.len() as u64),
-            farthest_parked: self.queue.farthest.as_ref().map_or(0, |f| f.parked),
             ..self.stats.clone()
         }
     }

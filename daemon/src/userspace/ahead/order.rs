@@ -32,7 +32,6 @@
 //! passed go by their next use, the ones ahead of it are kept; on with the
 //! next-use order, `--no-sweep-victims`, hidden, turns it off).
 
-use super::farthest::Farthest;
 use super::queue::{Left, Upcoming};
 use super::sweep::Sweep;
 use prescient_core::Engine;
@@ -160,37 +159,6 @@ where
     let ahead = sweep.window(running, running.len());
     touched += touch_live(engine, ahead.iter().rev().copied());
     touched
-}
-
-/// Blocks made the next victims per turn at most (`order_farthest`): more
-/// than a turn evicts in the replay of GPU run 169 (BENCHMARKS-gpu.md,
-/// "farthest victims", where 64 a launch come within 1.10x of Belady's
-/// bytes and 16 within 1.31x).
-pub(in crate::userspace) const FARTHEST_PER_TURN: usize = 128;
-/// Index entries looked at per turn for them at most.
-pub(in crate::userspace) const FARTHEST_SCAN: usize = 512;
-
-/// The farthest victims: makes the resident live blocks the index
-/// (farthest.rs) says are used again last, at most [`FARTHEST_PER_TURN`],
-/// the next victims, the one used last first; with `park`, blocks not
-/// resident and live leave the index (see `Farthest::farthest`). Returns
-/// how many were made victims.
-pub(in crate::userspace) fn order_farthest<S>(
-    engine: &mut Engine<S>,
-    index: &mut Farthest,
-    park: bool,
-) -> u64
-where
-    S: DerefMut<Target = [u64]>,
-{
-    let far = index.farthest(FARTHEST_PER_TURN, FARTHEST_SCAN, park, |b| {
-        engine.is_live(b)
-    });
-    // The nearest first: each goes in front of the one before.
-    for &b in far.iter().rev() {
-        engine.demote(b);
-    }
-    far.len() as u64
 }
 
 /// May the whole-queue passes run? Not while the running launches alone

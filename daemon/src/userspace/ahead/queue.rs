@@ -4,7 +4,6 @@
 //! run and leave from the front. The front of each stream is the kernel
 //! it runs now; behind it, the kernels to come and their blocks.
 
-use super::farthest::Farthest;
 use super::recur::Recurrence;
 use prescient_uapi::execpage;
 use prescient_uapi::launchring::Record;
@@ -76,19 +75,6 @@ pub struct Queue {
     pub stats: QueueStats,
     /// Each block's uses, for its next use (the next-use order).
     pub recur: Option<Recurrence>,
-    /// With `recur`, if asked for: blocks by their next use, updated as
-    /// launches are queued and run (the farthest victims).
-    pub farthest: Option<Farthest>,
-}
-
-/// The number of the earliest launch at a stream's front, if any.
-fn front_number(streams: &BTreeMap<u64, VecDeque<Launch>>) -> Option<u64> {
-    (streams.values().filter_map(|q| q.front()).map(|l| l.number)).min()
-}
-
-/// `Queue::now` with the queue's parts borrowed apart.
-fn now_of(streams: &BTreeMap<u64, VecDeque<Launch>>, recur: &Recurrence) -> u64 {
-    front_number(streams).unwrap_or(recur.last_launch() + 1)
 }
 
 /// The histogram bucket of `n` queued launches.
@@ -109,9 +95,6 @@ impl Queue {
         self.stats.blocks += r.blocks().map(|(_, n)| n).sum::<u64>();
         let ranges: Vec<(u64, u64)> = r.blocks().collect();
         let number = self.recur.as_mut().map_or(0, |t| t.launched(id, &ranges));
-        if let (Some(f), Some(t)) = (self.farthest.as_mut(), self.recur.as_ref()) {
-            f.update(t, &ranges, now_of(&self.streams, t));
-        }
         let q = self.streams.entry(r.stream).or_default();
         q.push_back(Launch { id, ranges, number });
         self.len += 1;
@@ -137,14 +120,7 @@ impl Queue {
             self.stats.unmatched += 1;
             return None;
         };
-        // Kept only for the index: their blocks' next uses moved on.
-        let ran: Vec<Launch> = match self.farthest {
-            Some(_) => q.drain(..i).collect(),
-            None => {
-                q.drain(..i);
-                Vec::new()
-            }
-        };
+        q.drain(..i);
         self.len -= i;
         let s = &mut self.stats;
         s.ran_unseen += i as u64;
@@ -153,25 +129,25 @@ impl Queue {
         s.queued_sum += behind;
         s.queued_max = s.queued_max.max(behind);
         s.queued_hist[bucket(behind)] += 1;
-        if let (Some(f), Some(t)) = (self.farthest.as_mut(), self.recur.as_ref()) {
-            let now = now_of(&self.streams, t);
-            for l in &ran {
-                f.update(t, &l.ranges, now);
-            }
-        }
         if i == 0 {
             return None;
         }
         self.generation += 1;
         self.front_generation += 1;
-        self.recur.as_ref().map(|t| now_of(&self.streams, t))
+        self.recur.is_some().then(|| self.now())
     }
 
     /// The number of the launch the GPU runs now: the earliest at a
     /// stream's front, else one past the last queued.
     fn now(&self) -> u64 {
         let last = self.recur.as_ref().map_or(0, Recurrence::last_launch);
-        front_number(&self.streams).unwrap_or(last + 1)
+        (self
+            .streams
+            .values()
+            .filter_map(|q| q.front())
+            .map(|l| l.number))
+        .min()
+        .unwrap_or(last + 1)
     }
 
     /// Launches queued in all.
@@ -449,6 +425,23 @@ mod tests {
         let mut plain = Upcoming::default();
         q.upcoming(100, &mut plain);
         assert!(plain.running.is_none() && !plain.running_exceeds(0));
+    }
+
+    /// `started` returns the number of the launch the GPU runs when the
+    /// front moved (the block log's `K` lines), with launches numbered.
+    #[test]
+    fn a_start_that_moves_the_front_returns_the_gpus_launch() {
+        let mut q = Queue::default();
+        q.push(&rec(0x7000, 1, &[(0, 1)]));
+        assert_eq!(q.started(0x7000, 1), None, "not numbered");
+        q.recur = Some(Default::default());
+        for id in 2..=4 {
+            q.push(&rec(0x7000, id, &[(id, 1)]));
+        }
+        assert_eq!(q.started(0x7000, 3), Some(2), "the second numbered");
+        assert_eq!(q.started(0x7000, 3), None, "the front stayed");
+        assert_eq!(q.started(0x7000, 9), None, "not queued");
+        assert_eq!(q.started(0x7000, 4), Some(3));
     }
 
     /// With `left` asked for, a block is stamped with the list that

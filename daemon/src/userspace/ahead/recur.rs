@@ -94,7 +94,8 @@ impl Recurrence {
     /// period back (a workspace every launch reads) comes back after its
     /// mean gap while the run goes on. None: no use known, or none in the
     /// last period.
-    pub fn next_use_of(&self, block: u64, now: u64, period: u64) -> Option<u64> {
+    #[cfg(test)]
+    pub fn next_use(&self, block: u64, now: u64, period: u64) -> Option<u64> {
         next_of(self.uses.get(&block)?, now, period)
     }
 
@@ -177,7 +178,7 @@ mod tests {
         step(&mut r, 3);
         assert_eq!(r.last_launch(), 27);
         assert_eq!(r.period(), Some(6), "21 gaps of 6");
-        let next = |b| r.next_use_of(b, 27, 6);
+        let next = |b| r.next_use(b, 27, 6);
         assert_eq!(
             (next(12), next(11), next(10)),
             (Some(28), Some(29), Some(30))
@@ -190,17 +191,17 @@ mod tests {
         // With the GPU back at 25 (26 and 27 still queued), 11 and 12 have
         // queued uses: those, not a period after last step's.
         assert_eq!(
-            (r.next_use_of(12, 25, 6), r.next_use_of(11, 25, 6)),
+            (r.next_use(12, 25, 6), r.next_use(11, 25, 6)),
             (Some(27), Some(26))
         );
-        assert_eq!(r.next_use_of(10, 25, 6), Some(30), "no queued use: 24 + 6");
+        assert_eq!(r.next_use(10, 25, 6), Some(30), "no queued use: 24 + 6");
         // A block first used by a launch still queued: that launch, not a
         // step after it.
         r.launched(9, &[(50, 1)]);
-        assert_eq!(r.next_use_of(50, 27, 6), Some(28));
+        assert_eq!(r.next_use(50, 27, 6), Some(28));
         // A block last used a period ago or more is not expected back.
         r.launched(7, &[(40, 1)]);
-        assert_eq!(r.next_use_of(40, 29 + 6, 6), None);
+        assert_eq!(r.next_use(40, 29 + 6, 6), None);
     }
 
     #[test]
@@ -227,8 +228,8 @@ mod tests {
             }
         }
         assert_eq!(r.period(), Some(100));
-        assert_eq!(r.next_use_of(7, 200, 100), Some(201));
-        assert_eq!(r.next_use_of(7, 300, 100), None);
+        assert_eq!(r.next_use(7, 200, 100), Some(201));
+        assert_eq!(r.next_use(7, 300, 100), None);
     }
 
     /// A record claiming more blocks than any launch could use adds at
@@ -282,7 +283,7 @@ mod tests {
                     // Launch n (from 1) runs pattern[(n - 1) % len].
                     let truth = (now + 1..=now + len as u64)
                         .find(|&n| pattern[(n as usize - 1) % len].contains(&b));
-                    prop_assert_eq!(r.next_use_of(b, now, period), truth, "block {}", b);
+                    prop_assert_eq!(r.next_use(b, now, period), truth, "block {}", b);
                 }
             }
         }
