@@ -23,8 +23,8 @@
 //! puts before `order_upcoming`'s order the blocks no queued launch uses
 //! by their next use predicted from a step ago, the farthest first
 //! (`order_next_use`, recur.rs), and runs only when those were computed
-//! again (every 32nd of a step): the block that left last is the one a
-//! backward pass needs first. GPU runs 108-113: stream 1.39-1.63x faster,
+//! again (every 256th of a step, queue.rs `NEXT_USE_PASSES`): the block
+//! that left last is the one a backward pass needs first. GPU runs 108-113: stream 1.39-1.63x faster,
 //! the bench transformer 1.17-1.20x, dnn 1.28-1.48x, the PyTorch jobs as
 //! fast or faster with fewer bytes, FDTD-2D 3% slower. No such pass runs
 //! while the running launches alone exceed the limit (`may_order`); the

@@ -279,18 +279,29 @@ pub struct NextUses {
     pub generation: u64,
 }
 
+/// The next uses are computed again this many times a period (a step).
+///
+/// Why 256: a block's next use changes only when the GPU passes it, and
+/// the computation costs about 0.1 us a block (0.6 ms for the list and
+/// 5,700 blocks on this 2-core machine, BENCHMARKS.md section 11), too
+/// much for every kernel start; between two computations the blocks the
+/// GPU has just used stay at the most recent end whatever their next use.
+/// Every 32nd of a step (runs 110-175), the 374M LM's optimizer, which
+/// streams its 6 GB of model states through a 4 GB budget, evicted 1.5x
+/// the blocks Belady would; every 256th (GPU run 176), 11% fewer bytes to
+/// the host and 1.11x faster steps, the 220M LM level.
+pub const NEXT_USE_PASSES: u64 = 256;
+
 impl NextUses {
-    /// Computes the order again once the GPU is a 32nd of a period past
-    /// the last time: a block's next use changes only when the GPU passes
-    /// it, and the computation costs about 0.1 us a block (0.6 ms for the
-    /// list and 5,700 blocks on this machine), too much for every kernel
-    /// start.
+    /// Computes the order again once the GPU is a [`NEXT_USE_PASSES`]th of
+    /// a period past the last time.
     fn update(&mut self, recur: &Recurrence, now: u64) {
         let Some(period) = recur.period() else {
             self.farthest_first.clear();
             return;
         };
-        let fresh = !self.farthest_first.is_empty() && now < self.now + (period / 32).max(1);
+        let fresh =
+            !self.farthest_first.is_empty() && now < self.now + (period / NEXT_USE_PASSES).max(1);
         if fresh && now >= self.now {
             return;
         }
