@@ -1,0 +1,23 @@
+#!/bin/bash
+# Run 172: the farthest victims (ahead/farthest.rs, on by default in this
+# build) against this build with --no-farthest-victims, on the three PyTorch
+# jobs. marks.sh "foot footB" interleaved, footB = --no-farthest-victims,
+# 2 repetitions of 6 steps, each job under its budget (the only pressure:
+# the budget prescientd enforces).
+set -u
+S=$(cd "$(dirname "$0")" && pwd)
+nvidia-smi --query-gpu=name,uuid,memory.total,memory.used,driver_version --format=csv > "$OUT/gpu.csv" 2>&1
+printf '#!/bin/sh\nexec %s "$@" --no-farthest-victims\n' "$S/target/release/prescientd" > "$S/pd-off.sh"; chmod +x "$S/pd-off.sh"
+for spec in "lmbig 4032823296 175" "lm 5033164800 135" "resnet 3646947328 200"; do
+  set -- $spec; job=$1
+  mkdir -p "$OUT/$job"
+  PD_B="$S/pd-off.sh" CASES="foot footB" PLAIN=0 timeout "$3" bash "$S/bench/gpu/runtime/marks.sh" "$OUT/$job" "$job" 6 2 "$2" > "$OUT/$job.marks.log" 2>&1
+  echo "rc=$?" >> "$OUT/$job.marks.log"
+  for c in foot footB; do for r in 1 2; do
+    st="$OUT/$job/$job.$c.$r.stats.json"; js="$OUT/$job/$job.$c.$r.jsonl"
+    echo "$job.$c.$r $(python3 -c 'import json,sys; print([round(json.loads(l)["ms"]) for l in open(sys.argv[1]) if l.startswith("{\"step\"")], [round(json.loads(l)["loss"],4) for l in open(sys.argv[1]) if l.startswith("{\"step\"")])' "$js" 2>/dev/null) $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); a=d.get("ahead") or {}; print("to_cpu_GB=%.1f to_gpu_GB=%.1f fault_blocks=%d demoted=%s indexed=%s parked=%s" % (d["migrated_to_cpu_bytes"]/1e9, d["migrated_to_gpu_bytes"]/1e9, d["fault_blocks"], a.get("farthest_demoted"), a.get("farthest_indexed"), a.get("farthest_parked")))' "$st" 2>/dev/null)" | tee -a "$OUT/far.txt"
+  done; done
+  rm -rf "$OUT/$job" "$OUT/$job.tgz"
+  tail -2 "$OUT/$job.marks.log" | cut -c1-200
+done
+ls -la "$OUT"
