@@ -52,6 +52,25 @@ def runtime_line(err):
     return "-"
 
 
+def tail(path, n=6):
+    """The last `n` non-empty lines of a file, or none if it cannot be read."""
+    try:
+        lines = [x.rstrip() for x in open(path, errors="replace") if x.strip()]
+    except OSError:
+        return []
+    return lines[-n:]
+
+
+def say_why_cut(d, name):
+    """A run with too few steps: the tails of the job's stderr and the
+    daemon's log, so that the summary (which batch scripts keep when they
+    delete the run's folder) says why (GPU run 177 lost a ResNet-50 run
+    whose cause went with its folder)."""
+    for suffix in ("err", "daemon.log"):
+        for line in tail(os.path.join(d, f"{name}.{suffix}")):
+            print(f"  {name}.{suffix}: {line[:300]}")
+
+
 def main():
     d, model = sys.argv[1], sys.argv[2]
     plain_path = os.path.join(d, model + ".plain.jsonl")
@@ -64,6 +83,7 @@ def main():
         s = steps_of(p)
         if len(s) <= WARM:
             print(f"{name}: {len(s)} steps (cut short)")
+            say_why_cut(d, name)
             continue
         ms = statistics.median(x["ms"] for x in s[WARM:])
         med.setdefault(config, []).append(ms)
