@@ -60,6 +60,20 @@ pub const MEMFD_NAME: &str = "prescient-launch-ring";
 /// "PRSCLRG" and format version 3 in the low byte (version 2 added the
 /// host-advice table, version 3 records of 128 words).
 pub const MAGIC: u64 = 0x5052_5343_4c52_4703;
+/// [`MAGIC`] without its format version: a ring of another release has it
+/// too (the daemon says so rather than finding no ring).
+pub const MAGIC_NAME: u64 = MAGIC & !0xFF;
+
+/// The format version of a ring whose first word is `word0`, if that word
+/// names a launch ring (0 while a writer has not initialised it).
+pub const fn format_of(word0: u64) -> Option<u8> {
+    if word0 & !0xFF == MAGIC_NAME {
+        Some(word0 as u8)
+    } else {
+        None
+    }
+}
+
 /// Header words before the first record.
 pub const HEADER_WORDS: usize = 24;
 /// Words per record: 123 ranges.

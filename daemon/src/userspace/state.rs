@@ -141,6 +141,9 @@ pub(super) struct Process {
     /// when it was last looked for.
     pub(super) ahead: Option<Ahead>,
     pub(super) ahead_looked: Option<Instant>,
+    /// Its ring is of another format (a runtime of another release): said
+    /// once, never looked for again.
+    pub(super) ring_foreign: bool,
     /// The process's last GPU fault (the feed asks for ids while they come).
     pub(super) last_fault: Option<Instant>,
     /// The mechanism's counters (mechanism.rs).
@@ -239,6 +242,7 @@ impl Process {
             feed_missed: false,
             ahead: None,
             ahead_looked: None,
+            ring_foreign: false,
             last_fault: None,
             mech: mechanism::Tracker::default(),
             turn_faults: Vec::new(),

@@ -278,3 +278,12 @@ fn many_writers_one_reader() {
     assert_eq!(committed, got.len() as u64 + reader.skipped);
     assert_eq!(committed + dropped, 4 * PER);
 }
+
+/// A first word names a launch ring of some format, or nothing.
+#[test]
+fn the_format_is_read_from_the_magic() {
+    assert_eq!(format_of(MAGIC), Some(3));
+    assert_eq!(format_of(MAGIC_NAME | 2), Some(2));
+    assert_eq!(format_of(0), None, "not initialised");
+    assert_eq!(format_of(crate::execpage::MAGIC), None, "the page's");
+}

@@ -33,6 +33,7 @@ mod turn;
 
 use prescient_uapi::launchring::{Reader, Record, CAPACITY};
 use queue::{Queue, QueueStats, Upcoming};
+pub(super) use ring::Foreign;
 use serde::Serialize;
 
 /// Blocks of upcoming launches computed at most (each lane takes its
@@ -100,12 +101,15 @@ pub(super) struct Ahead {
 
 impl Ahead {
     /// Maps the ring of process `pid`, if its runtime made one, and asks
-    /// for records.
-    pub(super) fn find(pid: i32) -> Option<Ahead> {
-        let ring = ring::Mapped::find(pid)?;
+    /// for records; `Err` if the ring is of another format (a runtime of
+    /// another release).
+    pub(super) fn find(pid: i32) -> Result<Option<Ahead>, Foreign> {
+        let Some(ring) = ring::Mapped::find(pid)? else {
+            return Ok(None);
+        };
         let reader = Reader::attach(&ring.ring());
         ring.ring().want(true);
-        Some(Ahead {
+        Ok(Some(Ahead {
             ring,
             reader,
             queue: Queue::default(),
@@ -120,7 +124,7 @@ impl Ahead {
             advice_seq: None,
             logged: None,
             stats: AheadStats::default(),
-        })
+        }))
     }
 
     /// Asks for records or stops asking (with the page's ids: a record is
@@ -284,7 +288,9 @@ mod tests {
         let (_f, w) = ring::tests::runtime_ring();
         let r = Ring::new(w).unwrap();
         r.init(std::process::id());
-        let mut a = Ahead::find(std::process::id() as i32).expect("found");
+        let mut a = Ahead::find(std::process::id() as i32)
+            .unwrap()
+            .expect("found");
         assert_eq!(a.host_advice(), Some(vec![]), "a fresh ring's table");
         assert_eq!(a.host_advice(), None);
         r.publish_host_advice(&[(1 << 30, 2 << 30)], 0);
@@ -319,7 +325,9 @@ mod tests {
             x
         };
         assert!(r.push(&launch(1, 10)), "written before the reader came");
-        let mut a = Ahead::find(std::process::id() as i32).expect("found");
+        let mut a = Ahead::find(std::process::id() as i32)
+            .unwrap()
+            .expect("found");
         a.track_running();
         assert!(r.wanted());
         for (id, b) in [(2, 20), (3, 30), (4, 40)] {

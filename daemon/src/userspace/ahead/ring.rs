@@ -3,8 +3,11 @@
 //! pidfd_getfd, as execfeed.rs does for the page), mapped, and checked
 //! (format, size, writer).
 
-use prescient_uapi::launchring::{Ring, MEMFD_NAME, RING_BYTES, RING_WORDS};
+use prescient_uapi::launchring::{
+    format_of, Ring, MAGIC, MEMFD_NAME, RING_BYTES, RING_WORDS, W_PID,
+};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::AtomicU64;
 
 /// A mapping of a valid ring written by the process.
@@ -12,21 +15,65 @@ pub(super) struct Mapped {
     addr: usize,
 }
 
+/// A ring the process wrote in a format this prescientd does not read: a
+/// runtime of another release (the job started before an upgrade).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::userspace) struct Foreign {
+    /// Its format version, and its size in bytes.
+    pub(in crate::userspace) format: u8,
+    pub(in crate::userspace) bytes: u64,
+}
+
+impl std::fmt::Display for Foreign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the job's launch ring has format {} ({} bytes); this prescientd reads format {} \
+             ({RING_BYTES} bytes): its runtime is of another release, so this job runs \
+             without launch footprints; start it again with this release's `prescientctl run`",
+            self.format, self.bytes, MAGIC as u8
+        )
+    }
+}
+
 impl Mapped {
-    /// Maps the ring of `pid`, if there is a valid one.
-    pub(super) fn find(pid: i32) -> Option<Mapped> {
-        let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    /// Maps the ring of `pid`, if there is a valid one; `Err` if the
+    /// process wrote one of another format.
+    pub(super) fn find(pid: i32) -> Result<Option<Mapped>, Foreign> {
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return Ok(None);
+        };
         let prefix = format!("/memfd:{MEMFD_NAME}");
-        dir.flatten().find_map(|e| {
-            let link = std::fs::read_link(e.path()).ok()?;
+        let mut foreign = None;
+        for e in dir.flatten() {
+            let Ok(link) = std::fs::read_link(e.path()) else {
+                continue;
+            };
             if !link.to_string_lossy().starts_with(&prefix) {
-                return None;
+                continue;
             }
-            let f = (std::fs::OpenOptions::new().read(true).write(true))
-                .open(e.path())
-                .ok()?;
-            Self::map(&f, pid)
-        })
+            let opened = (std::fs::OpenOptions::new().read(true).write(true)).open(e.path());
+            let Ok(f) = opened else { continue };
+            if let Some(m) = Self::map(&f, pid) {
+                return Ok(Some(m));
+            }
+            foreign = foreign.or_else(|| Self::foreign(&f, pid));
+        }
+        foreign.map_or(Ok(None), Err)
+    }
+
+    /// The format of a ring `pid` wrote that this build does not read, read
+    /// from its header words (the same place in every format so far).
+    fn foreign(f: &std::fs::File, pid: i32) -> Option<Foreign> {
+        let word = |i: usize| {
+            let mut b = [0u8; 8];
+            f.read_exact_at(&mut b, 8 * i as u64).ok()?;
+            Some(u64::from_le_bytes(b))
+        };
+        let format = format_of(word(0)?)?;
+        let bytes = f.metadata().ok()?.len();
+        let ours = u64::from(format) == MAGIC & 0xFF && bytes >= RING_BYTES as u64;
+        (!ours && word(W_PID)? == pid as u64).then_some(Foreign { format, bytes })
     }
 
     fn map(f: &std::fs::File, pid: i32) -> Option<Mapped> {
@@ -105,6 +152,51 @@ pub(super) mod tests {
         (f, w)
     }
 
+    /// A ring as the runtime of format 2 (32-word records, before GPU run
+    /// 174) made it, in this process: named, refused with what it is, and
+    /// found by no one when another pid wrote it or no writer initialised
+    /// it yet.
+    #[test]
+    fn a_ring_of_another_format_is_named_not_missed() {
+        let _one = ONE_RING.lock().unwrap_or_else(|e| e.into_inner());
+        let me = std::process::id();
+        let name = std::ffi::CString::new(MEMFD_NAME).unwrap();
+        // SAFETY: memfd_create with a NUL-terminated name.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: fd is ours.
+        let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let old_bytes = (24 + 4096 * 32 + prescient_uapi::launchring::ADVICE_WORDS) as u64 * 8;
+        f.set_len(old_bytes).unwrap();
+        let header = |pid: u32, magic: u64| {
+            for (i, w) in [magic, 4096, 32, u64::from(pid)].into_iter().enumerate() {
+                f.write_all_at(&w.to_le_bytes(), 8 * i as u64).unwrap();
+            }
+        };
+        assert_eq!(Mapped::find(me as i32).err(), None, "not initialised");
+        let format2 = prescient_uapi::launchring::MAGIC_NAME | 2;
+        header(me + 1, format2);
+        assert!(
+            matches!(Mapped::find(me as i32), Ok(None)),
+            "another writer"
+        );
+        header(me, format2);
+        let foreign = Mapped::find(me as i32).err().expect("named");
+        assert_eq!(
+            foreign,
+            Foreign {
+                format: 2,
+                bytes: old_bytes
+            }
+        );
+        let said = foreign.to_string();
+        assert!(
+            said.contains("format 2") && said.contains("reads format 3"),
+            "{said}"
+        );
+        assert!(said.contains("prescientctl run"), "{said}");
+    }
+
     /// A ring made as the runtime makes it (a memfd by that name), in
     /// this process: found, and refused when another pid wrote it.
     #[test]
@@ -112,14 +204,14 @@ pub(super) mod tests {
         let _one = ONE_RING.lock().unwrap_or_else(|e| e.into_inner());
         let me = std::process::id() as i32;
         let (f, w) = runtime_ring();
-        assert!(Mapped::find(me).is_none(), "not initialised");
+        assert!(matches!(Mapped::find(me), Ok(None)), "not initialised");
         let m = Mapped::map(&f, me);
         assert!(m.is_none());
         // Initialised through a mapping of our own, as the runtime does.
         Ring::new(w).unwrap().init(me as u32 + 1);
-        assert!(Mapped::find(me).is_none(), "another writer");
+        assert!(matches!(Mapped::find(me), Ok(None)), "another writer");
         Ring::new(w).unwrap().init(me as u32);
-        let m = Mapped::find(me).expect("found");
+        let m = Mapped::find(me).unwrap().expect("found");
         m.ring().want(true);
         assert!(Ring::new(w).unwrap().wanted(), "one memory");
     }

@@ -19,11 +19,19 @@ impl Process {
             return;
         }
         if self.ahead.is_none() {
-            if self.ahead_looked.is_some_and(|t| t.elapsed() < LOOK_EVERY) {
+            if self.ring_foreign || self.ahead_looked.is_some_and(|t| t.elapsed() < LOOK_EVERY) {
                 return;
             }
             self.ahead_looked = Some(Instant::now());
-            self.ahead = Ahead::find(self.snap.pid);
+            match Ahead::find(self.snap.pid) {
+                Ok(a) => self.ahead = a,
+                Err(foreign) => {
+                    // Its format will not change while it runs: said once.
+                    tracing::warn!(pid = self.snap.pid, "{foreign}");
+                    self.ring_foreign = true;
+                    return;
+                }
+            }
             if let Some(a) = self.ahead.as_mut() {
                 tracing::info!(pid = self.snap.pid, "launch footprints: ring found");
                 if self.log.on() {
