@@ -289,7 +289,7 @@ pub struct NextUses {
 /// Every 32nd of a step (runs 110-175), the 374M LM's optimizer, which
 /// streams its 6 GB of model states through a 4 GB budget, evicted 1.5x
 /// the blocks Belady would; every 256th (GPU run 176), 11% fewer bytes to
-/// the host and 1.11x faster steps, the 220M LM level.
+/// the host and 1.08x faster steps, the 220M LM level.
 pub const NEXT_USE_PASSES: u64 = 256;
 
 impl NextUses {
