@@ -1,7 +1,8 @@
 //! The process's launch ring: found among its file descriptors by the
 //! memfd's name and opened through /proc/PID/fd (the access check of
 //! pidfd_getfd, as execfeed.rs does for the page), mapped, and checked
-//! (format, size, writer).
+//! (format, size, writer); a ring of another format is named
+//! (`Foreign`), not passed over.
 
 use prescient_uapi::launchring::{
     format_of, Ring, MAGIC, MEMFD_NAME, RING_BYTES, RING_WORDS, W_PID,
@@ -68,7 +69,7 @@ impl Mapped {
         let word = |i: usize| {
             let mut b = [0u8; 8];
             f.read_exact_at(&mut b, 8 * i as u64).ok()?;
-            Some(u64::from_le_bytes(b))
+            Some(u64::from_ne_bytes(b))
         };
         let format = format_of(word(0)?)?;
         let bytes = f.metadata().ok()?.len();
@@ -170,7 +171,7 @@ pub(super) mod tests {
         f.set_len(old_bytes).unwrap();
         let header = |pid: u32, magic: u64| {
             for (i, w) in [magic, 4096, 32, u64::from(pid)].into_iter().enumerate() {
-                f.write_all_at(&w.to_le_bytes(), 8 * i as u64).unwrap();
+                f.write_all_at(&w.to_ne_bytes(), 8 * i as u64).unwrap();
             }
         };
         assert_eq!(Mapped::find(me as i32).err(), None, "not initialised");
