@@ -37,6 +37,16 @@ BLOCK = 2 << 20
 INF = float("inf")
 
 
+def blocks_of(field):
+    """The blocks of an `L` line's ranges field (`first:count` joined by `,`)."""
+    blocks = []
+    for r in field.split(","):
+        if r:
+            a, n = r.split(":")
+            blocks.extend(range(int(a), int(a) + int(n)))
+    return blocks
+
+
 def read_log(path):
     """Launches (lists of blocks) and, per launch index, the marks before it."""
     opener = gzip.open if path.endswith(".gz") else open
@@ -51,14 +61,9 @@ def read_log(path):
                 continue
             kind = p[1]
             if kind == "L" and len(p) >= 6:
-                blocks = []
-                for r in p[5].split(","):
-                    if r:
-                        a, n = r.split(":")
-                        blocks.extend(range(int(a), int(a) + int(n)))
                 marks.append(pending)
                 pending = []
-                launches.append(list(dict.fromkeys(blocks)))
+                launches.append(list(dict.fromkeys(blocks_of(p[5]))))
             elif kind == "M" and len(p) >= 5:
                 b, n = int(p[2]), int(p[3])
                 pending.append((p[4] == "d", b, n))

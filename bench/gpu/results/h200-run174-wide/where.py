@@ -37,11 +37,7 @@ def read(path):
                 continue
             kind = p[1]
             if kind == "L" and len(p) >= 6:
-                blocks = []
-                for r in p[5].split(","):
-                    if r:
-                        a, n = r.split(":")
-                        blocks.extend(range(int(a), int(a) + int(n)))
+                blocks = minevict.blocks_of(p[5])
                 for b in set(blocks):
                     uses[b].append(len(launches))
                 launches.append(blocks)
@@ -65,14 +61,11 @@ def quantiles(d):
     return [d[int(n * q)] for q in (0.1, 0.25, 0.5, 0.75, 0.9)] if n else []
 
 
-def belady_evictions(path, cap):
-    """(launch index, next-use distance) of each copy the clairvoyant replay makes."""
+def belady_evictions(path, cap, uses):
+    """(launch index, next-use distance) of each copy the clairvoyant replay
+    makes; `uses`: each block's launches, as `read` gives them."""
     launches, marks, _ = minevict.read_log(path)
     nxt, _ = minevict.next_uses(launches)
-    uses = collections.defaultdict(list)
-    for i, l in enumerate(launches):
-        for b in l:
-            uses[b].append(i)
     g = minevict.Gpu(cap)
     out = []
     for i, blocks in enumerate(launches):
@@ -117,7 +110,7 @@ def main():
             if 200 <= g % period < 600:
                 phase_victims.append(next_use(uses, b, g))
     truncated = collections.Counter((i % period) // 200 for i, f in enumerate(flags) if "t" in f)
-    bel = belady_evictions(path, cap)
+    bel = belady_evictions(path, cap, uses)
     bel_ph = collections.Counter((i % period) // 200 for i, _ in bel if i >= period)
     print("per 200 launches of a step (steps 2 on): faults, truncated records, victims, clairvoyant copies")
     for ph in range((period + 199) // 200):
