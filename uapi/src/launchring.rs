@@ -60,6 +60,8 @@ pub const MEMFD_NAME: &str = "prescient-launch-ring";
 /// "PRSCLRG" and format version 3 in the low byte (version 2 added the
 /// host-advice table, version 3 records of 128 words).
 pub const MAGIC: u64 = 0x5052_5343_4c52_4703;
+/// The format version [`MAGIC`] carries: the one this build reads and writes.
+pub const FORMAT: u8 = MAGIC as u8;
 /// [`MAGIC`] without its format version: a ring of another release has it
 /// too (the daemon says so rather than finding no ring).
 pub const MAGIC_NAME: u64 = MAGIC & !0xFF;

@@ -283,6 +283,7 @@ fn many_writers_one_reader() {
 #[test]
 fn the_format_is_read_from_the_magic() {
     assert_eq!(format_of(MAGIC), Some(3));
+    assert_eq!(FORMAT, 3);
     assert_eq!(format_of(MAGIC_NAME | 2), Some(2));
     assert_eq!(format_of(0), None, "not initialised");
     assert_eq!(format_of(crate::execpage::MAGIC), None, "the page's");

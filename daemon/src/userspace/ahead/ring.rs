@@ -5,7 +5,7 @@
 //! (`Foreign`), not passed over.
 
 use prescient_uapi::launchring::{
-    format_of, Ring, MAGIC, MEMFD_NAME, RING_BYTES, RING_WORDS, W_PID,
+    format_of, Ring, FORMAT, MEMFD_NAME, RING_BYTES, RING_WORDS, W_PID,
 };
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -32,7 +32,7 @@ impl std::fmt::Display for Foreign {
             "the job's launch ring has format {} ({} bytes); this prescientd reads format {} \
              ({RING_BYTES} bytes): its runtime is of another release, so this job runs \
              without launch footprints; start it again with this release's `prescientctl run`",
-            self.format, self.bytes, MAGIC as u8
+            self.format, self.bytes, FORMAT
         )
     }
 }
@@ -73,7 +73,7 @@ impl Mapped {
         };
         let format = format_of(word(0)?)?;
         let bytes = f.metadata().ok()?.len();
-        let ours = u64::from(format) == MAGIC & 0xFF && bytes >= RING_BYTES as u64;
+        let ours = format == FORMAT && bytes >= RING_BYTES as u64;
         (!ours && word(W_PID)? == pid as u64).then_some(Foreign { format, bytes })
     }
 
@@ -129,13 +129,7 @@ pub(super) mod tests {
     /// A memfd ring made as the runtime makes it, and its words (mapped
     /// for the test's life).
     pub(in crate::userspace) fn runtime_ring() -> (std::fs::File, &'static [AtomicU64]) {
-        let name = std::ffi::CString::new(MEMFD_NAME).unwrap();
-        // SAFETY: memfd_create with a NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-        assert!(fd >= 0);
-        // SAFETY: fd is ours.
-        let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        f.set_len(RING_BYTES as u64).unwrap();
+        let f = named_memfd(RING_BYTES as u64);
         // SAFETY: mapping our own memfd (never unmapped: 'static).
         let p = unsafe {
             libc::mmap(
@@ -143,7 +137,7 @@ pub(super) mod tests {
                 RING_BYTES,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                fd,
+                f.as_raw_fd(),
                 0,
             )
         };
@@ -151,6 +145,18 @@ pub(super) mod tests {
         // SAFETY: the mapping just made, RING_BYTES long, kept.
         let w = unsafe { std::slice::from_raw_parts(p as *const AtomicU64, RING_WORDS) };
         (f, w)
+    }
+
+    /// A memfd by the ring's name, `len` bytes long, in this process.
+    fn named_memfd(len: u64) -> std::fs::File {
+        let name = std::ffi::CString::new(MEMFD_NAME).unwrap();
+        // SAFETY: memfd_create with a NUL-terminated name.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: fd is ours.
+        let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        f.set_len(len).unwrap();
+        f
     }
 
     /// A ring as the runtime of format 2 (32-word records, before GPU run
@@ -161,14 +167,8 @@ pub(super) mod tests {
     fn a_ring_of_another_format_is_named_not_missed() {
         let _one = ONE_RING.lock().unwrap_or_else(|e| e.into_inner());
         let me = std::process::id();
-        let name = std::ffi::CString::new(MEMFD_NAME).unwrap();
-        // SAFETY: memfd_create with a NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-        assert!(fd >= 0);
-        // SAFETY: fd is ours.
-        let f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         let old_bytes = (24 + 4096 * 32 + prescient_uapi::launchring::ADVICE_WORDS) as u64 * 8;
-        f.set_len(old_bytes).unwrap();
+        let f = named_memfd(old_bytes);
         let header = |pid: u32, magic: u64| {
             for (i, w) in [magic, 4096, 32, u64::from(pid)].into_iter().enumerate() {
                 f.write_all_at(&w.to_ne_bytes(), 8 * i as u64).unwrap();
